@@ -1,0 +1,20 @@
+//! The holder process: one instance of the report job. Thin: parse the
+//! parameters, run [`lab::holder::run`], exit with its status.
+
+use clap::Parser;
+use lab::holder::{self, HolderArgs};
+
+fn main() {
+    let args = HolderArgs::parse();
+    if let Err(e) = args.validate() {
+        eprintln!("holder: {e}");
+        std::process::exit(2);
+    }
+    match holder::run(&args) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("holder {}: {}", args.holder, lab::error::chain(e.as_ref()));
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! F2 — the edges of the lease: an equal token may write again, a renewal
+//! after expiry is refused even when nobody took over, and `now()` inside a
+//! long transaction is the transaction's start time, so a lease statement
+//! run there judges expiry by a stale clock. The article stops at the
+//! acquire path; this case also builds the renewal path it only reasons about.
+
+use super::common::{acquire, part_write, require, EXPIRY_BOUND, LEASE, SCOPE, SHORT_TTL, SUMMARY};
+use super::{Case, Lab};
+use crate::error::Result;
+use crate::lease;
+use crate::report::FenceMode;
+use crate::transcript::Transcript;
+
+/// The case.
+pub const CASE: Case = Case { id: "F2", title: |_| "边界：相等 token 重写、过期后续租、长事务里的 now()".into(), run };
+
+fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
+    let mut leases = lab.leases("lab")?;
+    let mut report = lab.report(FenceMode::FencedScope, "lab")?;
+    let mut view = lab.resource()?;
+
+    // One grant, two writes with the same token.
+    let mut a = acquire(&mut leases, "holder-a", SHORT_TTL)?;
+    t.check_eq("holder-a 获取租约（TTL=300ms）", 1, a.token);
+    let first = report.write(&part_write(&a, SUMMARY, "rows=100(A)"))?;
+    let again = report.write(&part_write(&a, SUMMARY, "rows=100(A) 重算"))?;
+    t.expect("同一 token 的第二次写入也被接受（floor 比较用 <=，一次持有可写多次）", "true true".to_owned(), format!("{first} {again}"));
+    t.check_eq("相等 token 不推进 fence_floor", 1, view.floor(SCOPE)?);
+
+    // Expiry with nobody taking over.
+    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
+    t.check(!a.within_deadline(), "数据库判定过期时，holder-a 的本地截止时间已经过去（起点取在请求发出前，且提前 margin）");
+    let renewed = leases.renew(&mut a)?;
+    t.expect("过期后续租被拒，即使无人接手", false, renewed);
+    let row = leases.row(LEASE)?.ok_or("the lease row vanished")?;
+    t.expect("被拒的续租没有改动租约行", "holder-a token=1 expired".to_owned(), describe(&row));
+    let again = acquire(&mut leases, "holder-a", SHORT_TTL)?;
+    t.check_eq("过期后 holder-a 只能重新获取，得到新 token", 2, again.token);
+    leases.release(&again)?;
+
+    // The acquire path inside a long transaction. The transaction takes its
+    // now() *before* holder-b acquires, so that now() is earlier than b's
+    // expires_at however slowly the machine runs.
+    let mut long = lab.leases("long transaction")?;
+    let mut tx = long.client().transaction()?;
+    let started: String = tx.query_one("SELECT now()::text", &[])?.get(0);
+    let b = acquire(&mut leases, "holder-b", SHORT_TTL)?;
+    t.check_eq("长事务开始后 holder-b 获取租约（TTL=300ms）", 3, b.token);
+    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
+    let later: String = tx.query_one("SELECT now()::text", &[])?.get(0);
+    t.check_eq("同一事务内 now() 不随时间前进", started, later);
+    let moved: bool = tx.query_one("SELECT clock_timestamp() > now()", &[])?.get(0);
+    t.check(moved, "clock_timestamp() 已越过 now()");
+    let expired_outside = !leases.row(LEASE)?.ok_or("the lease row vanished")?.held;
+    // The very statement LeaseStore::acquire runs, misused inside the transaction.
+    let inside = tx.query(lease::ACQUIRE, &[&LEASE, &"holder-c", &lease::millis(SHORT_TTL)])?;
+    t.check(expired_outside && inside.is_empty(), "自动提交连接已判定过期，但长事务内的获取仍按事务开始时间判为未过期而拒绝");
+    // ON CONFLICT locked the row even though it did not update it: end the
+    // transaction before anyone else acquires.
+    tx.rollback()?;
+
+    // The renewal path, which the article only reasons about: in a long
+    // transaction, `expires_at > now()` renews a lease that has in fact expired.
+    let mut tx = long.client().transaction()?;
+    tx.query_one("SELECT now()", &[])?;
+    let c = acquire(&mut leases, "holder-c", SHORT_TTL)?;
+    t.expect("自动提交模式下获取成功，token=4", 4, c.token);
+    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
+    let stale_renew = tx.execute(lease::RENEW, &[&lease::millis(SHORT_TTL), &LEASE, &"holder-c", &c.token])?;
+    tx.commit()?;
+    t.exposes(stale_renew == 1, "长事务里的续租按事务开始时间判断，把已过期（尚无人接手）的租约续上了：I1 的判断时刻退回到事务开始");
+
+    // Once somebody has taken over, the token condition still refuses it.
+    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
+    let mut tx = long.client().transaction()?;
+    tx.query_one("SELECT now()", &[])?;
+    let d = acquire(&mut leases, "holder-d", SHORT_TTL)?;
+    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
+    let e = acquire(&mut leases, "holder-e", SHORT_TTL)?;
+    require(e.token == d.token + 1, "holder-e did not take over from holder-d")?;
+    let superseded = tx.execute(lease::RENEW, &[&lease::millis(SHORT_TTL), &LEASE, &"holder-d", &d.token])?;
+    tx.commit()?;
+    t.expect("已有人接手（token=6）时，长事务里 holder-d（token=5）的续租因 token 条件失败，I3 不受影响", 0, superseded);
+    Ok(())
+}
+
+fn describe(row: &lease::LeaseRow) -> String {
+    format!("{} token={} {}", row.holder, row.token, if row.held { "held" } else { "expired" })
+}

@@ -1,0 +1,93 @@
+//! F3 — concurrent acquires: sixteen threads, each with its own connection,
+//! released together by a barrier, race for the lease three times. When the
+//! lease is new exactly one wins; while it is held none does (and the row is
+//! untouched); after it expires exactly one wins again. The single
+//! `INSERT … ON CONFLICT DO UPDATE … WHERE` statement is the whole reason.
+
+use super::common::{margin, EXPIRY_BOUND, LEASE, TTL};
+use super::{Case, Lab};
+use crate::error::Result;
+use crate::lease::{Grant, LeaseStore};
+use crate::transcript::Transcript;
+use std::sync::Barrier;
+
+/// The case.
+pub const CASE: Case = Case {
+    id: "F3",
+    title: |o| format!("并发获取：{} 个线程各自连接，由屏障同时放行", o.threads),
+    run,
+};
+
+/// The racers of one round, each with its own connection.
+type Racers = Vec<(String, LeaseStore)>;
+
+/// Connects the racers of one round. All rounds connect before the first
+/// starts: a failed connection is then an error here instead of a thread
+/// that never reaches the barrier, and round 2 follows round 1 within
+/// milliseconds, well inside the ttl.
+fn connect(lab: &Lab, threads: usize) -> Result<Racers> {
+    (1..=threads)
+        .map(|i| {
+            let holder = format!("holder-{i:02}");
+            lab.leases(&holder).map(|store| (holder, store))
+        })
+        .collect()
+}
+
+/// One round: all racers wait at the barrier, then acquire at once.
+fn round(stores: Racers) -> Result<Vec<Option<Grant>>> {
+    let threads = stores.len();
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let racers: Vec<_> = stores
+            .into_iter()
+            .map(|(holder, mut store)| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    store.acquire(LEASE, &holder, TTL, margin(TTL))
+                })
+            })
+            .collect();
+        racers.into_iter().map(|r| r.join().map_err(|_| "an acquiring thread panicked")?).collect()
+    })
+}
+
+fn winners(results: &[Option<Grant>]) -> Vec<&Grant> {
+    results.iter().flatten().collect()
+}
+
+fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
+    let threads = lab.options.threads;
+    let mut observer = lab.leases("lab observer")?;
+    let (racers1, racers2, racers3) = (connect(lab, threads)?, connect(lab, threads)?, connect(lab, threads)?);
+    let mut attempts = 0;
+
+    let first = round(racers1)?;
+    attempts += first.len();
+    let won = winners(&first);
+    t.check_eq("新建一轮：恰好一个获胜者", 1, won.len());
+    t.expect("获胜者拿到 token=1", "1".to_owned(), won.iter().map(|g| g.token.to_string()).collect::<Vec<_>>().join(","));
+
+    let before = observer.row(LEASE)?.ok_or("no lease row after the first round")?;
+    let second = round(racers2)?;
+    attempts += second.len();
+    let after = observer.row(LEASE)?.ok_or("the lease row vanished")?;
+    // The lease must have been valid from before the round until after it,
+    // or "no winner" would prove nothing.
+    t.check(before.held && after.held, "第二轮全程租约有效（轮前轮后数据库都判定持有中）");
+    t.check_eq("有效期内一轮：没有获胜者", 0, winners(&second).len());
+    t.check(after == before, format!("{threads} 次被拒的获取没有改动租约行（holder、token、expires_at 不变）"));
+
+    observer.wait_until_expired(LEASE, EXPIRY_BOUND)?;
+    let third = round(racers3)?;
+    attempts += third.len();
+    let won = winners(&third);
+    t.check_eq("过期后一轮：恰好一个获胜者", 1, won.len());
+    let row = observer.row(LEASE)?.ok_or("the lease row vanished")?;
+    let winner = won.first().map_or("none".to_owned(), |g| g.holder.clone());
+    t.expect("租约行的 holder 就是第三轮的获胜者", winner, row.holder.clone());
+    t.check_eq(format!("{attempts} 次尝试后 token=2"), 2, row.token);
+    t.check_eq("尝试次数", 3 * threads, attempts);
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! F5 — the negative control of F4: the same timeline, the same lease
+//! behaviour, but a resource that does not check tokens. A's stale report
+//! replaces B's: without the resource-side check no lease can help.
+
+use super::paused_holder;
+use super::{Case, Lab};
+use crate::error::Result;
+use crate::report::FenceMode;
+use crate::transcript::Transcript;
+
+/// The resource mode of F5 unless the reader picks another with `--mode`.
+const MODE: FenceMode = FenceMode::Unfenced;
+
+/// The case.
+pub const CASE: Case = Case {
+    id: "F5",
+    title: |o| paused_holder::title("负向对照：与 F4 相同的时间线，", o.mode.unwrap_or(MODE), o.pause_before_check),
+    run,
+};
+
+fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
+    paused_holder::run(lab, t, lab.options.mode.unwrap_or(MODE))
+}

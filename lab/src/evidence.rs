@@ -1,0 +1,104 @@
+//! The locked evidence and the reader's comparison with it (`lab diff`).
+//!
+//! `evidence/26/F4.snap` is the insta snapshot of F4's transcript, after
+//! [`crate::transcript::redact`]. `./run.sh F4` saves the reader's own
+//! transcript under `target/lab/transcripts/F4.txt`; `lab diff F4` redacts it
+//! with the same rules and compares.
+
+use crate::error::{Result, ResultExt};
+use crate::paths;
+use crate::transcript::redact;
+use similar::{ChangeTag, TextDiff};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The locked snapshot of a case.
+pub fn snapshot_path(id: &str) -> PathBuf {
+    paths::evidence_dir().join(format!("{id}.snap"))
+}
+
+/// Where `lab run` saves a case's last transcript.
+pub fn saved_transcript_path(id: &str) -> PathBuf {
+    paths::transcripts_dir().join(format!("{id}.txt"))
+}
+
+/// Saves a case's transcript for a later `lab diff`.
+pub fn save_transcript(id: &str, text: &str) -> Result<()> {
+    fs::create_dir_all(paths::transcripts_dir())?;
+    fs::write(saved_transcript_path(id), text).with_context(|| format!("saving {}", saved_transcript_path(id).display()))
+}
+
+/// The transcript locked in a snapshot file: the text after insta's
+/// `---` … `---` metadata header.
+pub fn snapshot_body(snapshot: &str) -> Option<&str> {
+    let rest = snapshot.strip_prefix("---\n")?;
+    let end = rest.find("\n---\n")?;
+    Some(&rest[end + "\n---\n".len()..])
+}
+
+/// The result of comparing a transcript with the evidence.
+pub struct Comparison {
+    /// The snapshot compared against.
+    pub evidence: PathBuf,
+    /// The transcript compared.
+    pub transcript: PathBuf,
+    /// A unified diff, empty when they match.
+    pub diff: String,
+}
+
+/// Compares `transcript` (by default the case's saved one) with the evidence.
+pub fn compare(id: &str, transcript: Option<&Path>, color: bool) -> Result<Comparison> {
+    let evidence = snapshot_path(id);
+    let transcript = transcript.map(Path::to_path_buf).unwrap_or_else(|| saved_transcript_path(id));
+    if !transcript.exists() {
+        return Err(format!("no transcript of {id} yet ({}): run it first with `./run.sh {id}`", transcript.display()).into());
+    }
+    let locked = fs::read_to_string(&evidence).with_context(|| format!("reading the evidence {}", evidence.display()))?;
+    let locked = snapshot_body(&locked).ok_or_else(|| format!("{} is not an insta snapshot", evidence.display()))?;
+    let mine = fs::read_to_string(&transcript).with_context(|| format!("reading {}", transcript.display()))?;
+    let (locked, mine) = (format!("{}\n", locked.trim_end()), format!("{}\n", redact(&mine).trim_end()));
+    let mut diff = String::new();
+    if locked != mine {
+        let text = TextDiff::from_lines(&locked, &mine);
+        let label = |p: &Path| p.strip_prefix(paths::root()).unwrap_or(p).display().to_string();
+        diff.push_str(&paint(&format!("--- {}\n+++ {} (redacted)\n", label(&evidence), label(&transcript)), "1", color));
+        for group in text.grouped_ops(3) {
+            let (first, last) = (group.first().expect("non-empty"), group.last().expect("non-empty"));
+            let (old, new) = (first.old_range().start..last.old_range().end, first.new_range().start..last.new_range().end);
+            diff.push_str(&paint(&format!("@@ -{},{} +{},{} @@\n", old.start + 1, old.len(), new.start + 1, new.len()), "36", color));
+            for op in &group {
+                for change in text.iter_changes(op) {
+                    let (sign, code) = match change.tag() {
+                        ChangeTag::Delete => ("-", "31"),
+                        ChangeTag::Insert => ("+", "32"),
+                        ChangeTag::Equal => (" ", ""),
+                    };
+                    diff.push_str(&paint(&format!("{sign}{}", change.value()), code, color));
+                }
+            }
+        }
+    }
+    Ok(Comparison { evidence, transcript, diff })
+}
+
+fn paint(text: &str, code: &str, color: bool) -> String {
+    if color && !code.is_empty() {
+        let body = text.strip_suffix('\n').unwrap_or(text);
+        format!("\x1b[{code}m{body}\x1b[0m\n")
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The transcript is what follows insta's metadata header.
+    #[test]
+    fn snapshot_body_skips_the_header() {
+        let snap = "---\nsource: lab/tests/cases.rs\n---\nCASE F1 :: x\n  ok   y\n";
+        assert_eq!(snapshot_body(snap), Some("CASE F1 :: x\n  ok   y\n"));
+        assert_eq!(snapshot_body("CASE F1 :: x\n"), None);
+    }
+}

@@ -1,0 +1,266 @@
+//! The holder process: one instance of the report job, as a separate OS
+//! process (the `holder` binary), so that F4 can freeze it with SIGSTOP.
+//!
+//! It acquires the lease, starts the background renewer, checks its local
+//! deadline, optionally waits for one line on stdin, writes its report part,
+//! renews once more and releases. Each step prints one protocol line on
+//! stdout ([`Step`]), which the parent reads to follow it.
+
+use crate::error::Result;
+use crate::lease::LeaseStore;
+use crate::renewer::Renewer;
+use crate::report::{FenceMode, PartWrite, ReportStore};
+use std::fmt;
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+/// Where the holder waits for a line on stdin, if anywhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WaitPoint {
+    /// Runs straight through (holder-b in F4).
+    None,
+    /// After the passed deadline check, before the write: the window in which
+    /// F4 pauses holder-a, and where no client-side check can help.
+    BeforeWrite,
+    /// Before the deadline check: the pause is then caught by the holder
+    /// itself, which sees its local deadline passed and gives up.
+    BeforeCheck,
+}
+
+/// The holder's parameters.
+#[derive(clap::Parser, Clone, Debug, PartialEq)]
+#[command(name = "holder", about = "One instance of the report job: acquire, renew in the background, check the local deadline, write, renew, release. Prints one protocol line per step.")]
+pub struct HolderArgs {
+    /// The lease to acquire.
+    #[arg(long, default_value = "report-job")]
+    pub lease: String,
+    /// This instance's holder id, e.g. holder-a.
+    #[arg(long)]
+    pub holder: String,
+    /// Lease ttl in milliseconds, by the database clock.
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ttl_ms: u64,
+    /// Background renewal period in milliseconds.
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..))]
+    pub renew_ms: u64,
+    /// Local safety margin in milliseconds: the local deadline is ttl - margin after each request is sent.
+    #[arg(long, default_value_t = 300)]
+    pub margin_ms: u64,
+    /// The scope to write in.
+    #[arg(long, default_value = "daily-report")]
+    pub scope: String,
+    /// The part to write.
+    #[arg(long, default_value = "summary")]
+    pub part: String,
+    /// The report content to write, e.g. rows=200(A).
+    #[arg(long)]
+    pub content: String,
+    /// How the resource judges the write.
+    #[arg(long, value_enum, default_value_t = FenceMode::FencedScope)]
+    pub mode: FenceMode,
+    /// Where to wait for one line on stdin.
+    #[arg(long, value_enum, default_value_t = WaitPoint::None)]
+    pub wait: WaitPoint,
+}
+
+impl HolderArgs {
+    /// The command line that makes `holder` parse back to `self`.
+    pub fn to_argv(&self) -> Vec<String> {
+        vec![
+            "--lease".into(), self.lease.clone(),
+            "--holder".into(), self.holder.clone(),
+            "--ttl-ms".into(), self.ttl_ms.to_string(),
+            "--renew-ms".into(), self.renew_ms.to_string(),
+            "--margin-ms".into(), self.margin_ms.to_string(),
+            "--scope".into(), self.scope.clone(),
+            "--part".into(), self.part.clone(),
+            "--content".into(), self.content.clone(),
+            "--mode".into(), value_name(&self.mode),
+            "--wait".into(), value_name(&self.wait),
+        ]
+    }
+
+    /// Refuses parameters under which the experiment means nothing.
+    pub fn validate(&self) -> Result<()> {
+        if self.margin_ms >= self.ttl_ms {
+            return Err(format!("--margin-ms {} must be below --ttl-ms {}", self.margin_ms, self.ttl_ms).into());
+        }
+        if self.renew_ms >= self.ttl_ms - self.margin_ms {
+            return Err(format!(
+                "--renew-ms {} cannot keep the lease: renewals must come before the local deadline (ttl - margin = {} ms)",
+                self.renew_ms,
+                self.ttl_ms - self.margin_ms
+            )
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// The command-line spelling of an enum value, e.g. `fenced-scope`.
+pub fn value_name(value: &impl clap::ValueEnum) -> String {
+    value.to_possible_value().expect("no variant is skipped").get_name().to_owned()
+}
+
+// ANCHOR: step
+/// One protocol line of the holder, as printed on its stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The acquire returned a token.
+    Acquired { token: i64 },
+    /// Someone else holds the lease.
+    NotAcquired,
+    /// The local deadline was still ahead.
+    DeadlineOk,
+    /// The local deadline had passed: the holder gives up without writing.
+    DeadlinePassed,
+    /// Waiting for one line on stdin.
+    Waiting,
+    /// The resource's answer to the write.
+    Write { accepted: bool, token: i64 },
+    /// The renewal right after the write.
+    RenewAfterWrite { ok: bool },
+    /// Released at the end of a normal run.
+    Released,
+    /// The renewal failed: the holding is over; nothing to release.
+    LeaseLost,
+}
+// ANCHOR_END: step
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Acquired { token } => write!(f, "ACQUIRED token={token}"),
+            Step::NotAcquired => f.write_str("NOT_ACQUIRED"),
+            Step::DeadlineOk => f.write_str("DEADLINE_OK"),
+            Step::DeadlinePassed => f.write_str("DEADLINE_PASSED"),
+            Step::Waiting => f.write_str("WAITING"),
+            Step::Write { accepted, token } => write!(f, "WRITE accepted={accepted} token={token}"),
+            Step::RenewAfterWrite { ok } => write!(f, "RENEW_AFTER_WRITE ok={ok}"),
+            Step::Released => f.write_str("RELEASED"),
+            Step::LeaseLost => f.write_str("LEASE_LOST"),
+        }
+    }
+}
+
+/// The exit status when the lease was held by someone else.
+pub const EXIT_NOT_ACQUIRED: i32 = 3;
+
+fn say(step: Step) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{step}")?;
+    // The parent reads line by line through a pipe: every step must leave now.
+    out.flush()?;
+    Ok(())
+}
+
+fn wait_for_line() -> Result<()> {
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line)? == 0 {
+        return Err("stdin closed before the release line arrived".into());
+    }
+    Ok(())
+}
+
+// ANCHOR: holder_run
+/// Runs one holder to the end; returns the process exit status.
+pub fn run(args: &HolderArgs) -> Result<i32> {
+    args.validate()?;
+    let ttl = Duration::from_millis(args.ttl_ms);
+    let margin = Duration::from_millis(args.margin_ms);
+    let mut lease = LeaseStore::connect(&args.holder)?;
+    // Connected up front, so that nothing but the write itself lies between
+    // the deadline check and the write.
+    let mut report = ReportStore::connect(args.mode, &args.holder)?;
+
+    let Some(mut grant) = lease.acquire(&args.lease, &args.holder, ttl, margin)? else {
+        say(Step::NotAcquired)?;
+        return Ok(EXIT_NOT_ACQUIRED);
+    };
+    say(Step::Acquired { token: grant.token })?;
+    let renewer = Renewer::start(&grant, Duration::from_millis(args.renew_ms))?;
+
+    if args.wait == WaitPoint::BeforeCheck {
+        say(Step::Waiting)?;
+        wait_for_line()?;
+    }
+    grant.local_deadline = renewer.local_deadline();
+    if !grant.within_deadline() {
+        say(Step::DeadlinePassed)?;
+        return Ok(0);
+    }
+    say(Step::DeadlineOk)?;
+    if args.wait == WaitPoint::BeforeWrite {
+        say(Step::Waiting)?;
+        wait_for_line()?;
+    }
+    // No check between here and the write: whatever pause falls here is
+    // invisible to this process. Only the resource can refuse the write.
+    let accepted = report.write(&PartWrite {
+        scope: &args.scope,
+        part: &args.part,
+        content: &args.content,
+        writer: &args.holder,
+        token: grant.token,
+    })?;
+    say(Step::Write { accepted, token: grant.token })?;
+
+    let renewed = lease.renew(&mut grant)?;
+    say(Step::RenewAfterWrite { ok: renewed })?;
+    renewer.stop();
+    if renewed {
+        lease.release(&grant)?;
+        say(Step::Released)?;
+    } else {
+        say(Step::LeaseLost)?;
+    }
+    Ok(0)
+}
+// ANCHOR_END: holder_run
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn holder_a() -> HolderArgs {
+        HolderArgs::parse_from(["holder", "--holder", "holder-a", "--content", "rows=200(A)", "--wait", "before-write"])
+    }
+
+    /// The argv the parent builds parses back to the same parameters.
+    #[test]
+    fn argv_round_trips() {
+        let mut args = holder_a();
+        args.mode = FenceMode::CheckThenWrite;
+        let mut argv = vec!["holder".to_owned()];
+        argv.extend(args.to_argv());
+        assert_eq!(HolderArgs::parse_from(argv), args);
+    }
+
+    /// The article's F4 parameters are the defaults, and they are valid.
+    #[test]
+    fn defaults_are_the_articles() {
+        let args = holder_a();
+        assert_eq!((args.ttl_ms, args.renew_ms, args.margin_ms), (1500, 400, 300));
+        assert!(args.validate().is_ok());
+    }
+
+    /// A renewal period that cannot beat the local deadline is refused.
+    #[test]
+    fn slow_renewal_is_refused() {
+        let mut args = holder_a();
+        args.renew_ms = 1200;
+        assert!(args.validate().is_err());
+        args.renew_ms = 400;
+        args.margin_ms = 1500;
+        assert!(args.validate().is_err());
+    }
+
+    /// The protocol lines are the ones the article quotes.
+    #[test]
+    fn steps_print_as_the_article_quotes() {
+        assert_eq!(Step::Acquired { token: 2 }.to_string(), "ACQUIRED token=2");
+        assert_eq!(Step::Write { accepted: true, token: 2 }.to_string(), "WRITE accepted=true token=2");
+        assert_eq!(Step::RenewAfterWrite { ok: false }.to_string(), "RENEW_AFTER_WRITE ok=false");
+    }
+}

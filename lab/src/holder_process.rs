@@ -1,0 +1,231 @@
+//! The parent's handle on one holder process, and the guard that makes sure
+//! no holder outlives its case.
+//!
+//! The parent freezes a holder with SIGSTOP, reads its state (`T`) from
+//! `/proc/<pid>/stat`, resumes it with SIGCONT, writes its release line on
+//! stdin and reads its protocol lines from stdout. Every read and wait has a
+//! bound; a holder that does not answer becomes an error that shows its argv,
+//! exit status, stderr and the server log's path, never a hang.
+//!
+//! On drop, whatever the exit path (a failed check, a panic, an error), the
+//! guard sends SIGCONT and SIGKILL and reaps the process. Two more nets catch
+//! the paths a destructor cannot: the interrupt thread kills registered
+//! holders on Ctrl-C, and PR_SET_PDEATHSIG has the kernel kill a holder whose
+//! parent died without cleaning up.
+
+use crate::error::Result;
+use crate::holder::{HolderArgs, Step};
+use crate::interrupt;
+use crate::paths;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a holder may take to print its next line or to exit. Far above
+/// any real step (a step is one or two SQL statements), so it only fires
+/// when a holder is stuck or dead.
+pub const ANSWER_BOUND: Duration = Duration::from_secs(20);
+
+/// A running holder process, owned by the case that started it.
+pub struct HolderProcess {
+    /// The holder's parameters, for messages.
+    holder: String,
+    /// The command line, for diagnostics.
+    argv: Vec<String>,
+    /// The process; `None` once it has been reaped.
+    child: Option<Child>,
+    /// Its pid, for signals and /proc.
+    pid: Pid,
+    /// Where the release line goes.
+    stdin: Option<ChildStdin>,
+    /// Its stdout, line by line, from a reader thread.
+    lines: mpsc::Receiver<String>,
+    /// Its stderr so far, from a reader thread.
+    stderr: Arc<Mutex<String>>,
+    /// Its exit status once reaped.
+    status: Option<ExitStatus>,
+}
+
+impl HolderProcess {
+    /// Starts `bin` with `args`.
+    pub fn spawn(bin: &Path, args: &HolderArgs) -> Result<HolderProcess> {
+        if interrupt::requested() {
+            return Err("interrupted".into());
+        }
+        let argv = args.to_argv();
+        let mut cmd = Command::new(bin);
+        cmd.args(&argv).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // Its own process group: a Ctrl-C at the terminal must not stop or
+        // kill it behind the lab's back; the lab's cleanup decides.
+        cmd.process_group(0);
+        let parent = nix::unistd::getpid();
+        // SAFETY: the closure runs in the forked child before exec and calls
+        // only prctl(2) and getppid(2), both async-signal-safe, and allocates
+        // nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                // If the lab dies without running its cleanup (SIGKILL, a
+                // crash), the kernel sends the holder SIGKILL, which ends it
+                // even while it is stopped.
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+                // The parent may have died between fork and prctl: then no
+                // death signal will ever come, so do not start at all.
+                if nix::unistd::getppid() != parent {
+                    return Err(std::io::Error::other("the lab exited while starting a holder"));
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start holder {}: {e}", bin.display()))?;
+        let pid = Pid::from_raw(child.id() as i32);
+        interrupt::register_holder(pid);
+
+        let (tx, lines) = mpsc::channel();
+        let stdout = child.stdout.take().expect("piped");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        let mut err_pipe = child.stderr.take().expect("piped");
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let stdin = child.stdin.take();
+        Ok(HolderProcess { holder: args.holder.clone(), argv, child: Some(child), pid, stdin, lines, stderr, status: None })
+    }
+
+    /// The next protocol line, within [`ANSWER_BOUND`].
+    pub fn next_line(&mut self) -> Result<String> {
+        match self.lines.recv_timeout(ANSWER_BOUND) {
+            Ok(line) => Ok(line),
+            Err(RecvTimeoutError::Timeout) => {
+                Err(self.failure(&format!("{} printed nothing for {ANSWER_BOUND:?}", self.holder)).into())
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let _ = self.wait_exit();
+                Err(self.failure(&format!("{} ended its output early", self.holder)).into())
+            }
+        }
+    }
+
+    /// Reads the next line, which must be `step`.
+    pub fn expect_step(&mut self, step: Step) -> Result<()> {
+        let line = self.next_line()?;
+        if line != step.to_string() {
+            return Err(self.failure(&format!("{} printed {line:?}, expected {:?}", self.holder, step.to_string())).into());
+        }
+        Ok(())
+    }
+
+    /// Sends SIGSTOP and waits until `/proc` shows the process stopped;
+    /// returns the state letter it shows then.
+    pub fn stop(&mut self) -> Result<char> {
+        // SIGSTOP cannot be caught or ignored: every thread of the holder,
+        // the renewer included, stops where it is.
+        kill(self.pid, Signal::SIGSTOP)?;
+        // Delivery is asynchronous; the kernel's view is the one to trust.
+        let start = Instant::now();
+        loop {
+            let state = self.state()?;
+            if state == 'T' || start.elapsed() > ANSWER_BOUND {
+                return Ok(state);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Sends SIGCONT: the holder resumes exactly where it was stopped.
+    pub fn resume(&mut self) -> Result<()> {
+        kill(self.pid, Signal::SIGCONT)?;
+        Ok(())
+    }
+
+    /// The process state from `/proc/<pid>/stat`: `S` sleeping, `R` running,
+    /// `T` stopped by a signal, `Z` exited but not yet reaped.
+    pub fn state(&self) -> Result<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
+        // "pid (comm) S …": comm may hold spaces or parentheses; the state
+        // follows the last ')'.
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+        after.trim_start().chars().next().ok_or_else(|| format!("unreadable /proc/{}/stat", self.pid).into())
+    }
+
+    /// Writes one line to the holder's stdin (buffered by the pipe even while
+    /// the holder is stopped).
+    pub fn send_line(&mut self, line: &str) -> Result<()> {
+        let stdin = self.stdin.as_mut().ok_or("the holder's stdin is closed")?;
+        writeln!(stdin, "{line}")?;
+        stdin.flush()?;
+        Ok(())
+    }
+
+    /// Waits for the holder to exit, within [`ANSWER_BOUND`], and reaps it.
+    pub fn wait_exit(&mut self) -> Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let start = Instant::now();
+        loop {
+            let child = self.child.as_mut().expect("not reaped yet");
+            if let Some(status) = child.try_wait()? {
+                interrupt::unregister_holder(self.pid);
+                self.child = None;
+                self.status = Some(status);
+                return Ok(status);
+            }
+            if start.elapsed() > ANSWER_BOUND {
+                return Err(self.failure(&format!("{} did not exit within {ANSWER_BOUND:?}", self.holder)).into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Everything needed to understand a misbehaving holder.
+    pub fn failure(&self, what: &str) -> String {
+        let status = match self.status {
+            Some(s) => s.to_string(),
+            None => match self.state() {
+                Ok(state) => format!("still running (state {state})"),
+                Err(_) => "unknown".into(),
+            },
+        };
+        let stderr = self.stderr.lock().unwrap().trim_end().to_owned();
+        format!(
+            "{what}\nargv: holder {}\nexit status: {status}\nstderr: {}\nserver log: {}",
+            self.argv.join(" "),
+            if stderr.is_empty() { "(empty)".into() } else { stderr.replace('\n', "\n  ") },
+            paths::cluster_dir().join("postgres.log").display()
+        )
+    }
+}
+
+impl Drop for HolderProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // Resume first, so nothing is ever left stopped, then end it.
+            let _ = kill(self.pid, Signal::SIGCONT);
+            let _ = kill(self.pid, Signal::SIGKILL);
+            // Unregistered before the reap: afterwards the pid may be reused.
+            interrupt::unregister_holder(self.pid);
+            let _ = child.wait();
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! Ctrl-C (SIGINT), SIGTERM and SIGHUP: stop every holder and the cluster
+//! this process started, then exit with 130.
+//!
+//! The signals are blocked in every thread and taken by one waiting thread
+//! with `sigwait`, so the cleanup runs as ordinary code (it may lock, spawn
+//! `pg_ctl`, wait), not inside a signal handler. Holders and server commands
+//! run in process groups of their own, so a Ctrl-C typed at the terminal
+//! reaches only the lab, and the lab alone decides what to stop.
+
+use nix::sys::signal::{SigSet, Signal};
+use nix::unistd::Pid;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// Set once a stop signal arrived.
+static REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// The holder processes alive right now.
+static HOLDERS: Mutex<Vec<Pid>> = Mutex::new(Vec::new());
+
+/// Blocks the stop signals and starts the thread that waits for them.
+/// Call first thing in `main`, before any other thread exists, so that every
+/// later thread inherits the blocked mask. (Children do not: std resets the
+/// signal mask of a spawned process.)
+pub fn install() {
+    let mut set = SigSet::empty();
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(signal);
+    }
+    set.thread_block().expect("blocking the stop signals");
+    std::thread::Builder::new()
+        .name("interrupt".into())
+        .spawn(move || {
+            let signal = set.wait().expect("waiting for a stop signal");
+            REQUESTED.store(true, Ordering::SeqCst);
+            eprintln!("\nlab: {signal} received: stopping holders and the cluster");
+            kill_holders();
+            crate::cluster::stop_owned();
+            std::process::exit(130);
+        })
+        .expect("starting the interrupt thread");
+}
+
+/// Whether a stop signal arrived; nothing new is started after that.
+pub fn requested() -> bool {
+    REQUESTED.load(Ordering::SeqCst)
+}
+
+/// Records a live holder, so that an interrupt can stop it.
+pub fn register_holder(pid: Pid) {
+    HOLDERS.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+}
+
+/// Forgets a holder, just before its owner reaps it (after that its pid may
+/// be reused by an unrelated process, which must never receive our signals).
+pub fn unregister_holder(pid: Pid) {
+    HOLDERS.lock().unwrap_or_else(|p| p.into_inner()).retain(|p| *p != pid);
+}
+
+fn kill_holders() {
+    let holders = HOLDERS.lock().unwrap_or_else(|p| p.into_inner());
+    for pid in holders.iter() {
+        // SIGCONT first would be needed for a signal the process must handle;
+        // SIGKILL ends even a stopped process. The SIGCONT keeps the rule of
+        // the holder guard: nothing is left stopped, whatever happens next.
+        let _ = nix::sys::signal::kill(*pid, Signal::SIGCONT);
+        let _ = nix::sys::signal::kill(*pid, Signal::SIGKILL);
+        // Reap it here, still under the lock (its guard cannot reap it
+        // meanwhile): a zombie would outlive us if pid 1 does not reap.
+        let _ = nix::sys::wait::waitpid(*pid, None);
+    }
+}

@@ -1,0 +1,250 @@
+//! `lab`: run the cases, manage the cluster, open psql, compare a transcript
+//! with the evidence. Thin: parse the command line, call the library.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use lab::cases::{self, Lab, Options};
+use lab::cluster::{Cluster, Session};
+use lab::error::{chain, Result};
+use lab::report::FenceMode;
+use lab::transcript::Transcript;
+use lab::{db, evidence, interrupt};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The lease + fencing lab: cases F1–F9 against a throw-away PostgreSQL.
+#[derive(Parser)]
+#[command(name = "lab", version, about, after_help = "Most readers use ./run.sh, which builds first and calls this.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the cases and what each shows.
+    List,
+    /// Run cases (all by default); starts and stops the cluster unless it was already running.
+    Run(RunArgs),
+    /// Manage the lab's cluster b3-26 (127.0.0.1:55426).
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
+    },
+    /// Open psql on one of the lab's databases (the cluster must be running).
+    Psql {
+        /// The database.
+        #[arg(value_enum, default_value_t = Database::Res26)]
+        database: Database,
+        /// Extra arguments for psql, after `--`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Compare a case's last transcript (or FILE) with the locked evidence.
+    Diff {
+        /// The case, e.g. F4.
+        #[arg(value_parser = case_id)]
+        case: String,
+        /// A transcript file instead of the one `./run.sh <case>` saved.
+        file: Option<PathBuf>,
+        /// Colour the diff.
+        #[arg(long, value_enum, default_value_t = Color::Auto)]
+        color: Color,
+    },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Cases to run: F1 … F9, or all.
+    #[arg(value_parser = case_or_all, default_value = "all")]
+    cases: Vec<String>,
+    /// F4/F5: judge writes with this resource mode instead of the case's own.
+    #[arg(long, value_enum)]
+    mode: Option<FenceMode>,
+    /// F4/F5: pause holder-a before its local deadline check instead of after it.
+    #[arg(long)]
+    pause_before_check: bool,
+    /// F3: how many threads race for the lease.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(2..=64))]
+    threads: u16,
+    /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum ClusterAction {
+    /// Initialise (first time) and start the server; leave it running.
+    Start,
+    /// Stop the server cleanly.
+    Stop,
+    /// Crash-stop the server (no checkpoint) and start it again: WAL recovery.
+    RestartImmediate,
+    /// Say whether it runs, and where its data and log are.
+    Status,
+    /// Stop the server and delete the cluster's folder.
+    Reset,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Database {
+    Lease26,
+    Res26,
+}
+
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Accepts F1 … F9 in any case, and says which ids exist otherwise.
+fn case_id(text: &str) -> std::result::Result<String, String> {
+    match cases::find(text) {
+        Some(case) => Ok(case.id.to_owned()),
+        None => Err(format!("unknown case; valid cases: {}", valid_ids())),
+    }
+}
+
+fn case_or_all(text: &str) -> std::result::Result<String, String> {
+    if text.eq_ignore_ascii_case("all") {
+        return Ok("all".into());
+    }
+    case_id(text).map_err(|_| format!("unknown case; valid cases: {}, all", valid_ids()))
+}
+
+fn valid_ids() -> String {
+    cases::ALL.iter().map(|c| c.id).collect::<Vec<_>>().join(", ")
+}
+
+/// Exit status for a problem with the environment (no server, port taken…).
+const ENVIRONMENT: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::List => {
+            let options = Options::default();
+            for case in cases::ALL {
+                println!("{}  {}", case.id, (case.title)(&options));
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Run(args) => {
+            interrupt::install();
+            report(run(args))
+        }
+        Command::Cluster { action } => {
+            interrupt::install();
+            report(cluster(action).map(|()| ExitCode::SUCCESS))
+        }
+        Command::Psql { database, args } => report(psql(database, args)),
+        Command::Diff { case, file, color } => {
+            let color = match color {
+                Color::Always => true,
+                Color::Never => false,
+                Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            };
+            report(diff(&case, file, color))
+        }
+    }
+}
+
+fn report(outcome: Result<ExitCode>) -> ExitCode {
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("lab: {}", chain(e.as_ref()));
+            ExitCode::from(ENVIRONMENT)
+        }
+    }
+}
+
+fn run(args: RunArgs) -> Result<ExitCode> {
+    let selected: Vec<&cases::Case> = if args.cases.iter().any(|c| c == "all") {
+        cases::ALL.to_vec()
+    } else {
+        args.cases.iter().filter_map(|id| cases::find(id)).collect()
+    };
+    let holder_bin = std::env::current_exe()?.with_file_name("holder");
+    if !holder_bin.is_file() {
+        return Err(format!("the holder binary is missing ({}): build with `cargo build`", holder_bin.display()).into());
+    }
+    let session = Session::begin()?;
+    let lab = Lab {
+        holder_bin,
+        cluster: session.cluster().clone(),
+        options: Options { mode: args.mode, pause_before_check: args.pause_before_check, threads: args.threads.into() },
+    };
+    let mut t = Transcript::streaming(std::io::stdout());
+    for case in selected {
+        cases::run(&lab, case, &mut t);
+        evidence::save_transcript(case.id, &t.case_text())?;
+    }
+    t.summary();
+    if let Some(out) = &args.out {
+        std::fs::write(out, t.text()).map_err(|e| format!("writing {}: {e}", out.display()))?;
+    }
+    drop(session);
+    Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn cluster(action: ClusterAction) -> Result<()> {
+    let cluster = Cluster::locate()?;
+    match action {
+        ClusterAction::Start => {
+            cluster.start()?;
+            println!("cluster {} running on {}:{}; stop it with `./run.sh cluster stop`", lab::cluster::NAME, db::HOST, cluster.port());
+        }
+        ClusterAction::Stop => {
+            cluster.stop()?;
+            println!("cluster {} stopped", lab::cluster::NAME);
+        }
+        ClusterAction::RestartImmediate => {
+            if !cluster.is_running()? {
+                return Err("the cluster is not running: start it with `./run.sh cluster start`".into());
+            }
+            cluster.restart_immediate()?;
+            println!("cluster {} crash-stopped and restarted (WAL recovery: see {})", lab::cluster::NAME, cluster.log_path().display());
+        }
+        ClusterAction::Status => println!("{}", cluster.describe()?),
+        ClusterAction::Reset => {
+            cluster.reset()?;
+            println!("cluster {} removed", lab::cluster::NAME);
+        }
+    }
+    Ok(())
+}
+
+fn psql(database: Database, args: Vec<String>) -> Result<ExitCode> {
+    use std::os::unix::process::CommandExt;
+    let cluster = Cluster::locate()?;
+    if !cluster.is_running()? {
+        return Err("the cluster is not running: start it with `./run.sh cluster start` (a run of cases stops it again at its end)".into());
+    }
+    let name = match database {
+        Database::Lease26 => db::LEASE_DB,
+        Database::Res26 => db::RES_DB,
+    };
+    let local = cluster.bin_dir().join("psql");
+    let program = if local.is_file() { local } else { PathBuf::from("psql") };
+    let port = cluster.port().to_string();
+    let err = std::process::Command::new(&program)
+        .args(["-h", db::HOST, "-p", &port, "-U", db::USER, "-d", name])
+        .args(args)
+        .exec();
+    Err(format!("cannot run {}: {err} (psql comes with the postgresql-client package)", program.display()).into())
+}
+
+fn diff(case: &str, file: Option<PathBuf>, color: bool) -> Result<ExitCode> {
+    let comparison = evidence::compare(case, file.as_deref(), color)?;
+    let shown = |p: &std::path::Path| p.strip_prefix(lab::paths::root()).unwrap_or(p).display().to_string();
+    if comparison.diff.is_empty() {
+        println!("{} matches {}", shown(&comparison.transcript), shown(&comparison.evidence));
+        Ok(ExitCode::SUCCESS)
+    } else {
+        print!("{}", comparison.diff);
+        Ok(ExitCode::FAILURE)
+    }
+}

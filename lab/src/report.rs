@@ -1,0 +1,315 @@
+//! The protected resource: the report output store in `res26`.
+//!
+//! It exposes one operation, `write(scope, part, content, writer, token)`,
+//! which returns whether the write was accepted. It never calls the lease
+//! service and never reads the lease table; all it knows is the largest token
+//! it has accepted per scope (`fence_floor`). That is the Chubby §2.4 shape:
+//! the receiver compares a sequencer with the newest one it has seen, with no
+//! session to the lock service.
+//!
+//! `FenceMode::FencedScope` is the real design. The other three are broken on
+//! purpose and exist so that the negative controls really run them: F5
+//! (`Unfenced`), F6(a) (`CheckThenWrite`), F7 (`FencedRow`).
+
+use crate::db;
+use crate::error::{Result, ResultExt};
+use postgres::{Client, GenericClient};
+use std::fmt;
+
+/// How the resource decides whether to accept a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FenceMode {
+    /// One conditional UPDATE of the scope's `fence_floor` and the data write,
+    /// in one transaction: the design this book argues for.
+    FencedScope,
+    /// Compares the token only with the row being overwritten (F7: a new row
+    /// has nothing to compare with).
+    FencedRow,
+    /// A plain upsert that ignores the token (F5).
+    Unfenced,
+    /// Reads the floor, decides, then writes, each step on its own (F6a).
+    CheckThenWrite,
+}
+
+impl FenceMode {
+    /// The name transcripts and `write_attempt.mode` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            FenceMode::FencedScope => "FENCED_SCOPE",
+            FenceMode::FencedRow => "FENCED_ROW",
+            FenceMode::Unfenced => "UNFENCED",
+            FenceMode::CheckThenWrite => "CHECK_THEN_WRITE",
+        }
+    }
+
+    /// Whether a stale token's rewrite of a part that a newer token already
+    /// wrote is refused, when the two writes do not overlap in time (the F4
+    /// timeline). Every mode but `Unfenced` refuses that one; F6 and F7 show
+    /// the races and gaps that tell them apart.
+    pub fn refuses_serial_stale_rewrite(self) -> bool {
+        self != FenceMode::Unfenced
+    }
+}
+
+impl fmt::Display for FenceMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One write request: the arguments of `write(scope, part, content, writer, token)`.
+#[derive(Clone, Copy, Debug)]
+pub struct PartWrite<'a> {
+    /// The fenced scope, e.g. `daily-report`.
+    pub scope: &'a str,
+    /// The part within the scope, e.g. `summary` or `detail`.
+    pub part: &'a str,
+    /// The report content, e.g. `rows=201(B)`.
+    pub content: &'a str,
+    /// The holder that writes, e.g. `holder-b`.
+    pub writer: &'a str,
+    /// The fencing token of the writer's grant.
+    pub token: i64,
+}
+
+/// A hook run inside a write at the point where a race can strike: for
+/// `FencedScope` after the floor UPDATE and before the data write (the
+/// transaction still open, the floor row still locked); for `CheckThenWrite`
+/// after the check and before the writes. F6 and F8 use it to force an
+/// interleaving with latches. In production code it is absent.
+pub type Gap = Box<dyn FnMut() + Send>;
+
+// ANCHOR: fence_sql
+/// The compare and the advance of the scope fence are one statement.
+///
+/// It takes the `fence_floor` row lock and keeps it until commit, so writers of
+/// one scope queue here and their data writes happen in floor order. Under
+/// Read Committed, an UPDATE that finds the row locked by a concurrent
+/// transaction waits, and once that one commits it re-evaluates the WHERE on
+/// the *new* row version: a waiter sees the advanced floor, not its snapshot.
+/// Equal tokens pass (`<=`): one grant may write many times.
+const ADVANCE_FENCE: &str =
+    "UPDATE fence_floor SET max_token = $1 WHERE scope = $2 AND max_token <= $1";
+// ANCHOR_END: fence_sql
+
+// ANCHOR: upsert_sql
+/// The data write: insert the part or overwrite it, whoever wrote it before.
+/// Safe only behind ADVANCE_FENCE in the same transaction.
+const UPSERT: &str = "
+    INSERT INTO report_part (scope, part, content, writer, token)
+    VALUES ($1, $2, $3, $4, $5)
+    ON CONFLICT (scope, part) DO UPDATE
+       SET content = EXCLUDED.content, writer = EXCLUDED.writer,
+           token = EXCLUDED.token, written_at = clock_timestamp()";
+// ANCHOR_END: upsert_sql
+
+// ANCHOR: row_fence_sql
+/// FENCED_ROW: the comparison rides on the upsert's conflict branch, so it
+/// only constrains a row that already exists. A part that the newer holder
+/// has not written yet goes down the INSERT branch, with no old token to
+/// compare against (F7).
+const UPSERT_IF_ROW_TOKEN: &str = "
+    INSERT INTO report_part AS r (scope, part, content, writer, token)
+    VALUES ($1, $2, $3, $4, $5)
+    ON CONFLICT (scope, part) DO UPDATE
+       SET content = EXCLUDED.content, writer = EXCLUDED.writer,
+           token = EXCLUDED.token, written_at = clock_timestamp()
+     WHERE r.token <= EXCLUDED.token";
+// ANCHOR_END: row_fence_sql
+
+/// CHECK_THEN_WRITE's read: a snapshot of the floor that is already history
+/// by the time the decision is acted on.
+const READ_FLOOR: &str = "SELECT max_token FROM fence_floor WHERE scope = $1";
+
+/// CHECK_THEN_WRITE's floor write: unconditional, so it can move the floor
+/// backwards (F6a: from 2 to 1).
+const SET_FLOOR: &str = "UPDATE fence_floor SET max_token = $1 WHERE scope = $2";
+
+/// The audit record of one attempt; see `write_attempt` in sql/res26.sql.
+const RECORD_ATTEMPT: &str = "
+    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted)
+    VALUES ($1, $2, $3, $4, $5, $6)";
+
+/// The report store, in one mode, on its own connection to `res26`.
+pub struct ReportStore {
+    /// Autocommit outside the transactions this type opens itself.
+    client: Client,
+    /// How writes are judged.
+    mode: FenceMode,
+    /// The test-only hook; `None` in the holder process.
+    gap: Option<Gap>,
+}
+
+impl ReportStore {
+    /// Connects to `res26`; `who` names the session in `pg_stat_activity`.
+    pub fn connect(mode: FenceMode, who: &str) -> Result<ReportStore> {
+        Ok(ReportStore { client: db::connect(db::RES_DB, who)?, mode, gap: None })
+    }
+
+    /// Installs the gap hook (F6, F8).
+    pub fn with_gap(mut self, gap: impl FnMut() + Send + 'static) -> ReportStore {
+        self.gap = Some(Box::new(gap));
+        self
+    }
+
+    /// The server process of this store's session, to find it in `pg_stat_activity`.
+    pub fn backend_pid(&mut self) -> Result<i32> {
+        Ok(self.client.query_one("SELECT pg_backend_pid()", &[])?.get(0))
+    }
+
+    /// Writes one part; `true` when the resource accepted it. Every attempt
+    /// is recorded in `write_attempt`.
+    pub fn write(&mut self, w: &PartWrite) -> Result<bool> {
+        let mode = self.mode;
+        let what = || format!("{mode} write of {}/{} by {} token={}", w.scope, w.part, w.writer, w.token);
+        let result = match self.mode {
+            FenceMode::FencedScope => self.write_fenced_scope(w),
+            FenceMode::FencedRow => self.write_fenced_row(w),
+            FenceMode::Unfenced => self.write_unfenced(w),
+            FenceMode::CheckThenWrite => self.write_check_then_write(w),
+        };
+        result.with_context(what)
+    }
+
+    // ANCHOR: fenced_scope
+    fn write_fenced_scope(&mut self, w: &PartWrite) -> Result<bool> {
+        let mut tx = self.client.transaction()?;
+        // Compare and advance in one statement; holds the floor row lock from
+        // here to commit (see ADVANCE_FENCE).
+        if tx.execute(ADVANCE_FENCE, &[&w.token, &w.scope])? == 0 {
+            tx.rollback()?;
+            // Refused: recorded after the rollback, on the autocommit session.
+            record(&mut self.client, w, FenceMode::FencedScope, false)?;
+            return Ok(false);
+        }
+        if let Some(gap) = self.gap.as_mut() {
+            gap();
+        }
+        tx.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
+        // Accepted: recorded inside the transaction, still under the floor
+        // lock, so write_attempt.id follows the order of acceptance.
+        record(&mut tx, w, FenceMode::FencedScope, true)?;
+        tx.commit()?;
+        Ok(true)
+    }
+    // ANCHOR_END: fenced_scope
+
+    fn write_fenced_row(&mut self, w: &PartWrite) -> Result<bool> {
+        // One autocommit statement; 0 rows means the conflict branch's WHERE
+        // found a larger token on the existing row.
+        let accepted =
+            self.client.execute(UPSERT_IF_ROW_TOKEN, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])? == 1;
+        record(&mut self.client, w, FenceMode::FencedRow, accepted)?;
+        Ok(accepted)
+    }
+
+    fn write_unfenced(&mut self, w: &PartWrite) -> Result<bool> {
+        // The token is stored but never compared: the last writer wins.
+        self.client.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
+        record(&mut self.client, w, FenceMode::Unfenced, true)?;
+        Ok(true)
+    }
+
+    // ANCHOR: check_then_write
+    fn write_check_then_write(&mut self, w: &PartWrite) -> Result<bool> {
+        // Step 1, autocommit: read the floor. Nothing holds it still afterwards.
+        let floor: i64 = self.client.query_one(READ_FLOOR, &[&w.scope])?.get(0);
+        if w.token < floor {
+            record(&mut self.client, w, FenceMode::CheckThenWrite, false)?;
+            return Ok(false);
+        }
+        // Between the check and the writes, another writer may commit.
+        if let Some(gap) = self.gap.as_mut() {
+            gap();
+        }
+        // Steps 2 and 3, each autocommit: act on a decision that may be stale.
+        self.client.execute(SET_FLOOR, &[&w.token, &w.scope])?;
+        self.client.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
+        record(&mut self.client, w, FenceMode::CheckThenWrite, true)?;
+        Ok(true)
+    }
+    // ANCHOR_END: check_then_write
+}
+
+fn record(db: &mut impl GenericClient, w: &PartWrite, mode: FenceMode, accepted: bool) -> Result<()> {
+    db.execute(RECORD_ATTEMPT, &[&w.scope, &w.part, &w.writer, &w.token, &mode.name(), &accepted])
+        .context("recording the write attempt")?;
+    Ok(())
+}
+
+/// One stored report part.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartRow {
+    /// What was written.
+    pub content: String,
+    /// Who wrote it.
+    pub writer: String,
+    /// With which token.
+    pub token: i64,
+}
+
+impl fmt::Display for PartRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} by {} token={}", self.content, self.writer, self.token)
+    }
+}
+
+/// Read-only queries with which a case observes the resource.
+pub struct ResourceView {
+    /// An autocommit session of its own: each read sees the latest commits.
+    client: Client,
+}
+
+impl ResourceView {
+    /// Connects an observer session to `res26`.
+    pub fn connect() -> Result<ResourceView> {
+        Ok(ResourceView { client: db::connect(db::RES_DB, "lab observer")? })
+    }
+
+    /// The scope's `fence_floor.max_token`.
+    pub fn floor(&mut self, scope: &str) -> Result<i64> {
+        Ok(self.client.query_one(READ_FLOOR, &[&scope]).context("reading fence_floor")?.get(0))
+    }
+
+    /// A stored part, or `None` when it was never written.
+    pub fn part(&mut self, scope: &str, part: &str) -> Result<Option<PartRow>> {
+        let row = self
+            .client
+            .query_opt("SELECT content, writer, token FROM report_part WHERE scope = $1 AND part = $2", &[&scope, &part])
+            .context("reading report_part")?;
+        Ok(row.map(|r| PartRow { content: r.get(0), writer: r.get(1), token: r.get(2) }))
+    }
+
+    /// How many attempts by `writer` were accepted (`true`) or refused (`false`).
+    pub fn attempts(&mut self, writer: &str, accepted: bool) -> Result<i64> {
+        Ok(self
+            .client
+            .query_one("SELECT count(*) FROM write_attempt WHERE writer = $1 AND accepted = $2", &[&writer, &accepted])
+            .context("counting write attempts")?
+            .get(0))
+    }
+
+    /// The tokens of accepted attempts on `scope`, in the order they were recorded.
+    pub fn accepted_tokens(&mut self, scope: &str) -> Result<Vec<i64>> {
+        let rows = self
+            .client
+            .query("SELECT token FROM write_attempt WHERE scope = $1 AND accepted ORDER BY id", &[&scope])
+            .context("reading accepted write attempts")?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// The wait event of a server process, as `pg_stat_activity` shows it:
+    /// `Some("Lock")` while it queues for a row lock.
+    pub fn wait_event_type(&mut self, pid: i32) -> Result<Option<String>> {
+        let row = self
+            .client
+            .query_opt("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", &[&pid])
+            .context("reading pg_stat_activity")?;
+        Ok(row.and_then(|r| r.get(0)))
+    }
+
+    /// The session, for the odd query a single case needs.
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}

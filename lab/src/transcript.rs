@@ -1,0 +1,296 @@
+//! The transcript: what a case prints, line by line, as it happens.
+//!
+//! ```text
+//! CASE F1 :: 正常路径：获取 → 写入 → 续租 → 释放 → 下一持有者获取更大 token 并写入
+//!   ok   holder-a 获取租约，token=1
+//!   ok   资源端 fence_floor=2 (expected=2, actual=2)
+//!   note A 恢复后：WRITE accepted=false token=1；RENEW_AFTER_WRITE ok=false
+//!   FAIL … (expected=…, actual=…)
+//! SUMMARY passed=N failed=0
+//! ```
+//!
+//! Two spaces, the tag padded to four, one space, the text. `ok` and `FAIL`
+//! lines are checks and are counted; `note` lines report what happened
+//! without judging it. The methods take the *actual* value from the caller,
+//! which reads it from the database or a process; the transcript only
+//! compares and formats, so no `actual=` can be a literal.
+//!
+//! Values that differ from run to run are masked by [`redact`], the one set of
+//! rules used by the snapshot tests and by `lab diff`.
+
+use regex::Regex;
+use std::fmt::Display;
+use std::io::Write;
+use std::sync::LazyLock;
+
+/// The tag of a transcript line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tag {
+    /// A check that held.
+    Ok,
+    /// A fact reported without a verdict.
+    Note,
+    /// A check that did not hold, or a case that could not finish.
+    Fail,
+}
+
+impl Tag {
+    /// The tag as printed, padded to four columns.
+    pub fn text(self) -> &'static str {
+        match self {
+            Tag::Ok => "ok  ",
+            Tag::Note => "note",
+            Tag::Fail => "FAIL",
+        }
+    }
+}
+
+/// A run's transcript: streamed to a sink as it grows, and kept as text.
+pub struct Transcript {
+    /// Where lines go as they happen (stdout for `lab run`); `None` in tests.
+    sink: Option<Box<dyn Write + Send>>,
+    /// Everything printed so far.
+    text: String,
+    /// Where the current case's block starts in `text`.
+    case_start: usize,
+    /// Checks that held, over the run.
+    passed: u32,
+    /// Checks that failed, over the run.
+    failed: u32,
+    /// Checks that held in the current case.
+    case_passed: u32,
+    /// Checks that failed in the current case.
+    case_failed: u32,
+}
+
+impl Transcript {
+    /// A transcript that streams every line to `sink` as well.
+    pub fn streaming(sink: impl Write + Send + 'static) -> Transcript {
+        Transcript { sink: Some(Box::new(sink)), ..Transcript::quiet() }
+    }
+
+    /// A transcript that only keeps its text.
+    pub fn quiet() -> Transcript {
+        Transcript { sink: None, text: String::new(), case_start: 0, passed: 0, failed: 0, case_passed: 0, case_failed: 0 }
+    }
+
+    /// Starts a case block: `CASE F1 :: title`.
+    pub fn case(&mut self, id: &str, title: &str) {
+        self.case_start = self.text.len();
+        self.case_passed = 0;
+        self.case_failed = 0;
+        self.emit(format!("CASE {id} :: {title}\n"));
+    }
+
+    /// A check: `ok   text` when `held`, `FAIL text` otherwise.
+    pub fn check(&mut self, held: bool, text: impl Display) -> bool {
+        self.verdict(held, text.to_string())
+    }
+
+    /// A check that always shows both values: `text (expected=…, actual=…)`.
+    pub fn check_eq<T: PartialEq + Display>(&mut self, text: impl Display, expected: T, actual: T) -> bool {
+        let held = expected == actual;
+        self.verdict(held, format!("{text} (expected={expected}, actual={actual})"))
+    }
+
+    /// A check whose values are shown only when it fails: the passing line
+    /// reads as a sentence, the failing one says what was seen instead.
+    pub fn expect<T: PartialEq + Display>(&mut self, text: impl Display, expected: T, actual: T) -> bool {
+        if expected == actual {
+            self.verdict(true, text.to_string())
+        } else {
+            self.verdict(false, format!("{text} (expected={expected}, actual={actual})"))
+        }
+    }
+
+    /// A negative control: `broke` must be true, meaning the broken design
+    /// really produced the failure it is kept to show.
+    pub fn exposes(&mut self, broke: bool, what: impl Display) -> bool {
+        if broke {
+            self.verdict(true, format!("negative control exposes: {what}"))
+        } else {
+            self.verdict(false, format!("negative control did not expose: {what}"))
+        }
+    }
+
+    /// A fact, reported without a verdict.
+    pub fn note(&mut self, text: impl Display) {
+        self.line(Tag::Note, &text.to_string());
+    }
+
+    /// The case could not go on; counts as a failed check. Extra lines of
+    /// `detail` (a holder's argv and stderr, the PostgreSQL log) are indented
+    /// under the FAIL line.
+    pub fn abort(&mut self, detail: impl Display) {
+        self.verdict(false, format!("case aborted: {detail}"));
+    }
+
+    /// Ends the run: `SUMMARY passed=N failed=M`.
+    pub fn summary(&mut self) {
+        let line = summary_line(self.passed, self.failed);
+        self.emit(line);
+    }
+
+    /// The current case's block, closed by its own summary line: exactly what
+    /// `./run.sh F4` prints for that case, and what its evidence locks.
+    pub fn case_text(&self) -> String {
+        format!("{}{}", &self.text[self.case_start..], summary_line(self.case_passed, self.case_failed))
+    }
+
+    /// Failed checks in the current case.
+    pub fn case_failed(&self) -> u32 {
+        self.case_failed
+    }
+
+    /// Failed checks over the run.
+    pub fn failed(&self) -> u32 {
+        self.failed
+    }
+
+    /// Checks that held over the run.
+    pub fn passed(&self) -> u32 {
+        self.passed
+    }
+
+    /// Everything printed so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    fn verdict(&mut self, held: bool, text: String) -> bool {
+        if held {
+            self.passed += 1;
+            self.case_passed += 1;
+        } else {
+            self.failed += 1;
+            self.case_failed += 1;
+        }
+        self.line(if held { Tag::Ok } else { Tag::Fail }, &text);
+        held
+    }
+
+    fn line(&mut self, tag: Tag, text: &str) {
+        let mut lines = text.lines();
+        let mut out = format!("  {} {}\n", tag.text(), lines.next().unwrap_or(""));
+        for more in lines {
+            out.push_str(&format!("       | {more}\n"));
+        }
+        self.emit(out);
+    }
+
+    fn emit(&mut self, text: String) {
+        if let Some(sink) = self.sink.as_mut() {
+            // A transcript that cannot be shown is not worth stopping a case
+            // for (a closed pipe into `head`, say); the text is kept anyway.
+            let _ = sink.write_all(text.as_bytes()).and_then(|_| sink.flush());
+        }
+        self.text.push_str(&text);
+    }
+}
+
+/// `SUMMARY passed=N failed=M`, with its newline.
+pub fn summary_line(passed: u32, failed: u32) -> String {
+    format!("SUMMARY passed={passed} failed={failed}\n")
+}
+
+/// A PostgreSQL `timestamptz` as text, e.g. `2026-10-19 13:06:49.33416+08`.
+pub const TIMESTAMP: &str = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?[+-]\d{2}(:\d{2})?";
+
+/// What changes from run to run, and what it is replaced with. Cases print
+/// measured values only in these forms, so that everything else in a
+/// transcript is deterministic and can be locked as evidence.
+pub const REDACTIONS: &[(&str, &str)] = &[
+    // Database timestamps (F2 prints now() twice).
+    (TIMESTAMP, "<TS>"),
+    // Process ids of holders and server backends.
+    (r"\bpid=\d+", "pid=<PID>"),
+    // Measured durations; fixed parameters (TTL=1500ms) are not written this way.
+    (r"\b(elapsed|took)=\d+(\.\d+)?ms", "$1=<DUR>"),
+];
+
+static COMPILED: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
+    REDACTIONS.iter().map(|(rx, with)| (Regex::new(rx).expect("redaction pattern"), *with)).collect()
+});
+
+/// Masks the values that change from run to run (see [`REDACTIONS`]).
+pub fn redact(text: &str) -> String {
+    let mut out = text.to_owned();
+    for (rx, with) in COMPILED.iter() {
+        out = rx.replace_all(&out, *with).into_owned();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tags are padded to four columns after two spaces, as the article prints them.
+    #[test]
+    fn lines_have_the_article_layout() {
+        let mut t = Transcript::quiet();
+        t.case("F1", "正常路径");
+        t.check(true, "holder-a 获取租约，token=1");
+        t.check_eq("资源端 fence_floor=2", 2, 2);
+        t.note("A 恢复后：WRITE accepted=false token=1");
+        t.check(false, "broken");
+        t.summary();
+        assert_eq!(
+            t.text(),
+            "CASE F1 :: 正常路径\n\
+             \x20 ok   holder-a 获取租约，token=1\n\
+             \x20 ok   资源端 fence_floor=2 (expected=2, actual=2)\n\
+             \x20 note A 恢复后：WRITE accepted=false token=1\n\
+             \x20 FAIL broken\n\
+             SUMMARY passed=2 failed=1\n"
+        );
+    }
+
+    /// `expect` stays a plain sentence when it holds and shows both values when it fails.
+    #[test]
+    fn expect_shows_values_only_on_failure() {
+        let mut t = Transcript::quiet();
+        assert!(t.expect("token=1", 1, 1));
+        assert!(!t.expect("token=1", 1, 2));
+        assert!(t.text().ends_with("  ok   token=1\n  FAIL token=1 (expected=1, actual=2)\n"));
+    }
+
+    /// A negative control that does not break is a failure, worded as such.
+    #[test]
+    fn negative_control_must_break() {
+        let mut t = Transcript::quiet();
+        t.exposes(true, "old wins");
+        t.exposes(false, "old wins");
+        assert_eq!(t.passed(), 1);
+        assert_eq!(t.failed(), 1);
+        assert!(t.text().contains("  ok   negative control exposes: old wins\n"));
+        assert!(t.text().contains("  FAIL negative control did not expose: old wins\n"));
+    }
+
+    /// A case's own text ends with its own summary, whatever ran before it.
+    #[test]
+    fn case_text_has_its_own_summary() {
+        let mut t = Transcript::quiet();
+        t.case("F1", "one");
+        t.check(false, "x");
+        t.case("F2", "two");
+        t.check(true, "y");
+        assert_eq!(t.case_text(), "CASE F2 :: two\n  ok   y\nSUMMARY passed=1 failed=0\n");
+        assert_eq!(t.failed(), 1);
+    }
+
+    /// Multi-line details stay inside the FAIL line's block.
+    #[test]
+    fn multi_line_failures_are_indented() {
+        let mut t = Transcript::quiet();
+        t.abort("holder-a did not answer\nargv: holder --holder holder-a");
+        assert_eq!(t.text(), "  FAIL case aborted: holder-a did not answer\n       | argv: holder --holder holder-a\n");
+    }
+
+    /// Timestamps, pids and measured durations are masked; parameters are not.
+    #[test]
+    fn redaction_masks_only_what_varies() {
+        let line = "now() (expected=2026-10-19 13:06:49.33416+08, actual=2026-12-02 01:02:03+00) pid=4242 took=12.5ms TTL=1500ms 等待 3000ms";
+        assert_eq!(redact(line), "now() (expected=<TS>, actual=<TS>) pid=<PID> took=<DUR> TTL=1500ms 等待 3000ms");
+    }
+}
