@@ -121,8 +121,10 @@ impl Cluster {
         if self.is_running()? {
             return Ok(());
         }
-        self.ensure_initialized()?;
+        // The port first: a port held by something else ends the start before
+        // anything is written to disk.
         self.check_port_free()?;
+        self.ensure_initialized()?;
         let out = self
             .server_command("pg_ctl")
             .args(["start", "-w", "-t", "60", "-s", "-D"])

@@ -135,6 +135,7 @@ impl HolderProcess {
         Ok(())
     }
 
+    // ANCHOR: sigstop
     /// Sends SIGSTOP and waits until `/proc` shows the process stopped;
     /// returns the state letter it shows then.
     pub fn stop(&mut self) -> Result<char> {
@@ -167,6 +168,7 @@ impl HolderProcess {
         let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
         after.trim_start().chars().next().ok_or_else(|| format!("unreadable /proc/{}/stat", self.pid).into())
     }
+    // ANCHOR_END: sigstop
 
     /// Writes one line to the holder's stdin (buffered by the pipe even while
     /// the holder is stopped).
@@ -217,6 +219,7 @@ impl HolderProcess {
     }
 }
 
+// ANCHOR: guard
 impl Drop for HolderProcess {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -229,3 +232,4 @@ impl Drop for HolderProcess {
         }
     }
 }
+// ANCHOR_END: guard

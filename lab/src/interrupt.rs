@@ -46,6 +46,18 @@ pub fn requested() -> bool {
     REQUESTED.load(Ordering::SeqCst)
 }
 
+/// Called by `main` before it returns: if a stop signal is being handled,
+/// wait for the interrupt thread to finish its cleanup and exit the process,
+/// instead of returning and ending the process under its feet (which would
+/// leave a half-stopped server behind).
+pub fn settle() {
+    if requested() {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 /// Records a live holder, so that an interrupt can stop it.
 pub fn register_holder(pid: Pid) {
     HOLDERS.lock().unwrap_or_else(|p| p.into_inner()).push(pid);

@@ -80,7 +80,7 @@ enum ClusterAction {
     Stop,
     /// Crash-stop the server (no checkpoint) and start it again: WAL recovery.
     RestartImmediate,
-    /// Say whether it runs, and where its data and log are.
+    /// Say whether it runs (exit 0) or not (exit 1), and where its data and log are.
     Status,
     /// Stop the server and delete the cluster's folder.
     Reset,
@@ -123,7 +123,13 @@ const ENVIRONMENT: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let code = dispatch(cli.command);
+    interrupt::settle();
+    code
+}
+
+fn dispatch(command: Command) -> ExitCode {
+    match command {
         Command::List => {
             let options = Options::default();
             for case in cases::ALL {
@@ -137,7 +143,7 @@ fn main() -> ExitCode {
         }
         Command::Cluster { action } => {
             interrupt::install();
-            report(cluster(action).map(|()| ExitCode::SUCCESS))
+            report(cluster(action))
         }
         Command::Psql { database, args } => report(psql(database, args)),
         Command::Diff { case, file, color } => {
@@ -180,6 +186,10 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let mut t = Transcript::streaming(std::io::stdout());
     for case in selected {
         cases::run(&lab, case, &mut t);
+        if interrupt::requested() {
+            // A case cut short is not a transcript worth diffing.
+            break;
+        }
         evidence::save_transcript(case.id, &t.case_text())?;
     }
     t.summary();
@@ -190,7 +200,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-fn cluster(action: ClusterAction) -> Result<()> {
+fn cluster(action: ClusterAction) -> Result<ExitCode> {
     let cluster = Cluster::locate()?;
     match action {
         ClusterAction::Start => {
@@ -208,13 +218,19 @@ fn cluster(action: ClusterAction) -> Result<()> {
             cluster.restart_immediate()?;
             println!("cluster {} crash-stopped and restarted (WAL recovery: see {})", lab::cluster::NAME, cluster.log_path().display());
         }
-        ClusterAction::Status => println!("{}", cluster.describe()?),
+        ClusterAction::Status => {
+            println!("{}", cluster.describe()?);
+            // Scripts ask "is it running?" with the exit status, like pg_ctl status.
+            if !cluster.is_running()? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         ClusterAction::Reset => {
             cluster.reset()?;
             println!("cluster {} removed", lab::cluster::NAME);
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 fn psql(database: Database, args: Vec<String>) -> Result<ExitCode> {

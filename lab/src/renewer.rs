@@ -37,6 +37,7 @@ pub struct Renewer {
 }
 
 impl Renewer {
+    // ANCHOR: renewer_start
     /// Connects a second session to `lease26` and starts renewing `grant`.
     pub fn start(grant: &Grant, every: Duration) -> Result<Renewer> {
         let mut store = LeaseStore::connect(&format!("{} renewer", grant.holder))?;
@@ -75,6 +76,7 @@ impl Renewer {
         })?;
         Ok(Renewer { stop: Some(stop), state, thread: Some(thread) })
     }
+    // ANCHOR_END: renewer_start
 
     /// The local deadline as extended by the renewals so far.
     pub fn local_deadline(&self) -> Instant {

@@ -179,6 +179,11 @@ impl Transcript {
     }
 
     fn emit(&mut self, text: String) {
+        // After Ctrl-C, the failures of a case whose holders and server are
+        // being stopped are noise, not findings.
+        if crate::interrupt::requested() {
+            return;
+        }
         if let Some(sink) = self.sink.as_mut() {
             // A transcript that cannot be shown is not worth stopping a case
             // for (a closed pipe into `head`, say); the text is kept anyway.

@@ -7,7 +7,7 @@
 use super::common::{acquire, part_write, require, EXPIRY_BOUND, LEASE, SCOPE, SHORT_TTL, SUMMARY};
 use super::{Case, Lab};
 use crate::error::Result;
-use crate::lease;
+use crate::lease::{self, Grant, LeaseStore};
 use crate::report::FenceMode;
 use crate::transcript::Transcript;
 
@@ -16,35 +16,56 @@ pub const CASE: Case = Case { id: "F2", title: |_| "边界：相等 token 重写
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let mut leases = lab.leases("lab")?;
-    let mut report = lab.report(FenceMode::FencedScope, "lab")?;
-    let mut view = lab.resource()?;
+    let a = equal_token_rewrite(lab, t, &mut leases)?;
+    renew_after_expiry(t, &mut leases, a)?;
+    let mut long = lab.leases("long transaction")?;
+    acquire_in_long_transaction(t, &mut leases, &mut long)?;
+    renew_in_long_transaction(t, &mut leases, &mut long)
+}
 
-    // One grant, two writes with the same token.
-    let mut a = acquire(&mut leases, "holder-a", SHORT_TTL)?;
+
+/// One grant, two writes with the same token: both accepted.
+fn equal_token_rewrite(lab: &Lab, t: &mut Transcript, leases: &mut LeaseStore) -> Result<Grant> {
+    let mut report = lab.report(FenceMode::FencedScope, "holder-a")?;
+    let a = acquire(leases, "holder-a", SHORT_TTL)?;
     t.check_eq("holder-a 获取租约（TTL=300ms）", 1, a.token);
     let first = report.write(&part_write(&a, SUMMARY, "rows=100(A)"))?;
     let again = report.write(&part_write(&a, SUMMARY, "rows=100(A) 重算"))?;
     t.expect("同一 token 的第二次写入也被接受（floor 比较用 <=，一次持有可写多次）", "true true".to_owned(), format!("{first} {again}"));
-    t.check_eq("相等 token 不推进 fence_floor", 1, view.floor(SCOPE)?);
+    t.check_eq("相等 token 不推进 fence_floor", 1, lab.resource()?.floor(SCOPE)?);
+    Ok(a)
+}
 
-    // Expiry with nobody taking over.
+// ANCHOR: renew_after_expiry
+/// The lease expires with nobody taking over: the renewal is still refused,
+/// and only a new acquire, with a new token, brings the holder back.
+fn renew_after_expiry(t: &mut Transcript, leases: &mut LeaseStore, mut a: Grant) -> Result<()> {
     leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
     t.check(!a.within_deadline(), "数据库判定过期时，holder-a 的本地截止时间已经过去（起点取在请求发出前，且提前 margin）");
-    let renewed = leases.renew(&mut a)?;
-    t.expect("过期后续租被拒，即使无人接手", false, renewed);
+    t.expect("过期后续租被拒，即使无人接手", false, leases.renew(&mut a)?);
     let row = leases.row(LEASE)?.ok_or("the lease row vanished")?;
-    t.expect("被拒的续租没有改动租约行", "holder-a token=1 expired".to_owned(), describe(&row));
-    let again = acquire(&mut leases, "holder-a", SHORT_TTL)?;
-    t.check_eq("过期后 holder-a 只能重新获取，得到新 token", 2, again.token);
+    t.expect("被拒的续租没有改动租约行", format!("holder-a token={} expired", a.token), describe(&row));
+    let again = acquire(leases, "holder-a", SHORT_TTL)?;
+    t.check_eq("过期后 holder-a 只能重新获取，得到新 token", a.token + 1, again.token);
     leases.release(&again)?;
+    Ok(())
+}
+// ANCHOR_END: renew_after_expiry
 
-    // The acquire path inside a long transaction. The transaction takes its
-    // now() *before* holder-b acquires, so that now() is earlier than b's
-    // expires_at however slowly the machine runs.
-    let mut long = lab.leases("long transaction")?;
+fn describe(row: &lease::LeaseRow) -> String {
+    format!("{} token={} {}", row.holder, row.token, if row.held { "held" } else { "expired" })
+}
+
+// ANCHOR: acquire_in_long_transaction
+/// The acquire statement, misused inside a long transaction, judges expiry
+/// by the transaction's start time.
+fn acquire_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long: &mut LeaseStore) -> Result<()> {
     let mut tx = long.client().transaction()?;
+    // The transaction's first statement fixes its now(). It runs *before*
+    // holder-b acquires, so that now() is earlier than b's expires_at however
+    // slowly the machine runs.
     let started: String = tx.query_one("SELECT now()::text", &[])?.get(0);
-    let b = acquire(&mut leases, "holder-b", SHORT_TTL)?;
+    let b = acquire(leases, "holder-b", SHORT_TTL)?;
     t.check_eq("长事务开始后 holder-b 获取租约（TTL=300ms）", 3, b.token);
     leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
     let later: String = tx.query_one("SELECT now()::text", &[])?.get(0);
@@ -52,38 +73,40 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let moved: bool = tx.query_one("SELECT clock_timestamp() > now()", &[])?.get(0);
     t.check(moved, "clock_timestamp() 已越过 now()");
     let expired_outside = !leases.row(LEASE)?.ok_or("the lease row vanished")?.held;
-    // The very statement LeaseStore::acquire runs, misused inside the transaction.
+    // The very statement LeaseStore::acquire runs, inside the transaction.
     let inside = tx.query(lease::ACQUIRE, &[&LEASE, &"holder-c", &lease::millis(SHORT_TTL)])?;
     t.check(expired_outside && inside.is_empty(), "自动提交连接已判定过期，但长事务内的获取仍按事务开始时间判为未过期而拒绝");
-    // ON CONFLICT locked the row even though it did not update it: end the
+    // ON CONFLICT locked the row although it did not update it: end the
     // transaction before anyone else acquires.
     tx.rollback()?;
+    Ok(())
+}
+// ANCHOR_END: acquire_in_long_transaction
 
-    // The renewal path, which the article only reasons about: in a long
-    // transaction, `expires_at > now()` renews a lease that has in fact expired.
+// ANCHOR: renew_in_long_transaction
+/// The renewal path, which the article only reasons about: inside a long
+/// transaction `expires_at > now()` renews a lease that has in fact expired,
+/// but once somebody has taken over, the token condition still refuses it.
+fn renew_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long: &mut LeaseStore) -> Result<()> {
     let mut tx = long.client().transaction()?;
     tx.query_one("SELECT now()", &[])?;
-    let c = acquire(&mut leases, "holder-c", SHORT_TTL)?;
+    let c = acquire(leases, "holder-c", SHORT_TTL)?;
     t.expect("自动提交模式下获取成功，token=4", 4, c.token);
     leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
-    let stale_renew = tx.execute(lease::RENEW, &[&lease::millis(SHORT_TTL), &LEASE, &"holder-c", &c.token])?;
+    let stale = tx.execute(lease::RENEW, &[&lease::millis(SHORT_TTL), &LEASE, &"holder-c", &c.token])?;
     tx.commit()?;
-    t.exposes(stale_renew == 1, "长事务里的续租按事务开始时间判断，把已过期（尚无人接手）的租约续上了：I1 的判断时刻退回到事务开始");
+    t.exposes(stale == 1, "长事务里的续租按事务开始时间判断，把已过期（尚无人接手）的租约续上了：I1 的判断时刻退回到事务开始");
 
-    // Once somebody has taken over, the token condition still refuses it.
     leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
     let mut tx = long.client().transaction()?;
     tx.query_one("SELECT now()", &[])?;
-    let d = acquire(&mut leases, "holder-d", SHORT_TTL)?;
+    let d = acquire(leases, "holder-d", SHORT_TTL)?;
     leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
-    let e = acquire(&mut leases, "holder-e", SHORT_TTL)?;
+    let e = acquire(leases, "holder-e", SHORT_TTL)?;
     require(e.token == d.token + 1, "holder-e did not take over from holder-d")?;
     let superseded = tx.execute(lease::RENEW, &[&lease::millis(SHORT_TTL), &LEASE, &"holder-d", &d.token])?;
     tx.commit()?;
     t.expect("已有人接手（token=6）时，长事务里 holder-d（token=5）的续租因 token 条件失败，I3 不受影响", 0, superseded);
     Ok(())
 }
-
-fn describe(row: &lease::LeaseRow) -> String {
-    format!("{} token={} {}", row.holder, row.token, if row.held { "held" } else { "expired" })
-}
+// ANCHOR_END: renew_in_long_transaction

@@ -8,6 +8,7 @@ use super::common::{acquire, part_write, require, EXPIRY_BOUND, LEASE, SCOPE, DE
 use super::{Case, Lab};
 use crate::error::Result;
 use crate::latch::{Latch, BOUND};
+use crate::lease::Grant;
 use crate::report::FenceMode;
 use crate::transcript::Transcript;
 use std::sync::Arc;
@@ -28,30 +29,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     t.expect("holder-a 以 token=2 写入 summary 被接受", true, report.write(&part_write(&a, SUMMARY, "rows=300(A)"))?);
     let before = leases.row(LEASE)?.ok_or("no lease row")?;
 
-    // A second write by holder-a is in flight at the crash: its transaction
-    // has advanced the floor and stops in the gap, uncommitted.
-    let (in_gap, crashed) = (Arc::new(Latch::new()), Arc::new(Latch::new()));
-    let (signal, wait) = (Arc::clone(&in_gap), Arc::clone(&crashed));
-    let mut inflight = lab.report(FenceMode::FencedScope, "holder-a in flight")?.with_gap(move || {
-        signal.open();
-        wait.wait(BOUND);
-    });
-    let log_from = lab.cluster.log_len();
-    let (state, inflight_result) = std::thread::scope(|s| -> Result<_> {
-        let writer = s.spawn(|| inflight.write(&part_write(&a, DETAIL, "uncommitted(A)")));
-        require(in_gap.wait(BOUND), "the in-flight write never reached the gap")?;
-        // The crash: SIGQUIT to the postmaster, no shutdown checkpoint.
-        lab.cluster.stop_immediate()?;
-        let state = lab.cluster.control_state()?;
-        crashed.open();
-        let result = writer.join().map_err(|_| "the in-flight writer panicked")?;
-        Ok((state, result))
-    })?;
-    t.check_eq("立即停机后 pg_controldata 的集群状态（没有关机检查点）", "in production".to_owned(), state);
-    t.check(inflight_result.is_err(), "停机时未提交的写入在客户端报错：服务器断开了连接");
-    lab.cluster.start()?;
-    let log = lab.cluster.log_since(log_from)?;
-    t.check(log.contains(RECOVERY_MESSAGE), "重启时服务器从 WAL 恢复（日志：automatic recovery in progress）");
+    crash_with_a_write_in_flight(lab, t, &a)?;
 
     // Every old session died with the server: reconnect.
     let mut leases = lab.leases("lab")?;
@@ -72,3 +50,35 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     t.expect("holder-a 的 token=2 写入被拒绝", false, a_store.write(&part_write(&a, SUMMARY, "rows=300(A) again"))?);
     Ok(())
 }
+
+// ANCHOR: crash
+/// Crash-stops the server while a write by `a` is in flight: its transaction
+/// has advanced the floor and waits in the gap, uncommitted. Then starts the
+/// server again, which must recover from the WAL.
+fn crash_with_a_write_in_flight(lab: &Lab, t: &mut Transcript, a: &Grant) -> Result<()> {
+    let (in_gap, crashed) = (Arc::new(Latch::new()), Arc::new(Latch::new()));
+    let (signal, wait) = (Arc::clone(&in_gap), Arc::clone(&crashed));
+    let mut inflight = lab.report(FenceMode::FencedScope, "holder-a in flight")?.with_gap(move || {
+        signal.open();
+        wait.wait(BOUND);
+    });
+    let log_from = lab.cluster.log_len();
+    let (state, inflight_result) = std::thread::scope(|s| -> Result<_> {
+        let writer = s.spawn(|| inflight.write(&part_write(a, DETAIL, "uncommitted(A)")));
+        require(in_gap.wait(BOUND), "the in-flight write never reached the gap")?;
+        // The crash: pg_ctl -m immediate sends the postmaster SIGQUIT; every
+        // server process exits at once, with no shutdown checkpoint.
+        lab.cluster.stop_immediate()?;
+        let state = lab.cluster.control_state()?;
+        crashed.open();
+        let result = writer.join().map_err(|_| "the in-flight writer panicked")?;
+        Ok((state, result))
+    })?;
+    t.check_eq("立即停机后 pg_controldata 的集群状态（没有关机检查点）", "in production".to_owned(), state);
+    t.check(inflight_result.is_err(), "停机时未提交的写入在客户端报错：服务器断开了连接");
+    lab.cluster.start()?;
+    let log = lab.cluster.log_since(log_from)?;
+    t.check(log.contains(RECOVERY_MESSAGE), "重启时服务器从 WAL 恢复（日志：automatic recovery in progress）");
+    Ok(())
+}
+// ANCHOR_END: crash

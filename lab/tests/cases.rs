@@ -1,0 +1,80 @@
+//! The cases' transcripts, locked as evidence.
+//!
+//! Each case F1–F9 runs against the lab's cluster; its transcript, after the
+//! shared redactions, must equal the insta snapshot `evidence/26/<case>.snap`,
+//! and must hold no FAIL line. This binary has its own `main` (harness =
+//! false) because one process must own the cluster for the whole run: start
+//! it once, run the cases one after another (they share the databases), and
+//! stop it at the end on every exit path.
+//!
+//! `cargo test --test cases -- F4` runs one case. Under `CI=true` insta only
+//! compares; locally a mismatch leaves `evidence/26/<case>.snap.new` for
+//! review, and `./run.sh accept` re-locks the evidence.
+
+use lab::cases::{self, Lab, Options};
+use lab::cluster::Session;
+use lab::error::chain;
+use lab::transcript::{redact, Transcript};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+fn main() -> ExitCode {
+    lab::interrupt::install();
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let selected: Vec<&cases::Case> =
+        cases::ALL.iter().copied().filter(|c| filter.is_empty() || filter.iter().any(|f| c.id.eq_ignore_ascii_case(f))).collect();
+    if selected.is_empty() {
+        eprintln!("cases: no case matches {filter:?}");
+        return ExitCode::FAILURE;
+    }
+    // No PostgreSQL is a failure with a reason, never a skip.
+    let session = match Session::begin() {
+        Ok(session) => session,
+        Err(e) => {
+            eprintln!("cases: FAILED: cannot run the cases without the lab's cluster:\n{}", chain(e.as_ref()));
+            return ExitCode::FAILURE;
+        }
+    };
+    let lab = Lab {
+        holder_bin: PathBuf::from(env!("CARGO_BIN_EXE_holder")),
+        cluster: session.cluster().clone(),
+        options: Options::default(),
+    };
+
+    println!("\nrunning {} cases", selected.len());
+    let mut failed = Vec::new();
+    for case in selected {
+        let start = Instant::now();
+        let mut t = Transcript::quiet();
+        cases::run(&lab, case, &mut t);
+        let transcript = t.case_text();
+        let clean = t.case_failed() == 0;
+        let redacted = redact(&transcript);
+        let locked = std::panic::catch_unwind(|| {
+            let mut settings = insta::Settings::clone_current();
+            settings.set_snapshot_path(lab::paths::evidence_dir());
+            settings.set_prepend_module_to_snapshot(false);
+            settings.set_omit_expression(true);
+            settings.bind(|| insta::assert_snapshot!(case.id, redacted));
+        })
+        .is_ok();
+        let verdict = if clean && locked { "ok" } else { "FAILED" };
+        println!("case {} ... {verdict} ({:.1}s)", case.id, start.elapsed().as_secs_f64());
+        if !clean {
+            println!("{} has FAIL lines:\n{transcript}", case.id);
+        }
+        if !(clean && locked) {
+            failed.push(case.id);
+        }
+    }
+    drop(session);
+    lab::interrupt::settle();
+    if failed.is_empty() {
+        println!("\ncases: all transcripts match evidence/26/");
+        ExitCode::SUCCESS
+    } else {
+        println!("\ncases: FAILED: {}", failed.join(", "));
+        ExitCode::FAILURE
+    }
+}

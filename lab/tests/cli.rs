@@ -1,0 +1,235 @@
+//! The command-line contract of `lab` and `holder`.
+//!
+//! Table of contents:
+//! - usage errors: an unknown case or flag, bad holder parameters (exit 2);
+//! - `lab diff`: match, a one-word edit, no transcript yet;
+//! - the environment: a port held by another process, psql on a stopped cluster;
+//! - no leftovers: Ctrl-C (SIGINT) at several moments of F4.
+//!
+//! The environment tests use a private cluster (`LAB_CLUSTER_DIR`,
+//! `LAB_PORT`) so that they never touch the reader's own cluster.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const LAB: &str = env!("CARGO_BIN_EXE_lab");
+const HOLDER: &str = env!("CARGO_BIN_EXE_holder");
+
+/// Runs a command and returns its output.
+fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
+}
+
+/// Fails loudly, with the command, its status, stdout and stderr.
+fn assert_exit(out: &Output, code: i32, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: expected exit {code}, got {}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A folder under /tmp (reachable by the postgres account when run as
+/// root), removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let dir = PathBuf::from(format!("/tmp/lab-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `lab run F99` names the valid cases and exits 2.
+#[test]
+fn unknown_case_is_a_usage_error() {
+    let out = run(LAB, &["run", "F99"], &[]);
+    assert_exit(&out, 2, "lab run F99");
+    assert!(stderr(&out).contains("valid cases: F1, F2, F3, F4, F5, F6, F7, F8, F9, all"), "{}", stderr(&out));
+}
+
+/// `lab run --bogus` is refused by the parser with exit 2.
+#[test]
+fn unknown_flag_is_a_usage_error() {
+    let out = run(LAB, &["run", "--bogus"], &[]);
+    assert_exit(&out, 2, "lab run --bogus");
+    assert!(stderr(&out).contains("--bogus"), "{}", stderr(&out));
+}
+
+/// The holder refuses unparsable and meaningless parameters with exit 2.
+#[test]
+fn holder_rejects_bad_parameters() {
+    let out = run(HOLDER, &["--holder", "holder-a", "--content", "x", "--ttl-ms", "abc"], &[]);
+    assert_exit(&out, 2, "holder --ttl-ms abc");
+    let out = run(HOLDER, &["--holder", "holder-a", "--content", "x", "--renew-ms", "2000"], &[]);
+    assert_exit(&out, 2, "holder --renew-ms 2000");
+    assert!(stderr(&out).contains("cannot keep the lease"), "{}", stderr(&out));
+}
+
+/// The locked transcript of F4, as a file a reader could have saved.
+fn evidence_copy(dir: &TempDir, edit: impl Fn(String) -> String) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let snap = std::fs::read_to_string(root.join("evidence/26/F4.snap")).unwrap();
+    let body = lab::evidence::snapshot_body(&snap).expect("F4.snap has an insta header").to_owned();
+    let file = dir.0.join("F4.txt");
+    std::fs::write(&file, edit(body)).unwrap();
+    file
+}
+
+/// An unedited transcript matches the evidence: one line, exit 0.
+#[test]
+fn diff_of_the_evidence_itself_matches() {
+    let dir = TempDir::new("diff");
+    let file = evidence_copy(&dir, |body| body);
+    let out = run(LAB, &["diff", "F4", file.to_str().unwrap()], &[]);
+    assert_exit(&out, 0, "lab diff F4 <copy>");
+    assert!(stdout(&out).contains("matches evidence/26/F4.snap"), "{}", stdout(&out));
+}
+
+/// One edited word shows as a -/+ pair and exits 1.
+#[test]
+fn diff_shows_an_edited_word() {
+    let dir = TempDir::new("diff");
+    let file = evidence_copy(&dir, |body| body.replacen("rows=201(B) by holder-b", "rows=200(A) by holder-b", 1));
+    let out = run(LAB, &["diff", "F4", file.to_str().unwrap(), "--color", "never"], &[]);
+    assert_exit(&out, 1, "lab diff F4 <edited>");
+    let text = stdout(&out);
+    assert!(text.contains("\n-  note 最终 summary = rows=201(B)") && text.contains("\n+  note 最终 summary = rows=200(A)"), "{text}");
+}
+
+/// A transcript that does not exist yet: a message saying to run the case first.
+#[test]
+fn diff_without_a_transcript_says_to_run_first() {
+    let out = run(LAB, &["diff", "F4", "/nonexistent/F4.txt"], &[]);
+    assert_exit(&out, 3, "lab diff F4 /nonexistent");
+    assert!(stderr(&out).contains("run it first with `./run.sh F4`"), "{}", stderr(&out));
+}
+
+/// A port held by another process: the lab says so, exits non-zero, writes
+/// nothing, and the other process keeps its port.
+#[test]
+fn port_held_by_another_process_is_refused_and_left_alone() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let dir = TempDir::new("port");
+    let out = run(LAB, &["cluster", "start"], &[("LAB_PORT", &port), ("LAB_CLUSTER_DIR", dir.path())]);
+    assert_exit(&out, 3, "lab cluster start on a held port");
+    let err = stderr(&out);
+    assert!(err.contains(&format!("port {port} on 127.0.0.1 is already in use by pid {}", std::process::id())), "{err}");
+    assert!(!dir.0.join("data").exists(), "nothing may be initialised when the port is taken");
+    // The other process still owns and serves its port.
+    listener.set_nonblocking(false).unwrap();
+    let client = std::thread::spawn(move || std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_ok());
+    assert!(listener.accept().is_ok());
+    assert!(client.join().unwrap());
+}
+
+/// psql on a cluster that is not running says how to start it.
+#[test]
+fn psql_on_a_stopped_cluster_says_how_to_start_it() {
+    let dir = TempDir::new("psql");
+    let out = run(LAB, &["psql"], &[("LAB_CLUSTER_DIR", dir.path()), ("LAB_PORT", &free_port().to_string())]);
+    assert_exit(&out, 3, "lab psql on a stopped cluster");
+    assert!(stderr(&out).contains("./run.sh cluster start"), "{}", stderr(&out));
+}
+
+/// Processes of this test's private cluster, or any holder process.
+fn leftovers(cluster_dir: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name();
+        let Ok(pid) = name.to_string_lossy().parse::<u32>() else { continue };
+        let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        if exe == Path::new(HOLDER) || (cmdline.contains(cluster_dir) && !cmdline.contains("cargo")) {
+            found.push(format!("pid {pid} [{}]: {cmdline}", state.rsplit_once(')').map_or("?", |(_, s)| s.trim()).chars().next().unwrap_or('?')));
+        }
+    }
+    found
+}
+
+/// Ctrl-C (SIGINT) while F4 runs — during startup, with holder-a frozen by
+/// SIGSTOP, while B runs — leaves no holder (stopped or running) and no
+/// postgres of the lab's cluster, and exits 130.
+#[test]
+fn interrupt_during_f4_leaves_nothing_behind() {
+    let dir = TempDir::new("sigint");
+    let port = free_port().to_string();
+    let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", dir.path())];
+    for moment in ["", "CASE F4 ::", "SIGSTOP 后", "B 获取租约"] {
+        let mut child = Command::new(LAB)
+            .args(["run", "F4"])
+            .envs(env)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut seen = String::new();
+        if !moment.is_empty() {
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            loop {
+                let line = lines.next().unwrap_or_else(|| panic!("lab ended before {moment:?}; it printed:\n{seen}")).unwrap();
+                seen.push_str(&line);
+                seen.push('\n');
+                if line.contains(moment) {
+                    break;
+                }
+            }
+        }
+        // SIGINT, as a Ctrl-C at the terminal delivers it to the lab.
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "lab did not exit within 60 s of SIGINT at {moment:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let left = leftovers(dir.path());
+        assert!(left.is_empty(), "SIGINT at {moment:?} left processes behind:\n{}", left.join("\n"));
+        // A SIGINT that lands before the lab installs its handler kills it outright.
+        if !moment.is_empty() {
+            assert_eq!(status.code(), Some(130), "SIGINT at {moment:?}: {status}; it printed:\n{seen}");
+        }
+        let out = run(LAB, &["cluster", "status"], &env);
+        assert_exit(&out, 1, &format!("cluster status after SIGINT at {moment:?}"));
+    }
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The one entry point of the lease + fencing lab. `./run.sh help` lists the commands.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+LAB=target/debug/lab
+MIN_PG=15
+
+usage() {
+  cat <<'EOF'
+usage: ./run.sh [command]
+
+  (no command)       build, run F1-F9, write evidence/26/output.txt; exit 0 only if failed=0
+  F1 … F9 [flags]    run some cases; each case's transcript is saved for `diff`
+                     flags: --mode fenced-scope|fenced-row|unfenced|check-then-write (F4/F5)
+                            --pause-before-check (F4/F5)   --threads N (F3)
+  diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
+  test               the whole test suite (what CI runs)
+  accept             re-lock the evidence snapshots from a fresh run (not under CI)
+  list               the cases and what each shows
+  cluster start|stop|status|restart-immediate|reset
+                     the lab's PostgreSQL cluster b3-26 (127.0.0.1:55426)
+  psql [lease26|res26] [-- psql args]
+                     psql on a running cluster (start it first: ./run.sh cluster start)
+  help               this text
+
+Every run starts the cluster if it is not running and stops it again at the
+end (Ctrl-C included); a cluster started with `cluster start` stays up.
+EOF
+}
+
+die() { echo "run.sh: $*" >&2; exit 3; }
+
+ensure_rust() {
+  command -v cargo >/dev/null 2>&1 ||
+    die "cargo not found: install Rust (stable) with rustup, https://rustup.rs"
+}
+
+# True when a PostgreSQL server (initdb, pg_ctl, postgres) of version 15 or newer is installed.
+have_postgres() {
+  local dir major
+  for dir in ${LAB_PG_BIN:-} /usr/lib/postgresql/*/bin $(dirname "$(command -v postgres 2>/dev/null || echo /nonexistent/x)"); do
+    [ -x "$dir/postgres" ] && [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ] || continue
+    major=$("$dir/postgres" --version | awk '{print $NF}' | cut -d. -f1)
+    [ "${major:-0}" -ge "$MIN_PG" ] 2>/dev/null && return 0
+  done
+  return 1
+}
+
+ensure_postgres() {
+  have_postgres && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: PostgreSQL server not found; installing it with apt-get (about a minute)…" >&2
+    # Debian's packaging would otherwise create and start a system cluster on
+    # port 5432; the lab makes its own and wants nothing else running.
+    if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+      mkdir -p /etc/postgresql-common
+      echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q -o Dpkg::Options::=--force-confold postgresql postgresql-client >/dev/null
+    have_postgres || die "the installed postgresql package is older than $MIN_PG; install postgresql-$MIN_PG or newer (e.g. from apt.postgresql.org)"
+  else
+    die "PostgreSQL server binaries (initdb, pg_ctl, postgres; version $MIN_PG or newer) not found.
+  Install the server package: sudo apt-get install postgresql (Debian 12 ships $MIN_PG),
+  or point LAB_PG_BIN at the folder that holds them. Run as root, ./run.sh installs it itself."
+  fi
+}
+
+build() {
+  ensure_rust
+  cargo build --bins --quiet
+}
+
+# Safety net under the lab's own cleanup: if this script's run leaves the
+# cluster running although it was not running before (the lab was killed
+# with SIGKILL, say), stop it on the way out.
+guard_cluster() {
+  if ! "$LAB" cluster status >/dev/null 2>&1; then
+    trap '"$LAB" cluster status >/dev/null 2>&1 && "$LAB" cluster stop >/dev/null 2>&1; true' EXIT
+  fi
+}
+
+cmd=${1:-all}
+case "$cmd" in
+  all)
+    [ $# -le 1 ] || { usage >&2; exit 2; }
+    ensure_postgres; build; guard_cluster
+    "$LAB" run all --out evidence/26/output.txt
+    ;;
+  [Ff][0-9]*)
+    ensure_postgres; build; guard_cluster
+    "$LAB" run "$@"
+    ;;
+  -*)
+    # Flags without a case: run them against every case.
+    ensure_postgres; build; guard_cluster
+    "$LAB" run all "$@"
+    ;;
+  test)
+    shift
+    ensure_postgres; ensure_rust; build; guard_cluster
+    cargo test --quiet "$@"
+    ;;
+  accept)
+    [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"
+    ensure_postgres; ensure_rust; build; guard_cluster
+    INSTA_UPDATE=always cargo test --quiet --test cases
+    echo "run.sh: snapshots re-locked; review with git diff evidence/26/"
+    ;;
+  diff|list|psql)
+    build
+    "$LAB" "$@"
+    ;;
+  cluster)
+    ensure_postgres; build
+    "$LAB" "$@"
+    ;;
+  help|-h|--help)
+    usage
+    ;;
+  *)
+    echo "run.sh: unknown command '$cmd'" >&2
+    usage >&2
+    exit 2
+    ;;
+esac
