@@ -5,6 +5,8 @@ cd "$(dirname "$0")"
 
 LAB=target/debug/lab
 MIN_PG=15
+MDBOOK_VERSION=0.5.4
+MERMAID_VERSION=0.17.1
 
 usage() {
   cat <<'EOF'
@@ -17,6 +19,8 @@ usage: ./run.sh [command]
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
   test               the whole test suite (what CI runs)
   accept             re-lock the evidence snapshots from a fresh run (not under CI)
+  book               build the book into target/book (installs the pinned mdbook first)
+  serve              serve the book with live reload on http://127.0.0.1:3000
   list               the cases and what each shows
   cluster start|stop|status|restart-immediate|reset
                      the lab's PostgreSQL cluster b3-26 (127.0.0.1:55426)
@@ -68,6 +72,28 @@ ensure_postgres() {
   fi
 }
 
+# The pinned mdbook and mdbook-mermaid, in a project-local .tools/ folder,
+# and mermaid.js (bundled in mdbook-mermaid) for diagrams that render offline.
+ensure_book_tools() {
+  ensure_rust
+  export PATH="$PWD/.tools/bin:$PATH"
+  if [ "$(mdbook --version 2>/dev/null)" != "mdbook v$MDBOOK_VERSION" ]; then
+    echo "run.sh: installing mdbook $MDBOOK_VERSION into .tools/ (cargo install --locked; a few minutes)…" >&2
+    cargo install --quiet --locked --root .tools --version "=$MDBOOK_VERSION" mdbook
+  fi
+  if [ "$(mdbook-mermaid --version 2>/dev/null)" != "mdbook-mermaid $MERMAID_VERSION" ]; then
+    echo "run.sh: installing mdbook-mermaid $MERMAID_VERSION into .tools/…" >&2
+    cargo install --quiet --locked --root .tools --version "=$MERMAID_VERSION" mdbook-mermaid
+  fi
+  if [ ! -s target/mermaid/mermaid.min.js ] || [ .tools/bin/mdbook-mermaid -nt target/mermaid/mermaid.min.js ]; then
+    local scratch=target/mermaid-scratch
+    rm -rf "$scratch" && mkdir -p "$scratch" target/mermaid && touch "$scratch/book.toml"
+    mdbook-mermaid install "$scratch" >/dev/null 2>&1
+    cp "$scratch/mermaid.min.js" "$scratch/mermaid-init.js" target/mermaid/
+    rm -rf "$scratch"
+  fi
+}
+
 build() {
   ensure_rust
   cargo build --bins --quiet
@@ -100,8 +126,25 @@ case "$cmd" in
     ;;
   test)
     shift
-    ensure_postgres; ensure_rust; build; guard_cluster
+    ensure_postgres; ensure_book_tools; build; guard_cluster
+    [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
     cargo test --quiet "$@"
+    command -v chromium >/dev/null 2>&1 ||
+      echo "run.sh: NOTE: chromium is not installed, so the rendered-diagram check did NOT run (apt-get install chromium)" >&2
+    ;;
+  book)
+    ensure_book_tools
+    log=$(mdbook build 2>&1) || { echo "$log" >&2; die "mdbook build failed"; }
+    # mdBook logs a missing include as an error and still exits 0: read its log.
+    # The one known harmless line: mdbook-mermaid 0.17.1 was built against mdbook 0.5.0.
+    problems=$(echo "$log" | grep -iE "warn|error" | grep -v "preprocessor was built against version" || true)
+    [ -z "$problems" ] || { echo "$problems" >&2; die "mdbook build printed warnings or errors"; }
+    echo "run.sh: the book is at $PWD/target/book/index.html"
+    ;;
+  serve)
+    ensure_book_tools
+    echo "run.sh: serving the book on http://127.0.0.1:3000 (Ctrl-C to stop)" >&2
+    exec mdbook serve -n 127.0.0.1 -p 3000
     ;;
   accept)
     [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"

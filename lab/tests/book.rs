@@ -1,0 +1,243 @@
+//! The book cannot drift from the code.
+//!
+//! Table of contents:
+//! - every `{{#include}}` in `book/` names a file that exists and an anchor
+//!   (or line range) that exists and is not empty — mdBook itself includes a
+//!   missing anchor as empty text, silently;
+//! - every rust/sql/text listing is nothing but includes (no pasted code);
+//! - every case's locked transcript appears in the book;
+//! - `mdbook build` succeeds with no error or warning line;
+//! - in headless Chromium, both diagrams render as SVG and no page shows a
+//!   raw `{{#include`.
+//!
+//! The build test needs the pinned mdbook and mdbook-mermaid in `.tools/bin`
+//! (`./run.sh book` or `./run.sh test` installs them).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The book's chapters, as (file name, text).
+fn chapters() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = fs::read_dir(root().join("book"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "md"))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), fs::read_to_string(e.path()).unwrap()))
+        .collect();
+    out.sort();
+    assert!(out.len() > 10, "book/ holds only {} chapters", out.len());
+    out
+}
+
+/// One `{{#include path[:anchor | :from:to]}}`.
+struct Include {
+    /// The chapter and line it is written on, for messages.
+    at: String,
+    /// The file, relative to the chapter.
+    path: String,
+    /// After the first colon, if anything.
+    selector: Option<String>,
+}
+
+fn includes(chapter: &str, text: &str) -> Vec<Include> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(start) = rest.find("{{#include ") {
+            let after = &rest[start + "{{#include ".len()..];
+            let end = after.find("}}").unwrap_or_else(|| panic!("{chapter}:{}: unterminated include", n + 1));
+            let spec = after[..end].trim();
+            let (path, selector) = match spec.split_once(':') {
+                Some((p, s)) => (p.to_owned(), Some(s.to_owned())),
+                None => (spec.to_owned(), None),
+            };
+            out.push(Include { at: format!("book/{chapter}:{}", n + 1), path, selector });
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+/// What an include pulls in, or why it cannot.
+fn resolve(inc: &Include) -> Result<String, String> {
+    let file = root().join("book").join(&inc.path);
+    let text = fs::read_to_string(&file).map_err(|e| format!("{}: cannot read {}: {e}", inc.at, inc.path))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let selected: String = match inc.selector.as_deref() {
+        None => text.clone(),
+        Some(sel) if sel.chars().next().is_some_and(|c| c.is_ascii_digit()) || sel.starts_with(':') => {
+            let mut parts = sel.splitn(2, ':');
+            let from: usize = parts.next().unwrap().parse().unwrap_or(1);
+            let to: usize = parts.next().filter(|s| !s.is_empty()).map_or(lines.len(), |s| s.parse().unwrap());
+            if from == 0 || from > lines.len() || to < from {
+                return Err(format!("{}: line range {sel} is outside {} ({} lines)", inc.at, inc.path, lines.len()));
+            }
+            lines[from - 1..to.min(lines.len())].join("\n")
+        }
+        Some(anchor) => {
+            let is = |l: &str, tag: &str| {
+                l.trim_start()
+                    .trim_start_matches("//")
+                    .trim_start_matches("--")
+                    .trim()
+                    .strip_prefix(tag)
+                    .is_some_and(|rest| rest.trim() == anchor)
+            };
+            let start = lines.iter().position(|l| is(l, "ANCHOR:"));
+            let end = lines.iter().position(|l| is(l, "ANCHOR_END:"));
+            match (start, end) {
+                (Some(s), Some(e)) if s < e => lines[s + 1..e].join("\n"),
+                (None, _) => return Err(format!("{}: anchor `{anchor}` does not exist in {}", inc.at, inc.path)),
+                _ => return Err(format!("{}: anchor `{anchor}` in {} has no matching ANCHOR_END after it", inc.at, inc.path)),
+            }
+        }
+    };
+    if selected.trim().is_empty() {
+        return Err(format!("{}: {}:{} includes nothing", inc.at, inc.path, inc.selector.as_deref().unwrap_or("")));
+    }
+    Ok(selected)
+}
+
+/// Every include names an existing file and a non-empty anchor or range.
+#[test]
+fn includes_resolve_to_text() {
+    let mut problems = Vec::new();
+    let mut count = 0;
+    for (name, text) in chapters() {
+        for inc in includes(&name, &text) {
+            count += 1;
+            match resolve(&inc) {
+                // A transcript include must start at the case header, not inside insta's metadata.
+                Ok(body) if inc.path.ends_with(".snap") && !body.starts_with("CASE F") => {
+                    problems.push(format!("{}: {} does not start at the CASE line (insta header not skipped?)", inc.at, inc.path))
+                }
+                Ok(_) => {}
+                Err(e) => problems.push(e),
+            }
+        }
+    }
+    assert!(problems.is_empty(), "broken includes:\n{}", problems.join("\n"));
+    assert!(count >= 30, "only {count} includes in the whole book");
+}
+
+/// rust, sql and text listings hold nothing but include lines.
+#[test]
+fn listings_are_only_includes() {
+    let mut problems = Vec::new();
+    for (name, text) in chapters() {
+        let mut fence: Option<(usize, String)> = None;
+        for (n, line) in text.lines().enumerate() {
+            if let Some(info) = line.trim_start().strip_prefix("```") {
+                match fence.take() {
+                    None => fence = Some((n + 1, info.trim().to_owned())),
+                    Some(_) => {}
+                }
+                continue;
+            }
+            if let Some((start, lang)) = &fence {
+                let listing = matches!(lang.as_str(), "rust" | "sql" | "text" | "" | "console");
+                if listing && !line.trim().is_empty() && !line.trim().starts_with("{{#include ") {
+                    problems.push(format!("book/{name}:{}: ```{lang} block opened at line {start} holds pasted text: {line}", n + 1));
+                }
+            }
+        }
+        assert!(fence.is_none(), "book/{name}: a code block is never closed");
+    }
+    assert!(problems.is_empty(), "listings must come only by include:\n{}", problems.join("\n"));
+}
+
+/// Each case's locked transcript is shown somewhere in the book.
+#[test]
+fn every_case_transcript_is_in_the_book() {
+    let all: String = chapters().into_iter().map(|(_, t)| t).collect();
+    for id in ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F9"] {
+        assert!(all.contains(&format!("../evidence/26/{id}.snap:4:")), "no chapter includes evidence/26/{id}.snap");
+        assert!(all.contains(&format!("./run.sh diff {id}")), "no chapter says how to diff {id}");
+    }
+}
+
+/// Writes straight to the process's stderr, which the test harness does not
+/// capture: a check that did not run must be seen.
+fn loudly(text: &str) {
+    let _ = writeln!(std::io::stderr(), "\n*** {text}\n");
+}
+
+/// mdbook builds the book without an error or warning; then headless
+/// Chromium shows both diagrams as SVG.
+#[test]
+fn book_builds_and_renders() {
+    let root = root();
+    let tools = root.join(".tools/bin");
+    let mdbook = tools.join("mdbook");
+    assert!(mdbook.is_file() && tools.join("mdbook-mermaid").is_file(), "mdbook is not installed in .tools/bin: run ./run.sh book (it installs the pinned versions)");
+    assert!(root.join("target/mermaid/mermaid.min.js").is_file(), "target/mermaid/ is missing: run ./run.sh book");
+    let out_dir = root.join("target/book-test");
+    let _ = fs::remove_dir_all(&out_dir);
+    let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new(&mdbook).arg("build").arg("-d").arg(&out_dir).current_dir(&root).env("PATH", path).output().unwrap();
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "mdbook build failed:\n{log}");
+    // The one known harmless notice: mdbook-mermaid 0.17.1 was built against mdbook 0.5.0.
+    let bad: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            let l = l.to_lowercase();
+            (l.contains("warn") || l.contains("error")) && !l.contains("mdbook-mermaid preprocessor was built against version")
+        })
+        .collect();
+    assert!(bad.is_empty(), "mdbook build printed warnings or errors:\n{}", bad.join("\n"));
+
+    for page in fs::read_dir(&out_dir).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "html")) {
+        let html = fs::read_to_string(page.path()).unwrap();
+        assert!(!html.contains("{{#include"), "{} shows a raw {{{{#include", page.path().display());
+    }
+
+    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|c| which(c)) else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must run the rendered-diagram check: install chromium");
+        loudly("NOT RUN: headless Chromium is not installed, so the rendered-diagram check (c) did not run. Install it: apt-get install chromium");
+        return;
+    };
+    for (page, kind) in [("05-state-machine.html", "stateDiagram"), ("07-lease-not-enough.html", "sequence")] {
+        let dom = dump_dom(&chromium, &out_dir.join(page));
+        assert!(
+            dom.contains(&format!("aria-roledescription=\"{kind}\"")),
+            "{page}: no rendered {kind} diagram (an <svg aria-roledescription=\"{kind}\">) in the DOM after Chromium ran the page"
+        );
+        assert!(!dom.contains("aria-roledescription=\"error\""), "{page}: mermaid rendered a syntax error");
+    }
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+/// The page's DOM after its scripts ran, from headless Chromium.
+fn dump_dom(chromium: &Path, page: &Path) -> String {
+    let profile = std::env::temp_dir().join(format!("lab-chromium-{}", std::process::id()));
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let _ = fs::remove_dir_all(&profile);
+    assert!(out.status.success(), "chromium failed on {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -1,0 +1,40 @@
+//! A holder that fails is reported with everything needed to understand it:
+//! its argv, its exit status, its stderr and the server log's path — never
+//! a hang. (A binary of its own: it points LAB_PORT, which children inherit,
+//! at a port where nothing listens.)
+
+use lab::holder::{HolderArgs, WaitPoint};
+use lab::holder_process::HolderProcess;
+use lab::report::FenceMode;
+use std::net::TcpListener;
+use std::path::Path;
+
+/// The holder cannot reach the database: the parent's error shows why.
+#[test]
+fn a_failing_holder_is_reported_with_argv_status_and_stderr() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::env::set_var("LAB_PORT", port.to_string());
+    let args = HolderArgs {
+        lease: "report-job".into(),
+        holder: "holder-a".into(),
+        ttl_ms: 1500,
+        renew_ms: 400,
+        margin_ms: 300,
+        scope: "daily-report".into(),
+        part: "summary".into(),
+        content: "rows=200(A)".into(),
+        mode: FenceMode::FencedScope,
+        wait: WaitPoint::BeforeWrite,
+    };
+    let mut holder = HolderProcess::spawn(Path::new(env!("CARGO_BIN_EXE_holder")), &args).unwrap();
+    let err = holder.next_line().expect_err("a holder without a database prints no protocol line").to_string();
+    for want in [
+        "holder-a ended its output early",
+        "argv: holder --lease report-job --holder holder-a --ttl-ms 1500",
+        "exit status: exit status: 1",
+        &format!("cannot reach the lab's PostgreSQL at 127.0.0.1:{port}"),
+        "server log: ",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+}
