@@ -101,10 +101,11 @@ build() {
 
 # Safety net under the lab's own cleanup: if this script's run leaves the
 # cluster running although it was not running before (the lab was killed
-# with SIGKILL, say), stop it on the way out.
+# with SIGKILL, say), stop it on the way out — unless another run is using
+# it right now (--if-idle checks the cluster's run lock).
 guard_cluster() {
   if ! "$LAB" cluster status >/dev/null 2>&1; then
-    trap '"$LAB" cluster status >/dev/null 2>&1 && "$LAB" cluster stop >/dev/null 2>&1; true' EXIT
+    trap '"$LAB" cluster status >/dev/null 2>&1 && "$LAB" cluster stop --if-idle >/dev/null 2>&1; true' EXIT
   fi
 }
 

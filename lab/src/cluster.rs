@@ -369,8 +369,8 @@ pub struct Session {
     cluster: Cluster,
     /// Whether this session started it (and so must stop it).
     started_here: bool,
-    /// An exclusive lock on `target/lab/run.lock`: two runs at once would
-    /// reset each other's tables mid-case.
+    /// An exclusive lock on `<cluster dir>.lock` (`target/lab/b3-26.lock`):
+    /// two runs on one cluster would reset each other's tables mid-case.
     _run_lock: Flock<fs::File>,
 }
 
@@ -379,16 +379,9 @@ impl Session {
     /// recreates both databases.
     pub fn begin() -> Result<Session> {
         let cluster = Cluster::locate()?;
-        fs::create_dir_all(paths::build_dir())?;
-        let lock_path = paths::build_dir().join("run.lock");
-        let file = fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&lock_path)?;
-        let mut lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(mut file, _)| {
-            let mut pid = String::new();
-            let _ = file.read_to_string(&mut pid);
-            format!("another lab run (pid {}) is using the cluster; wait for it to finish", pid.trim())
+        let lock = lock_runs()?.map_err(|holder| {
+            format!("another lab run (pid {holder}) is using the cluster; wait for it to finish")
         })?;
-        lock.set_len(0)?;
-        write!(*lock, "{}", std::process::id())?;
         let started_here = !cluster.is_running()?;
         if started_here {
             // Registered before starting, so Ctrl-C during the start stops it too.
@@ -410,6 +403,28 @@ impl Drop for Session {
     fn drop(&mut self) {
         if self.started_here {
             stop_owned();
+        }
+    }
+}
+
+/// Takes the cluster's run lock, `<cluster dir>.lock` (`target/lab/b3-26.lock`),
+/// without waiting: `Err(pid)` names the process that holds it.
+pub fn lock_runs() -> Result<std::result::Result<Flock<fs::File>, String>> {
+    let path = paths::cluster_dir().with_extension("lock");
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    let file = fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(mut lock) => {
+            lock.set_len(0)?;
+            write!(*lock, "{}", std::process::id())?;
+            Ok(Ok(lock))
+        }
+        Err((mut file, _)) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            Ok(Err(pid.trim().to_owned()))
         }
     }
 }

@@ -80,6 +80,7 @@ impl HolderArgs {
         ]
     }
 
+    // ANCHOR: validate
     /// Refuses parameters under which the experiment means nothing.
     pub fn validate(&self) -> Result<()> {
         if self.margin_ms >= self.ttl_ms {
@@ -95,6 +96,7 @@ impl HolderArgs {
         }
         Ok(())
     }
+    // ANCHOR_END: validate
 }
 
 /// The command-line spelling of an enum value, e.g. `fenced-scope`.

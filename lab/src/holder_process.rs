@@ -53,6 +53,7 @@ pub struct HolderProcess {
 }
 
 impl HolderProcess {
+    // ANCHOR: spawn
     /// Starts `bin` with `args`.
     pub fn spawn(bin: &Path, args: &HolderArgs) -> Result<HolderProcess> {
         if interrupt::requested() {
@@ -111,6 +112,7 @@ impl HolderProcess {
         let stdin = child.stdin.take();
         Ok(HolderProcess { holder: args.holder.clone(), argv, child: Some(child), pid, stdin, lines, stderr, status: None })
     }
+    // ANCHOR_END: spawn
 
     /// The next protocol line, within [`ANSWER_BOUND`].
     pub fn next_line(&mut self) -> Result<String> {
@@ -167,6 +169,25 @@ impl HolderProcess {
         // follows the last ')'.
         let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
         after.trim_start().chars().next().ok_or_else(|| format!("unreadable /proc/{}/stat", self.pid).into())
+    }
+
+    /// The state of the holder's thread named `name` (the renewer is
+    /// "renewer"), from `/proc/<pid>/task/<tid>/stat`: SIGSTOP must have
+    /// stopped every thread, not only the main one.
+    pub fn thread_state(&self, name: &str) -> Result<String> {
+        let mut states = Vec::new();
+        for task in std::fs::read_dir(format!("/proc/{}/task", self.pid))?.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim() == name {
+                let stat = std::fs::read_to_string(task.path().join("stat"))?;
+                let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start()).and_then(|r| r.chars().next());
+                states.push(state.unwrap_or('?').to_string());
+            }
+        }
+        if states.is_empty() {
+            return Err(format!("{} has no thread named {name}", self.holder).into());
+        }
+        Ok(states.join(","))
     }
     // ANCHOR_END: sigstop
 

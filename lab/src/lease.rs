@@ -204,6 +204,7 @@ impl LeaseStore {
         }))
     }
 
+    // ANCHOR: wait_until_expired
     /// Waits until the lease has expired by the database clock.
     ///
     /// Expiry has no write of its own: it happens when `now()` passes
@@ -222,6 +223,7 @@ impl LeaseStore {
             std::thread::sleep(POLL);
         }
     }
+    // ANCHOR_END: wait_until_expired
 
     /// The underlying connection, for a case that must show a misuse (F2
     /// runs the acquire statement inside a long transaction).

@@ -77,7 +77,11 @@ enum ClusterAction {
     /// Initialise (first time) and start the server; leave it running.
     Start,
     /// Stop the server cleanly.
-    Stop,
+    Stop {
+        /// Only if no run of cases is using it right now (run.sh's safety net).
+        #[arg(long)]
+        if_idle: bool,
+    },
     /// Crash-stop the server (no checkpoint) and start it again: WAL recovery.
     RestartImmediate,
     /// Say whether it runs (exit 0) or not (exit 1), and where its data and log are.
@@ -207,7 +211,16 @@ fn cluster(action: ClusterAction) -> Result<ExitCode> {
             cluster.start()?;
             println!("cluster {} running on {}:{}; stop it with `./run.sh cluster stop`", lab::cluster::NAME, db::HOST, cluster.port());
         }
-        ClusterAction::Stop => {
+        ClusterAction::Stop { if_idle } => {
+            // Held while stopping, so no run can start on it meanwhile.
+            let _lock = match lab::cluster::lock_runs()? {
+                Ok(lock) => Some(lock),
+                Err(pid) if if_idle => {
+                    println!("cluster {} is in use by lab run pid {pid}; left running", lab::cluster::NAME);
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Err(_) => None,
+            };
             cluster.stop()?;
             println!("cluster {} stopped", lab::cluster::NAME);
         }

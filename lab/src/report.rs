@@ -72,12 +72,14 @@ pub struct PartWrite<'a> {
     pub token: i64,
 }
 
+// ANCHOR: gap
 /// A hook run inside a write at the point where a race can strike: for
 /// `FencedScope` after the floor UPDATE and before the data write (the
 /// transaction still open, the floor row still locked); for `CheckThenWrite`
 /// after the check and before the writes. F6 and F8 use it to force an
 /// interleaving with latches. In production code it is absent.
 pub type Gap = Box<dyn FnMut() + Send>;
+// ANCHOR_END: gap
 
 // ANCHOR: fence_sql
 /// The compare and the advance of the scope fence are one statement.

@@ -201,6 +201,7 @@ pub fn summary_line(passed: u32, failed: u32) -> String {
 /// A PostgreSQL `timestamptz` as text, e.g. `2026-10-19 13:06:49.33416+08`.
 pub const TIMESTAMP: &str = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?[+-]\d{2}(:\d{2})?";
 
+// ANCHOR: redactions
 /// What changes from run to run, and what it is replaced with. Cases print
 /// measured values only in these forms, so that everything else in a
 /// transcript is deterministic and can be locked as evidence.
@@ -212,6 +213,7 @@ pub const REDACTIONS: &[(&str, &str)] = &[
     // Measured durations; fixed parameters (TTL=1500ms) are not written this way.
     (r"\b(elapsed|took)=\d+(\.\d+)?ms", "$1=<DUR>"),
 ];
+// ANCHOR_END: redactions
 
 static COMPILED: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
     REDACTIONS.iter().map(|(rx, with)| (Regex::new(rx).expect("redaction pattern"), *with)).collect()

@@ -3,6 +3,8 @@
 use crate::error::Result;
 use crate::lease::{Grant, LeaseStore};
 use crate::report::{PartWrite, ResourceView};
+use crate::transcript::Transcript;
+use super::Lab;
 use std::time::{Duration, Instant};
 
 /// The lease the report job's instances compete for.
@@ -31,6 +33,17 @@ pub fn acquire(leases: &mut LeaseStore, holder: &str, ttl: Duration) -> Result<G
     leases
         .acquire(LEASE, holder, ttl, margin(ttl))?
         .ok_or_else(|| format!("{holder} could not acquire {LEASE}, which this case expects to be free").into())
+}
+
+/// The usual pair of F6, F7-like cases: holder-a's grant (token 1), already
+/// expired by the database clock, and holder-b's (token 2), which took over.
+pub fn stale_and_fresh(lab: &Lab, t: &mut Transcript) -> Result<(Grant, Grant)> {
+    let mut leases = lab.leases("lab")?;
+    let a = acquire(&mut leases, "holder-a", SHORT_TTL)?;
+    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
+    let b = acquire(&mut leases, "holder-b", TTL)?;
+    t.expect("A 持 token=1 且租约已过期，B 获取 token=2", "1/2".to_owned(), format!("{}/{}", a.token, b.token));
+    Ok((a, b))
 }
 
 /// The write of `part` with `grant`'s holder and token.

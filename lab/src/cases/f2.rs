@@ -4,7 +4,7 @@
 //! run there judges expiry by a stale clock. The article stops at the
 //! acquire path; this case also builds the renewal path it only reasons about.
 
-use super::common::{acquire, part_write, require, EXPIRY_BOUND, LEASE, SCOPE, SHORT_TTL, SUMMARY};
+use super::common::{acquire, part_write, require, EXPIRY_BOUND, LEASE, SCOPE, SHORT_TTL, SUMMARY, TTL};
 use super::{Case, Lab};
 use crate::error::Result;
 use crate::lease::{self, Grant, LeaseStore};
@@ -85,17 +85,29 @@ fn acquire_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long
 
 // ANCHOR: renew_in_long_transaction
 /// The renewal path, which the article only reasons about: inside a long
-/// transaction `expires_at > now()` renews a lease that has in fact expired,
-/// but once somebody has taken over, the token condition still refuses it.
+/// transaction `expires_at > now()` compares with the transaction's start,
+/// so a lease that has expired by the database clock is renewed — and, when
+/// the transaction started late in the lease, really comes back to life.
+/// Once somebody has taken over, the token condition still refuses it.
 fn renew_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long: &mut LeaseStore) -> Result<()> {
-    let mut tx = long.client().transaction()?;
-    tx.query_one("SELECT now()", &[])?;
-    let c = acquire(leases, "holder-c", SHORT_TTL)?;
+    let c = acquire(leases, "holder-c", TTL)?;
     t.expect("自动提交模式下获取成功，token=4", 4, c.token);
+    // Start the transaction in the second half of the lease (asked of the
+    // database clock), so that its now() + ttl lies well past the expiry.
+    wait_for_db(leases, "SELECT expires_at - now() < $2::float8 * interval '1 millisecond' FROM lease WHERE name = $1", lease::millis(TTL) / 2.0)?;
+    let mut tx = long.client().transaction()?;
+    let valid_at_start: bool = tx.query_one("SELECT expires_at > now() FROM lease WHERE name = $1", &[&LEASE])?.get(0);
     leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
-    let stale = tx.execute(lease::RENEW, &[&lease::millis(SHORT_TTL), &LEASE, &"holder-c", &c.token])?;
+    let past_deadline = !c.within_deadline();
+    let stale = tx.execute(lease::RENEW, &[&lease::millis(TTL), &LEASE, &"holder-c", &c.token])?;
     tx.commit()?;
-    t.exposes(stale == 1, "长事务里的续租按事务开始时间判断，把已过期（尚无人接手）的租约续上了：I1 的判断时刻退回到事务开始");
+    let row = leases.row(LEASE)?.ok_or("the lease row vanished")?;
+    t.check(valid_at_start, "长事务在 holder-c 的租约后半段开始，此刻租约仍有效");
+    t.check(past_deadline, "续租发出时 holder-c 的本地截止时间早已过去：按约定它本该停手");
+    t.exposes(
+        stale == 1 && row.held && row.holder == "holder-c",
+        "数据库时钟下已过期（尚无人接手）的租约，被长事务里的续租续活了：expires_at > now() 按事务开始时间判断，I1 的判断时刻退回到事务开始",
+    );
 
     leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
     let mut tx = long.client().transaction()?;
@@ -107,6 +119,18 @@ fn renew_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long: 
     let superseded = tx.execute(lease::RENEW, &[&lease::millis(SHORT_TTL), &LEASE, &"holder-d", &d.token])?;
     tx.commit()?;
     t.expect("已有人接手（token=6）时，长事务里 holder-d（token=5）的续租因 token 条件失败，I3 不受影响", 0, superseded);
+    Ok(())
+}
+
+/// Polls a yes/no question to the database until it answers yes.
+fn wait_for_db(leases: &mut LeaseStore, question: &str, arg: f64) -> Result<()> {
+    let start = std::time::Instant::now();
+    while !leases.client().query_one(question, &[&LEASE, &arg])?.get::<_, bool>(0) {
+        if start.elapsed() > EXPIRY_BOUND {
+            return Err(format!("the database never answered yes to: {question}").into());
+        }
+        std::thread::sleep(lease::POLL);
+    }
     Ok(())
 }
 // ANCHOR_END: renew_in_long_transaction

@@ -15,7 +15,7 @@ const MODE: FenceMode = FenceMode::FencedScope;
 /// The case.
 pub const CASE: Case = Case {
     id: "F4",
-    title: |o| paused_holder::title("暂停的旧持有者：A 通过写前检查后被 SIGSTOP，", o.mode.unwrap_or(MODE), o.pause_before_check),
+    title: |o| format!("暂停的旧持有者：{}，资源端模式={}", paused_holder::pause_point(o.pause_before_check), o.mode.unwrap_or(MODE)),
     run,
 };
 

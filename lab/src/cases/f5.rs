@@ -14,7 +14,10 @@ const MODE: FenceMode = FenceMode::Unfenced;
 /// The case.
 pub const CASE: Case = Case {
     id: "F5",
-    title: |o| paused_holder::title("负向对照：与 F4 相同的时间线，", o.mode.unwrap_or(MODE), o.pause_before_check),
+    title: |o| {
+        let pause = if o.pause_before_check { format!("，{}", paused_holder::pause_point(true)) } else { String::new() };
+        format!("负向对照：与 F4 相同的时间线，资源端模式={}{pause}", o.mode.unwrap_or(MODE))
+    },
     run,
 };
 

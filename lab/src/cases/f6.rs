@@ -10,7 +10,7 @@
 //! `wait_event_type = Lock`), and when the first commits it re-evaluates its
 //! WHERE against the new floor. Both orders keep I3.
 
-use super::common::{acquire, part_write, require, wait_for_lock_wait, EXPIRY_BOUND, LEASE, SCOPE, SHORT_TTL, DETAIL, SUMMARY, TTL};
+use super::common::{part_write, require, stale_and_fresh, wait_for_lock_wait, DETAIL, SCOPE, SUMMARY};
 use super::{Case, Lab};
 use crate::db;
 use crate::error::Result;
@@ -36,11 +36,7 @@ fn pause_in_gap(store: ReportStore) -> (ReportStore, Arc<Latch>, Arc<Latch>) {
 }
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
-    let mut leases = lab.leases("lab")?;
-    let a = acquire(&mut leases, "holder-a", SHORT_TTL)?;
-    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
-    let b = acquire(&mut leases, "holder-b", TTL)?;
-    t.expect("A 持 token=1 且租约已过期，B 获取 token=2", "1/2".to_owned(), format!("{}/{}", a.token, b.token));
+    let (a, b) = stale_and_fresh(lab, t)?;
 
     check_then_write(lab, t, &a, &b)?;
     // (b) starts from a fresh resource; the grants stay as they are.
@@ -84,27 +80,48 @@ fn check_then_write(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Resu
 // ANCHOR_END: f6a
 
 // ANCHOR: f6b
-fn fenced_a_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result<()> {
+/// What one forced race between two FENCED_SCOPE writers showed.
+struct Race {
+    /// The floor other sessions read while the first writer sat in its gap.
+    floor_while_first_in_gap: i64,
+    /// The second writer's wait event while the first held the floor row lock.
+    second_waited_on: String,
+    /// Whether the second writer's call had returned before the first committed.
+    second_returned_early: bool,
+    /// What each write returned.
+    first_ok: bool,
+    second_ok: bool,
+}
+
+/// The first writer advances the floor and stops in the gap, transaction
+/// open and floor row locked; the second writer starts and must queue on
+/// that lock; then the first is let go and both finish.
+fn race(lab: &Lab, first: (&Grant, &str), second: (&Grant, &str)) -> Result<Race> {
     let mut view = lab.resource()?;
-    let (mut a_store, a_in_gap, a_go) = pause_in_gap(lab.report(FenceMode::FencedScope, "holder-a")?);
-    let mut b_store = lab.report(FenceMode::FencedScope, "holder-b")?;
-    let b_pid = b_store.backend_pid()?;
-    let (a_ok, b_ok) = std::thread::scope(|s| -> Result<_> {
-        // A advances the floor to 1 and stops before its data write,
-        // transaction open, floor row locked.
-        let a_thread = s.spawn(|| a_store.write(&part_write(a, SUMMARY, "old(A)")));
-        require(a_in_gap.wait(BOUND), "holder-a never reached the gap")?;
-        t.check_eq("A 推进 floor 后尚未提交：其他会话读到的 fence_floor 仍是", 0, view.floor(SCOPE)?);
-        let b_thread = s.spawn(|| b_store.write(&part_write(b, SUMMARY, "new(B)")));
-        let waiting = wait_for_lock_wait(&mut view, b_pid)?;
-        t.check_eq("B 的 UPDATE 在 pg_stat_activity 中排队等锁 wait_event_type", "Lock".to_owned(), waiting);
-        t.check(!b_thread.is_finished(), "B 的写入在 A 提交前没有返回");
-        a_go.open();
-        let a_ok = a_thread.join().map_err(|_| "holder-a's writer panicked")??;
-        let b_ok = b_thread.join().map_err(|_| "holder-b's writer panicked")??;
-        Ok((a_ok, b_ok))
-    })?;
-    t.expect("顺序 A→B：A 提交后 B 对新版本行求值 1 <= 2 成立，两次写入都被接受", "true true".to_owned(), format!("{a_ok} {b_ok}"));
+    let (mut first_store, in_gap, go) = pause_in_gap(lab.report(FenceMode::FencedScope, &first.0.holder)?);
+    let mut second_store = lab.report(FenceMode::FencedScope, &second.0.holder)?;
+    let second_pid = second_store.backend_pid()?;
+    std::thread::scope(|s| {
+        let first_thread = s.spawn(|| first_store.write(&part_write(first.0, SUMMARY, first.1)));
+        require(in_gap.wait(BOUND), "the first writer never reached the gap")?;
+        let floor_while_first_in_gap = view.floor(SCOPE)?;
+        let second_thread = s.spawn(|| second_store.write(&part_write(second.0, SUMMARY, second.1)));
+        let second_waited_on = wait_for_lock_wait(&mut view, second_pid)?;
+        let second_returned_early = second_thread.is_finished();
+        go.open();
+        let first_ok = first_thread.join().map_err(|_| "the first writer panicked")??;
+        let second_ok = second_thread.join().map_err(|_| "the second writer panicked")??;
+        Ok(Race { floor_while_first_in_gap, second_waited_on, second_returned_early, first_ok, second_ok })
+    })
+}
+
+fn fenced_a_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result<()> {
+    let race = race(lab, (a, "old(A)"), (b, "new(B)"))?;
+    let mut view = lab.resource()?;
+    t.check_eq("A 推进 floor 后尚未提交：其他会话读到的 fence_floor 仍是", 0, race.floor_while_first_in_gap);
+    t.check_eq("B 的 UPDATE 在 pg_stat_activity 中排队等锁 wait_event_type", "Lock".to_owned(), race.second_waited_on);
+    t.check(!race.second_returned_early, "B 的写入在 A 提交前没有返回");
+    t.expect("顺序 A→B：A 提交后 B 对新版本行求值 1 <= 2 成立，两次写入都被接受", "true true".to_owned(), format!("{} {}", race.first_ok, race.second_ok));
     let summary = view.part(SCOPE, SUMMARY)?.map_or("absent".into(), |p| p.to_string());
     t.check_eq("顺序 A→B：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), summary);
     t.check_eq("顺序 A→B：接受顺序里的 token 单调不减（I3）", "1,2".to_owned(), tokens(&view.accepted_tokens(SCOPE)?));
@@ -112,22 +129,10 @@ fn fenced_a_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result
 }
 
 fn fenced_b_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result<()> {
+    let race = race(lab, (b, "new(B)"), (a, "old(A)"))?;
     let mut view = lab.resource()?;
-    let (mut b_store, b_in_gap, b_go) = pause_in_gap(lab.report(FenceMode::FencedScope, "holder-b")?);
-    let mut a_store = lab.report(FenceMode::FencedScope, "holder-a")?;
-    let a_pid = a_store.backend_pid()?;
-    let (a_ok, b_ok) = std::thread::scope(|s| -> Result<_> {
-        let b_thread = s.spawn(|| b_store.write(&part_write(b, SUMMARY, "new(B)")));
-        require(b_in_gap.wait(BOUND), "holder-b never reached the gap")?;
-        let a_thread = s.spawn(|| a_store.write(&part_write(a, SUMMARY, "old(A)")));
-        let waiting = wait_for_lock_wait(&mut view, a_pid)?;
-        t.check_eq("顺序 B→A：A 的 UPDATE 排队等 B 的行锁 wait_event_type", "Lock".to_owned(), waiting);
-        b_go.open();
-        let b_ok = b_thread.join().map_err(|_| "holder-b's writer panicked")??;
-        let a_ok = a_thread.join().map_err(|_| "holder-a's writer panicked")??;
-        Ok((a_ok, b_ok))
-    })?;
-    t.expect("顺序 B→A：B 提交后 A 对新版本行求值 2 <= 1 不成立，token=1 被拒", "B true, A false".to_owned(), format!("B {b_ok}, A {a_ok}"));
+    t.check_eq("顺序 B→A：A 的 UPDATE 排队等 B 的行锁 wait_event_type", "Lock".to_owned(), race.second_waited_on);
+    t.expect("顺序 B→A：B 提交后 A 对新版本行求值 2 <= 1 不成立，token=1 被拒", "B true, A false".to_owned(), format!("B {}, A {}", race.first_ok, race.second_ok));
     let summary = view.part(SCOPE, SUMMARY)?.map_or("absent".into(), |p| p.to_string());
     t.check_eq("顺序 B→A：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), summary);
     t.check_eq("顺序 B→A：接受顺序里的 token 单调不减（I3）", "2".to_owned(), tokens(&view.accepted_tokens(SCOPE)?));

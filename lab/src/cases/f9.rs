@@ -5,7 +5,7 @@
 //! the downstream comparing the data's source version: a fence again, moved
 //! into the business rule.
 
-use super::common::{acquire, EXPIRY_BOUND, LEASE, SHORT_TTL, TTL};
+use super::common::stale_and_fresh;
 use super::{Case, Lab};
 use crate::error::Result;
 use crate::lease::Grant;
@@ -31,11 +31,7 @@ fn publish(publisher: &mut Publisher, first: &(&Grant, &str), second: &(&Grant, 
 }
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
-    let mut leases = lab.leases("lab")?;
-    let a = acquire(&mut leases, "holder-a", SHORT_TTL)?;
-    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
-    let b = acquire(&mut leases, "holder-b", TTL)?;
-    t.expect("A 持 token=1 且租约已过期，B 获取 token=2", "1/2".to_owned(), format!("{}/{}", a.token, b.token));
+    let (a, b) = stale_and_fresh(lab, t)?;
     let stale = (&a, "A-stale");
     let fresh = (&b, "B-fresh");
 

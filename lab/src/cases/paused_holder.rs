@@ -24,10 +24,13 @@ use std::time::Duration;
 /// How long the parent watches A renew before freezing it: twice the ttl.
 const OBSERVE: Duration = Duration::from_millis(3000);
 
-/// The header's title for a run of the timeline in `mode`.
-pub fn title(lead: &str, mode: FenceMode, pause_before_check: bool) -> String {
-    let pause = if pause_before_check { "，A 停在本地检查之前" } else { "" };
-    format!("{lead}资源端模式={mode}{pause}")
+/// Where A is frozen, for the case titles.
+pub fn pause_point(pause_before_check: bool) -> &'static str {
+    if pause_before_check {
+        "A 在本地截止时间检查之前被 SIGSTOP"
+    } else {
+        "A 通过写前检查后被 SIGSTOP"
+    }
 }
 
 fn holder(name: &str, content: &str, mode: FenceMode, wait: WaitPoint) -> HolderArgs {
@@ -72,6 +75,7 @@ pub fn run(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
 
     let state = a.stop()?;
     t.check_eq("SIGSTOP 后 /proc 中 A 的状态为 T（续租线程同样停止）", 'T', state);
+    t.check_eq("/proc/<pid>/task 中名为 renewer 的线程也处于", "T".to_owned(), a.thread_state("renewer")?);
     leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
     t.expect("租约按数据库时钟过期，此时 A 仍停止", 'T', a.state()?);
 
@@ -134,7 +138,8 @@ pub fn run(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
     let expected_end = if a_writes { format!("{} exit 0", Step::LeaseLost) } else { " exit 0".to_owned() };
     t.expect("A 不释放别人的租约，随后退出", expected_end, format!("{a_end} exit {}", a_status.code().map_or("by signal".into(), |c| c.to_string())));
     let row = leases.row(LEASE)?.ok_or("no lease row")?;
-    t.expect("租约行最后仍是 holder-b/2（已释放）：A 的失败续租没有改动它", "holder-b/2 released".to_owned(), format!("{}/{} {}", row.holder, row.token, if row.released { "released" } else { "not released" }));
+    let untouched = if a_writes { "租约行最后仍是 holder-b/2（已释放）：A 的失败续租没有改动它" } else { "租约行最后仍是 holder-b/2（已释放）：A 放弃后没有再碰它" };
+    t.expect(untouched, "holder-b/2 released".to_owned(), format!("{}/{} {}", row.holder, row.token, if row.released { "released" } else { "not released" }));
     Ok(())
 }
 // ANCHOR_END: timeline
