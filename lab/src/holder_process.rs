@@ -138,18 +138,20 @@ impl HolderProcess {
     }
 
     // ANCHOR: sigstop
-    /// Sends SIGSTOP and waits until `/proc` shows the process stopped;
-    /// returns the state letter it shows then.
+    /// Sends SIGSTOP and waits until `/proc` shows every thread of the
+    /// process stopped; returns the process's state letter then.
     pub fn stop(&mut self) -> Result<char> {
         // SIGSTOP cannot be caught or ignored: every thread of the holder,
         // the renewer included, stops where it is.
         kill(self.pid, Signal::SIGSTOP)?;
-        // Delivery is asynchronous; the kernel's view is the one to trust.
+        // Delivery is asynchronous, and each thread stops on its own way
+        // back from the kernel: the process's stat may show T while the
+        // renewer is still running. Wait for the kernel to show all of them.
         let start = Instant::now();
         loop {
-            let state = self.state()?;
-            if state == 'T' || start.elapsed() > ANSWER_BOUND {
-                return Ok(state);
+            let all_stopped = self.threads()?.iter().all(|(_, state)| *state == 'T');
+            if all_stopped || start.elapsed() > ANSWER_BOUND {
+                return self.state();
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -165,25 +167,25 @@ impl HolderProcess {
     /// `T` stopped by a signal, `Z` exited but not yet reaped.
     pub fn state(&self) -> Result<char> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
-        // "pid (comm) S …": comm may hold spaces or parentheses; the state
-        // follows the last ')'.
-        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-        after.trim_start().chars().next().ok_or_else(|| format!("unreadable /proc/{}/stat", self.pid).into())
+        stat_state(&stat).ok_or_else(|| format!("unreadable /proc/{}/stat", self.pid).into())
     }
 
-    /// The state of the holder's thread named `name` (the renewer is
-    /// "renewer"), from `/proc/<pid>/task/<tid>/stat`: SIGSTOP must have
-    /// stopped every thread, not only the main one.
-    pub fn thread_state(&self, name: &str) -> Result<String> {
-        let mut states = Vec::new();
+    /// Each thread's name and state, from `/proc/<pid>/task/<tid>/{comm,stat}`.
+    pub fn threads(&self) -> Result<Vec<(String, char)>> {
+        let mut threads = Vec::new();
         for task in std::fs::read_dir(format!("/proc/{}/task", self.pid))?.flatten() {
             let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-            if comm.trim() == name {
-                let stat = std::fs::read_to_string(task.path().join("stat"))?;
-                let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start()).and_then(|r| r.chars().next());
-                states.push(state.unwrap_or('?').to_string());
-            }
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            threads.push((comm.trim().to_owned(), stat_state(&stat).unwrap_or('?')));
         }
+        Ok(threads)
+    }
+
+    /// The state of the thread named `name` (the renewer is "renewer"):
+    /// SIGSTOP must have stopped every thread, not only the main one.
+    pub fn thread_state(&self, name: &str) -> Result<String> {
+        let states: Vec<String> =
+            self.threads()?.into_iter().filter(|(comm, _)| comm == name).map(|(_, s)| s.to_string()).collect();
         if states.is_empty() {
             return Err(format!("{} has no thread named {name}", self.holder).into());
         }
@@ -240,6 +242,12 @@ impl HolderProcess {
     }
 }
 
+/// The state letter of a `/proc/…/stat` line: "pid (comm) S …", where comm
+/// may hold spaces or parentheses, so the state follows the *last* ')'.
+fn stat_state(stat: &str) -> Option<char> {
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 // ANCHOR: guard
 impl Drop for HolderProcess {
     fn drop(&mut self) {
@@ -254,3 +262,16 @@ impl Drop for HolderProcess {
     }
 }
 // ANCHOR_END: guard
+
+#[cfg(test)]
+mod tests {
+    use super::stat_state;
+
+    /// The state follows the last ')', whatever the command name holds.
+    #[test]
+    fn state_follows_the_last_parenthesis() {
+        assert_eq!(stat_state("4242 (holder) T 1 4242"), Some('T'));
+        assert_eq!(stat_state("4242 (a) b (c) S 1 4242"), Some('S'));
+        assert_eq!(stat_state("garbage"), None);
+    }
+}
