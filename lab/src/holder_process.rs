@@ -48,6 +48,9 @@ pub struct HolderProcess {
     lines: mpsc::Receiver<String>,
     /// Its stderr so far, from a reader thread.
     stderr: Arc<Mutex<String>>,
+    /// That reader thread, joined once the holder has exited, so that a
+    /// failure report never misses the last words the holder wrote.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
     /// Its exit status once reaped.
     status: Option<ExitStatus>,
 }
@@ -100,7 +103,7 @@ impl HolderProcess {
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&stderr);
         let mut err_pipe = child.stderr.take().expect("piped");
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = err_pipe.read(&mut buf) {
                 if n == 0 {
@@ -110,7 +113,17 @@ impl HolderProcess {
             }
         });
         let stdin = child.stdin.take();
-        Ok(HolderProcess { holder: args.holder.clone(), argv, child: Some(child), pid, stdin, lines, stderr, status: None })
+        Ok(HolderProcess {
+            holder: args.holder.clone(),
+            argv,
+            child: Some(child),
+            pid,
+            stdin,
+            lines,
+            stderr,
+            stderr_reader: Some(stderr_reader),
+            status: None,
+        })
     }
     // ANCHOR_END: spawn
 
@@ -214,6 +227,10 @@ impl HolderProcess {
                 interrupt::unregister_holder(self.pid);
                 self.child = None;
                 self.status = Some(status);
+                // The holder is gone, so its stderr is at EOF: the reader ends.
+                if let Some(reader) = self.stderr_reader.take() {
+                    let _ = reader.join();
+                }
                 return Ok(status);
             }
             if start.elapsed() > ANSWER_BOUND {
