@@ -191,14 +191,17 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     for case in selected {
         cases::run(&lab, case, &mut t);
         if interrupt::requested() {
-            // A case cut short is not a transcript worth diffing.
-            break;
+            // A run cut short leaves the saved transcripts and the evidence
+            // as they were: nothing of it is worth diffing or keeping.
+            return Err("interrupted".into());
         }
         evidence::save_transcript(case.id, &t.case_text())?;
     }
     t.summary();
     if let Some(out) = &args.out {
-        std::fs::write(out, t.text()).map_err(|e| format!("writing {}: {e}", out.display()))?;
+        // Written whole and renamed into place: a reader never finds half a run.
+        let partial = out.with_extension("partial");
+        std::fs::write(&partial, t.text()).and_then(|()| std::fs::rename(&partial, out)).map_err(|e| format!("writing {}: {e}", out.display()))?;
     }
     drop(session);
     Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -187,15 +187,18 @@ fn leftovers(cluster_dir: &str) -> Vec<String> {
 
 /// Ctrl-C (SIGINT) while F4 runs — during startup, with holder-a frozen by
 /// SIGSTOP, while B runs — leaves no holder (stopped or running) and no
-/// postgres of the lab's cluster, and exits 130.
+/// postgres of the lab's cluster, exits 130, and leaves the previous
+/// `--out` transcript as it was.
 #[test]
 fn interrupt_during_f4_leaves_nothing_behind() {
     let dir = TempDir::new("sigint");
     let port = free_port().to_string();
     let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", dir.path())];
+    let out_file = dir.0.join("output.txt");
+    std::fs::write(&out_file, "the previous full run\n").unwrap();
     for moment in ["", "CASE F4 ::", "SIGSTOP 后", "B 获取租约"] {
         let mut child = Command::new(LAB)
-            .args(["run", "F4"])
+            .args(["run", "F4", "--out", out_file.to_str().unwrap()])
             .envs(env)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -231,5 +234,6 @@ fn interrupt_during_f4_leaves_nothing_behind() {
         }
         let out = run(LAB, &["cluster", "status"], &env);
         assert_exit(&out, 1, &format!("cluster status after SIGINT at {moment:?}"));
+        assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "the previous full run\n", "SIGINT at {moment:?} replaced the --out file");
     }
 }
