@@ -457,7 +457,7 @@ fn find_server_bin() -> Result<(PathBuf, u32)> {
         .flatten()
         .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
         .collect();
-    versioned.sort_by(|a, b| b.0.cmp(&a.0));
+    versioned.sort_by_key(|(major, _)| std::cmp::Reverse(*major));
     candidates.extend(versioned.into_iter().map(|(_, dir)| dir));
 
     let mut too_old = Vec::new();
