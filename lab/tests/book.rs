@@ -134,9 +134,9 @@ fn listings_are_only_includes() {
         let mut fence: Option<(usize, String)> = None;
         for (n, line) in text.lines().enumerate() {
             if let Some(info) = line.trim_start().strip_prefix("```") {
-                match fence.take() {
-                    None => fence = Some((n + 1, info.trim().to_owned())),
-                    Some(_) => {}
+                // A fence line opens a block when none is open, and closes it otherwise.
+                if fence.take().is_none() {
+                    fence = Some((n + 1, info.trim().to_owned()));
                 }
                 continue;
             }
