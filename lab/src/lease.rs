@@ -211,17 +211,11 @@ impl LeaseStore {
     /// `expires_at`. So the only honest way to wait for it is to ask the
     /// database, not to sleep for "about a ttl".
     pub fn wait_until_expired(&mut self, name: &str, bound: Duration) -> Result<()> {
-        let start = Instant::now();
-        loop {
-            match self.row(name)? {
-                Some(row) if row.held => {}
-                _ => return Ok(()),
-            }
-            if start.elapsed() > bound {
-                return Err(format!("lease {name} still held by the database clock after {bound:?}").into());
-            }
-            std::thread::sleep(POLL);
+        let expired = crate::latch::poll_until(bound, POLL, || Ok::<_, crate::Error>(!self.row(name)?.is_some_and(|r| r.held)))?;
+        if !expired {
+            return Err(format!("lease {name} still held by the database clock after {bound:?}").into());
         }
+        Ok(())
     }
     // ANCHOR_END: wait_until_expired
 

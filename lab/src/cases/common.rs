@@ -5,7 +5,7 @@ use crate::lease::{Grant, LeaseStore};
 use crate::report::{PartWrite, ResourceView};
 use crate::transcript::Transcript;
 use super::Lab;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The lease the report job's instances compete for.
 pub const LEASE: &str = "report-job";
@@ -69,12 +69,10 @@ pub fn require(held: bool, what: &str) -> Result<()> {
 /// `pg_stat_activity` shows it; returns the wait event type last seen
 /// (`Lock`, or what it was instead when the bound ran out).
 pub fn wait_for_lock_wait(view: &mut ResourceView, pid: i32) -> Result<String> {
-    let start = Instant::now();
-    loop {
-        let seen = view.wait_event_type(pid)?.unwrap_or_else(|| "none".into());
-        if seen == "Lock" || start.elapsed() > crate::latch::BOUND {
-            return Ok(seen);
-        }
-        std::thread::sleep(crate::lease::POLL);
-    }
+    let mut seen = String::new();
+    crate::latch::poll_until(crate::latch::BOUND, crate::lease::POLL, || {
+        seen = view.wait_event_type(pid)?.unwrap_or_else(|| "none".into());
+        Ok::<_, crate::Error>(seen == "Lock")
+    })?;
+    Ok(seen)
 }

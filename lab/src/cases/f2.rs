@@ -124,13 +124,9 @@ fn renew_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long: 
 
 /// Polls a yes/no question to the database until it answers yes.
 fn wait_for_db(leases: &mut LeaseStore, question: &str, arg: f64) -> Result<()> {
-    let start = std::time::Instant::now();
-    while !leases.client().query_one(question, &[&LEASE, &arg])?.get::<_, bool>(0) {
-        if start.elapsed() > EXPIRY_BOUND {
-            return Err(format!("the database never answered yes to: {question}").into());
-        }
-        std::thread::sleep(lease::POLL);
-    }
-    Ok(())
+    let yes = crate::latch::poll_until(EXPIRY_BOUND, lease::POLL, || {
+        Ok::<_, crate::Error>(leases.client().query_one(question, &[&LEASE, &arg])?.get::<_, bool>(0))
+    })?;
+    require(yes, &format!("the database never answered yes to: {question}"))
 }
 // ANCHOR_END: renew_in_long_transaction
