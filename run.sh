@@ -17,7 +17,7 @@ usage: ./run.sh [command]
                      flags: --mode fenced-scope|fenced-row|unfenced|check-then-write (F4/F5)
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
-  test               the whole test suite (what CI runs)
+  test               the whole test suite (what CI runs); installs what it needs
   accept             re-lock the evidence snapshots from a fresh run (not under CI)
   book               build the book into target/book (installs the pinned mdbook first)
   serve              serve the book with live reload on http://127.0.0.1:3000
@@ -72,18 +72,35 @@ ensure_postgres() {
   fi
 }
 
-# The pinned mdbook and mdbook-mermaid, in a project-local .tools/ folder,
-# and mermaid.js (bundled in mdbook-mermaid) for diagrams that render offline.
+# Installs one pinned tool with cargo into $1 (.tools or .tools/serve).
+# Both tools share one target folder (mdbook-mermaid reuses mdbook's crates),
+# and the release profile is turned down: the tools still build this book
+# in well under a second, and a cold install takes about a third of the time.
+# cargo prints its own progress (a bar on a terminal, a line per crate otherwise).
+cargo_install_tool() {
+  local root=$1; shift
+  CARGO_TARGET_DIR="$PWD/target/tools-build" \
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
+  CARGO_PROFILE_RELEASE_CODEGEN_UNITS=256 \
+  CARGO_PROFILE_RELEASE_LTO=false \
+  CARGO_PROFILE_RELEASE_DEBUG=false \
+  CARGO_PROFILE_RELEASE_INCREMENTAL=false \
+    cargo install --locked --root "$root" "$@"
+}
+
+# The pinned mdbook (with only the search feature: `book` needs no server)
+# and mdbook-mermaid, in a project-local .tools/ folder, and mermaid.js
+# (bundled in mdbook-mermaid) for diagrams that render offline.
 ensure_book_tools() {
   ensure_rust
   export PATH="$PWD/.tools/bin:$PATH"
   if [ "$(mdbook --version 2>/dev/null)" != "mdbook v$MDBOOK_VERSION" ]; then
-    echo "run.sh: installing mdbook $MDBOOK_VERSION into .tools/ (cargo install --locked; a few minutes)…" >&2
-    cargo install --quiet --locked --root .tools --version "=$MDBOOK_VERSION" mdbook
+    echo "run.sh: installing mdbook $MDBOOK_VERSION into .tools/ (once; about a minute)…" >&2
+    cargo_install_tool .tools --version "=$MDBOOK_VERSION" --no-default-features --features search mdbook
   fi
   if [ "$(mdbook-mermaid --version 2>/dev/null)" != "mdbook-mermaid $MERMAID_VERSION" ]; then
-    echo "run.sh: installing mdbook-mermaid $MERMAID_VERSION into .tools/…" >&2
-    cargo install --quiet --locked --root .tools --version "=$MERMAID_VERSION" mdbook-mermaid
+    echo "run.sh: installing mdbook-mermaid $MERMAID_VERSION into .tools/ (once)…" >&2
+    cargo_install_tool .tools --version "=$MERMAID_VERSION" mdbook-mermaid
   fi
   if [ ! -s target/mermaid/mermaid.min.js ] || [ .tools/bin/mdbook-mermaid -nt target/mermaid/mermaid.min.js ]; then
     local scratch=target/mermaid-scratch
@@ -92,6 +109,35 @@ ensure_book_tools() {
     cp "$scratch/mermaid.min.js" "$scratch/mermaid-init.js" target/mermaid/
     rm -rf "$scratch"
   fi
+}
+
+# `serve` needs mdbook's web server and file watcher: a second build of the
+# same pinned version, with its default features, installed the first time
+# `serve` is used.
+ensure_serve_tool() {
+  ensure_book_tools
+  if [ "$(.tools/serve/bin/mdbook --version 2>/dev/null)" != "mdbook v$MDBOOK_VERSION" ]; then
+    echo "run.sh: installing mdbook $MDBOOK_VERSION with its server into .tools/serve/ (once)…" >&2
+    cargo_install_tool .tools/serve --version "=$MDBOOK_VERSION" mdbook
+  fi
+}
+
+# Chromium, for the book test's rendered-diagram check: installed when it is
+# missing and this is root with apt-get; otherwise the reader is told what to
+# install, and under CI its absence is a failure.
+ensure_chromium() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: installing chromium for the book's rendered-diagram check (once; about a minute)…" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q chromium >/dev/null
+    return 0
+  fi
+  if [ "${CI:-}" = true ]; then
+    die "chromium is missing and cannot be installed here (not root, or no apt-get); the book test needs it: apt-get install chromium"
+  fi
+  echo "run.sh: NOTE: chromium is not installed, so the rendered-diagram check will NOT run (as root: apt-get install chromium)" >&2
 }
 
 build() {
@@ -127,11 +173,9 @@ case "$cmd" in
     ;;
   test)
     shift
-    ensure_postgres; ensure_book_tools; build; guard_cluster
+    ensure_postgres; ensure_chromium; ensure_book_tools; build; guard_cluster
     [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
     cargo test --quiet "$@"
-    command -v chromium >/dev/null 2>&1 ||
-      echo "run.sh: NOTE: chromium is not installed, so the rendered-diagram check did NOT run (apt-get install chromium)" >&2
     ;;
   book)
     ensure_book_tools
@@ -143,9 +187,9 @@ case "$cmd" in
     echo "run.sh: the book is at $PWD/target/book/index.html"
     ;;
   serve)
-    ensure_book_tools
+    ensure_serve_tool
     echo "run.sh: serving the book on http://127.0.0.1:3000 (Ctrl-C to stop)" >&2
-    exec mdbook serve -n 127.0.0.1 -p 3000
+    exec .tools/serve/bin/mdbook serve -n 127.0.0.1 -p 3000
     ;;
   accept)
     [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"

@@ -254,7 +254,7 @@ impl HolderProcess {
             "{what}\nargv: holder {}\nexit status: {status}\nstderr: {}\nserver log: {}",
             self.argv.join(" "),
             if stderr.is_empty() { "(empty)".into() } else { stderr.replace('\n', "\n  ") },
-            paths::cluster_dir().join("postgres.log").display()
+            crate::cluster::log_path(&paths::cluster_dir()).display()
         )
     }
 }

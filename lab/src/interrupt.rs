@@ -1,5 +1,6 @@
-//! Ctrl-C (SIGINT), SIGTERM and SIGHUP: stop every holder and the cluster
-//! this process started, then exit with 130.
+//! Ctrl-C (SIGINT), SIGTERM and SIGHUP: stop every holder and whatever else
+//! this process started (its cluster, registered with [`on_stop`]), then
+//! exit with 130.
 //!
 //! The signals are blocked in every thread and taken by one waiting thread
 //! with `sigwait`, so the cleanup runs as ordinary code (it may lock, spawn
@@ -18,6 +19,10 @@ static REQUESTED: AtomicBool = AtomicBool::new(false);
 /// The holder processes alive right now.
 static HOLDERS: Mutex<Vec<Pid>> = Mutex::new(Vec::new());
 
+/// What else to stop, after the holders, in the order registered (the
+/// cluster registers its stop here: this module knows no module above it).
+static ON_STOP: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
 /// Blocks the stop signals and starts the thread that waits for them.
 /// Call first thing in `main`, before any other thread exists, so that every
 /// later thread inherits the blocked mask. (Children do not: std resets the
@@ -35,7 +40,10 @@ pub fn install() {
             REQUESTED.store(true, Ordering::SeqCst);
             eprintln!("\nlab: {signal} received: stopping holders and the cluster");
             kill_holders();
-            crate::cluster::stop_owned();
+            let cleanups = ON_STOP.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            for cleanup in cleanups {
+                cleanup();
+            }
             std::process::exit(130);
         })
         .expect("starting the interrupt thread");
@@ -55,6 +63,14 @@ pub fn settle() {
         loop {
             std::thread::park();
         }
+    }
+}
+
+/// Registers a cleanup to run on a stop signal, once however often it is registered.
+pub fn on_stop(cleanup: fn()) {
+    let mut list = ON_STOP.lock().unwrap_or_else(|p| p.into_inner());
+    if !list.iter().any(|f| std::ptr::fn_addr_eq(*f, cleanup)) {
+        list.push(cleanup);
     }
 }
 

@@ -74,7 +74,7 @@ struct RunArgs {
 
 #[derive(Subcommand)]
 enum ClusterAction {
-    /// Initialise (first time) and start the server; leave it running.
+    /// Initialise (first time) and start the server, create lease26 and res26 if missing; leave it running.
     Start,
     /// Stop the server cleanly.
     Stop {
@@ -212,6 +212,8 @@ fn cluster(action: ClusterAction) -> Result<ExitCode> {
     match action {
         ClusterAction::Start => {
             cluster.start()?;
+            // Every command the book gives after `cluster start` needs them.
+            cluster.ensure_databases()?;
             println!("cluster {} running on {}:{}; stop it with `./run.sh cluster stop`", lab::cluster::NAME, db::HOST, cluster.port());
         }
         ClusterAction::Stop { if_idle } => {

@@ -1,7 +1,27 @@
 //! Where things live: the project root (compiled in, so the binaries work
-//! from any directory), the build directory and the evidence directory.
+//! from any directory), the build directory, the evidence directory, and the
+//! cluster's folder.
+//!
+//! The cluster's folder is normally `target/lab/b3-26`. When the lab runs as
+//! root, the server runs as the `postgres` account, which must be able to
+//! enter every folder above its data. A checkout under `/root` (mode 0700) or
+//! inside `mktemp -d` is closed to it; rather than change the mode of the
+//! reader's folders, the lab then keeps the cluster in a folder of its own
+//! under `/var/tmp`, named from a hash of the checkout's path so that two
+//! checkouts never share one. Every process of the lab (the CLI, the tests,
+//! each holder) computes the same answer from the same inputs.
 
-use std::path::PathBuf;
+use nix::unistd::{Gid, Uid, User};
+use std::ffi::CString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The cluster's name: batch 3, article 26.
+pub const CLUSTER_NAME: &str = "b3-26";
+
+/// The account that runs the server when the lab runs as root.
+pub const SERVER_ACCOUNT: &str = "postgres";
 
 /// The project's top level (the folder holding `Cargo.toml`, `sql/`, `evidence/`).
 pub fn root() -> PathBuf {
@@ -13,20 +33,135 @@ pub fn build_dir() -> PathBuf {
     root().join("target").join("lab")
 }
 
-/// The cluster's folder (data, socket, log), unless `LAB_CLUSTER_DIR` moves it.
-pub fn cluster_dir() -> PathBuf {
-    match std::env::var_os("LAB_CLUSTER_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => build_dir().join(crate::cluster::NAME),
-    }
-}
-
-/// Where each case's last transcript is saved for `lab diff`.
+/// Where each case's last transcript is saved for `lab diff`: beside a
+/// private cluster (`LAB_CLUSTER_DIR`, as the tests use), so that a test
+/// never replaces the reader's own transcripts.
 pub fn transcripts_dir() -> PathBuf {
-    build_dir().join("transcripts")
+    match std::env::var_os("LAB_CLUSTER_DIR") {
+        Some(dir) => PathBuf::from(dir).with_extension("transcripts"),
+        None => build_dir().join("transcripts"),
+    }
 }
 
 /// The locked evidence: `output.txt`, the per-case snapshots, `LIMITS.md`.
 pub fn evidence_dir() -> PathBuf {
     root().join("evidence").join("26")
+}
+
+/// Where the cluster lives, and why there.
+#[derive(Clone, Debug)]
+pub struct ClusterPlace {
+    /// Holds `data/`, `socket/`, `postgres.log` and the credentials.
+    pub dir: PathBuf,
+    /// Set when the lab chose a folder other than `target/lab/b3-26`: one
+    /// line that says where and why, for the reader.
+    pub moved: Option<String>,
+}
+
+/// The cluster's folder: `LAB_CLUSTER_DIR`, else `target/lab/b3-26`, else
+/// (root, and that folder is closed to the server account) a folder under
+/// `/var/tmp`. Decided once per process.
+pub fn cluster_place() -> &'static ClusterPlace {
+    static PLACE: OnceLock<ClusterPlace> = OnceLock::new();
+    PLACE.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("LAB_CLUSTER_DIR") {
+            return ClusterPlace { dir: PathBuf::from(dir), moved: None };
+        }
+        let default = build_dir().join(CLUSTER_NAME);
+        let Some(account) = server_account() else {
+            return ClusterPlace { dir: default, moved: None };
+        };
+        // The folders above the cluster must exist to be judged; the lab
+        // creates target/lab itself anyway.
+        let _ = std::fs::create_dir_all(build_dir());
+        match closed_ancestor(&build_dir(), &account) {
+            None => ClusterPlace { dir: default, moved: None },
+            Some(closed) => {
+                let dir = PathBuf::from(format!("/var/tmp/lab-{CLUSTER_NAME}-{:012x}", path_hash(&root())));
+                let moved = format!(
+                    "the {} account cannot enter {} (mode {:o}), so the cluster lives in {} (LAB_CLUSTER_DIR chooses another folder)",
+                    account.name,
+                    closed.display(),
+                    std::fs::metadata(&closed).map(|m| m.mode() & 0o7777).unwrap_or(0),
+                    dir.display()
+                );
+                ClusterPlace { dir, moved: Some(moved) }
+            }
+        }
+    })
+}
+
+/// The cluster's folder (see [`cluster_place`]).
+pub fn cluster_dir() -> PathBuf {
+    cluster_place().dir.clone()
+}
+
+/// The server account when the lab runs as root; `None` when the lab's own
+/// account runs the server (or when the account does not exist, which the
+/// cluster reports when it needs it).
+pub fn server_account() -> Option<User> {
+    if !Uid::effective().is_root() {
+        return None;
+    }
+    User::from_name(SERVER_ACCOUNT).ok().flatten()
+}
+
+/// The first folder from `/` down to `dir` that `account` cannot enter.
+fn closed_ancestor(dir: &Path, account: &User) -> Option<PathBuf> {
+    let groups = CString::new(account.name.as_str())
+        .ok()
+        .and_then(|name| nix::unistd::getgrouplist(&name, account.gid).ok())
+        .unwrap_or_else(|| vec![account.gid]);
+    let mut ancestors: Vec<&Path> = dir.ancestors().collect();
+    ancestors.reverse();
+    ancestors.into_iter().find(|folder| !can_enter(folder, account.uid, &groups)).map(Path::to_path_buf)
+}
+
+/// Whether `uid` (with `groups`) may search `folder`, by its mode bits.
+fn can_enter(folder: &Path, uid: Uid, groups: &[Gid]) -> bool {
+    let Ok(meta) = std::fs::metadata(folder) else { return false };
+    let mode = meta.mode();
+    if meta.uid() == uid.as_raw() {
+        mode & 0o100 != 0
+    } else if groups.iter().any(|g| g.as_raw() == meta.gid()) {
+        mode & 0o010 != 0
+    } else {
+        mode & 0o001 != 0
+    }
+}
+
+/// FNV-1a over the path's bytes, cut to 48 bits: stable across runs and
+/// builds (std's hasher is seeded per process).
+fn path_hash(path: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let full = path.as_os_str().as_bytes().iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3));
+    full & 0xffff_ffff_ffff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Two checkouts get two folders; one checkout always gets the same one.
+    #[test]
+    fn the_fallback_folder_is_per_checkout() {
+        assert_eq!(path_hash(Path::new("/root/p")), path_hash(Path::new("/root/p")));
+        assert_ne!(path_hash(Path::new("/root/p")), path_hash(Path::new("/root/q")));
+    }
+
+    /// A folder with no search bit for others is closed to a stranger, open to its owner.
+    #[test]
+    fn mode_bits_decide_who_enters() {
+        let dir = std::env::temp_dir().join(format!("lab-paths-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let me = Uid::effective();
+        assert!(can_enter(&dir, me, &[]));
+        let stranger = Uid::from_raw(me.as_raw() + 12345);
+        assert!(!can_enter(&dir, stranger, &[]));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o701)).unwrap();
+        assert!(can_enter(&dir, stranger, &[]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -7,7 +7,9 @@
 //! it once, run the cases one after another (they share the databases), and
 //! stop it at the end on every exit path.
 //!
-//! `cargo test --test cases -- F4` runs one case. Under `CI=true` insta only
+//! `cargo test --test cases -- F4` runs one case; like any cargo test filter,
+//! one that names no case (`cargo test -p lab book`) runs none and passes.
+//! `--list` lists the cases, as libtest does. Under `CI=true` insta only
 //! compares; locally a mismatch leaves `evidence/26/<case>.snap.new` for
 //! review, and `./run.sh accept` re-locks the evidence.
 
@@ -21,12 +23,19 @@ use std::time::Instant;
 
 fn main() -> ExitCode {
     lab::interrupt::install();
-    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let selected: Vec<&cases::Case> =
         cases::ALL.iter().copied().filter(|c| filter.is_empty() || filter.iter().any(|f| c.id.eq_ignore_ascii_case(f))).collect();
+    if args.iter().any(|a| a == "--list") {
+        for case in &selected {
+            println!("{}: test", case.id);
+        }
+        return ExitCode::SUCCESS;
+    }
     if selected.is_empty() {
-        eprintln!("cases: no case matches {filter:?}");
-        return ExitCode::FAILURE;
+        println!("\nrunning 0 cases (no case id matches {filter:?})");
+        return ExitCode::SUCCESS;
     }
     // No PostgreSQL is a failure with a reason, never a skip.
     let session = match Session::begin() {

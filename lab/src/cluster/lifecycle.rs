@@ -1,0 +1,231 @@
+//! initdb, start, stop and immediate stop of the cluster's server.
+
+use super::{diagnose, Cluster, NAME};
+use crate::db;
+use crate::error::{Result, ResultExt};
+use crate::{interrupt, paths};
+use std::fs;
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Serialises start and stop, so that Ctrl-C arriving during a start waits
+/// for it and then stops the server, instead of racing it.
+static LIFECYCLE: Mutex<()> = Mutex::new(());
+
+impl Cluster {
+    /// Whether the server of this data directory is running (`pg_ctl status`).
+    pub fn is_running(&self) -> Result<bool> {
+        if !self.data_dir().join("PG_VERSION").exists() {
+            return Ok(false);
+        }
+        // Exit 0: running; 3: not running. Anything else is a real problem.
+        let out = self.server_command("pg_ctl").arg("status").arg("-D").arg(self.data_dir()).output()?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(3) => Ok(false),
+            _ => Err(diagnose::command_error("pg_ctl status", &out, None).into()),
+        }
+    }
+
+    /// Starts the server, initialising the cluster first if needed. Refuses
+    /// when the port is held by anything else: the lab never touches a
+    /// cluster that is not its own.
+    pub fn start(&self) -> Result<()> {
+        let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
+        // Checked under the lifecycle lock: after Ctrl-C nothing starts again.
+        if interrupt::requested() {
+            return Err("interrupted".into());
+        }
+        if self.is_running()? {
+            return Ok(());
+        }
+        // The port first: a port held by something else ends the start before
+        // anything is written to disk.
+        self.check_port_free()?;
+        if let Some(moved) = &paths::cluster_place().moved {
+            eprintln!("lab: {moved}");
+        }
+        self.ensure_initialized()?;
+        let out = self
+            .server_command("pg_ctl")
+            .args(["start", "-w", "-t", "60", "-s", "-D"])
+            .arg(self.data_dir())
+            .arg("-l")
+            .arg(self.log_path())
+            .arg("-o")
+            .arg(format!("-p {}", self.port))
+            .output()?;
+        if !out.status.success() {
+            return Err(diagnose::command_error("pg_ctl start", &out, Some(&self.log_path())).into());
+        }
+        Ok(())
+    }
+
+    /// Stops the server cleanly (`-m fast`: a checkpoint, then exit); does
+    /// nothing when it is not running.
+    pub fn stop(&self) -> Result<()> {
+        self.stop_with("fast")
+    }
+
+    /// Stops the server without a checkpoint (`-m immediate`), as a crash
+    /// would; the next start must recover from the WAL.
+    pub fn stop_immediate(&self) -> Result<()> {
+        self.stop_with("immediate")
+    }
+
+    /// Crash-restart: an immediate stop, then a start, which replays the WAL.
+    pub fn restart_immediate(&self) -> Result<()> {
+        self.stop_immediate()?;
+        self.start()
+    }
+
+    fn stop_with(&self, mode: &str) -> Result<()> {
+        let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.is_running()? {
+            return Ok(());
+        }
+        let out = self
+            .server_command("pg_ctl")
+            .args(["stop", "-w", "-t", "60", "-s", "-m", mode, "-D"])
+            .arg(self.data_dir())
+            .output()?;
+        if !out.status.success() {
+            return Err(diagnose::command_error(&format!("pg_ctl stop -m {mode}"), &out, Some(&self.log_path())).into());
+        }
+        Ok(())
+    }
+
+    /// Stops the server if it runs and deletes the whole cluster folder.
+    pub fn reset(&self) -> Result<()> {
+        self.stop()?;
+        if self.dir.exists() {
+            fs::remove_dir_all(&self.dir).with_context(|| format!("removing {}", self.dir.display()))?;
+        }
+        Ok(())
+    }
+
+    fn ensure_initialized(&self) -> Result<()> {
+        let version_file = self.data_dir().join("PG_VERSION");
+        if version_file.exists() {
+            let made_by: u32 = fs::read_to_string(&version_file)?.trim().parse().unwrap_or(0);
+            if made_by != self.major {
+                return Err(format!(
+                    "{} was made by PostgreSQL {made_by}, but the server binaries found are version {} ({}); \
+                     remove the old cluster with `./run.sh cluster reset`",
+                    self.data_dir().display(),
+                    self.major,
+                    self.bin.display()
+                )
+                .into());
+            }
+            return Ok(());
+        }
+        let socket = self.socket_dir().join(format!(".s.PGSQL.{}", self.port));
+        // sun_path holds 108 bytes, terminator included.
+        if socket.as_os_str().len() > 107 {
+            return Err(format!(
+                "the socket path {} is longer than a Unix socket allows; set LAB_CLUSTER_DIR to a shorter folder",
+                socket.display()
+            )
+            .into());
+        }
+        fs::create_dir_all(self.socket_dir()).with_context(|| format!("creating {}", self.dir.display()))?;
+        for dir in [&self.dir, &self.socket_dir()] {
+            // The cluster's folder and its socket are the server account's
+            // alone: no other account may enter them.
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+            if let Some(user) = &self.run_as {
+                nix::unistd::chown(dir.as_path(), Some(user.uid), Some(user.gid))
+                    .with_context(|| format!("giving {} to {}", dir.display(), user.name))?;
+            }
+        }
+        if self.run_as.is_some() {
+            self.check_server_user_can_write()?;
+        }
+        let out = self
+            .server_command("initdb")
+            .arg("-D")
+            .arg(self.data_dir())
+            // The clients' user; trust is fine for a throw-away cluster that
+            // listens on loopback and a socket in a folder of its own.
+            .args(["-U", db::USER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"])
+            .output()?;
+        if !out.status.success() {
+            return Err(diagnose::command_error("initdb", &out, None).into());
+        }
+        let mut conf = fs::OpenOptions::new().append(true).open(self.data_dir().join("postgresql.conf"))?;
+        writeln!(
+            conf,
+            "\n# {NAME}: the lease + fencing lab's throw-away cluster\n\
+             listen_addresses = '{}'\n\
+             unix_socket_directories = '{}'\n\
+             # F3 holds three rounds of racers' connections at once.\n\
+             max_connections = 250\n",
+            db::HOST,
+            self.socket_dir().display()
+        )?;
+        Ok(())
+    }
+
+    fn check_server_user_can_write(&self) -> Result<()> {
+        let user = self.run_as.as_ref().expect("only when running as root");
+        // `test -w` as that account: false when any parent folder is closed to it.
+        let ok = Command::new("test")
+            .arg("-w")
+            .arg(&self.dir)
+            .uid(user.uid.as_raw())
+            .gid(user.gid.as_raw())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            return Err(format!(
+                "the {} account cannot reach {}: a parent folder is closed to it. \
+                 Make the parents searchable (chmod o+x) or set LAB_CLUSTER_DIR to a folder it can reach (e.g. /tmp/{NAME})",
+                user.name,
+                self.dir.display()
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    fn check_port_free(&self) -> Result<()> {
+        match TcpListener::bind((db::HOST, self.port)) {
+            Ok(_probe) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(format!(
+                "port {} on {} is already in use by {}, which is not the lab's cluster ({}). \
+                 The lab does not touch it: stop that process or free the port, then run again",
+                self.port,
+                db::HOST,
+                diagnose::who_listens(self.port).unwrap_or_else(|| "another process".into()),
+                self.data_dir().display()
+            )
+            .into()),
+            Err(e) => Err(e).context(format!("probing port {}", self.port)),
+        }
+    }
+
+    /// A server command, run as the server account when the lab is root.
+    pub(super) fn server_command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(program));
+        if let Some(user) = &self.run_as {
+            // std drops supplementary groups when it switches from root.
+            cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+        }
+        // A folder the server account can enter (root's cwd may be closed to it).
+        if self.dir.exists() {
+            cmd.current_dir(&self.dir);
+        }
+        // Its own process group: Ctrl-C at the terminal reaches the lab, which
+        // then stops the server itself, instead of killing pg_ctl halfway.
+        cmd.process_group(0);
+        // Untranslated messages, so pg_controldata's labels parse.
+        cmd.env("LC_ALL", "C");
+        cmd
+    }
+}

@@ -1,0 +1,156 @@
+//! The lab's throw-away PostgreSQL cluster, `b3-26`, and its lifecycle.
+//!
+//! One piece of code owns the cluster: it initialises it in its own folder
+//! (see [`crate::paths::cluster_place`]), starts it on 127.0.0.1:55426 and a
+//! Unix socket in that folder, stops it, and crash-stops it (`pg_ctl stop -m
+//! immediate`: no checkpoint, so the next start replays the WAL; F8).
+//! PostgreSQL refuses to run as root, so when the lab runs as root every
+//! server command runs as the unprivileged `postgres` account that Debian's
+//! packages create.
+//!
+//! One file per job:
+//! - [`binaries`]: finding `initdb`, `pg_ctl`, `postgres` of version 15+;
+//! - [`lifecycle`]: initdb, start, stop, immediate stop;
+//! - [`databases`]: `lease26` and `res26`, created empty or recreated;
+//! - [`session`]: a run's ownership of the cluster: [`Session`] starts it
+//!   if needed and stops it again at the end, on an error, on a panic and
+//!   (via [`crate::interrupt`]) on Ctrl-C; a cluster the reader started by
+//!   hand with `lab cluster start` is left running, so the tables can be
+//!   inspected;
+//! - [`diagnose`]: what a failed server command or a held port tells the reader.
+
+mod binaries;
+mod databases;
+mod diagnose;
+mod lifecycle;
+mod session;
+
+pub use session::{lock_runs, stop_owned, Session};
+
+use crate::db;
+use crate::error::{Result, ResultExt};
+use crate::paths;
+use nix::unistd::User;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// The cluster's name: batch 3, article 26.
+pub const NAME: &str = paths::CLUSTER_NAME;
+
+/// The lab's cluster: where it lives and how to run its server commands.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    /// Holds `data/`, `socket/` and `postgres.log`.
+    dir: PathBuf,
+    /// The folder with `initdb`, `pg_ctl`, `postgres`, `pg_controldata`.
+    bin: PathBuf,
+    /// The server binaries' major version.
+    major: u32,
+    /// The account server commands run as, when the lab runs as root.
+    run_as: Option<User>,
+    /// The port the server listens on.
+    port: u16,
+}
+
+impl Cluster {
+    /// Finds the server binaries and the account to run them as.
+    pub fn locate() -> Result<Cluster> {
+        let (bin, major) = binaries::find_server_bin()?;
+        let run_as = if nix::unistd::Uid::effective().is_root() {
+            let user = paths::server_account().ok_or(
+                "the lab runs as root, and PostgreSQL refuses to: it needs the unprivileged `postgres` \
+                 account to run the server (Debian's postgresql package creates it; or `useradd --system postgres`)",
+            )?;
+            Some(user)
+        } else {
+            None
+        };
+        Ok(Cluster { dir: paths::cluster_dir(), bin, major, run_as, port: db::port()? })
+    }
+
+    /// The cluster's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// The server log; F8 reads its recovery messages from here.
+    pub fn log_path(&self) -> PathBuf {
+        log_path(&self.dir)
+    }
+
+    /// The folder of the server's Unix socket.
+    pub fn socket_dir(&self) -> PathBuf {
+        self.dir.join("socket")
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The folder of the server binaries (psql is looked for there first).
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
+    }
+
+    /// `Database cluster state` from `pg_controldata`: `in production` while
+    /// running or after a crash, `shut down` after a clean stop.
+    pub fn control_state(&self) -> Result<String> {
+        let out = self.server_command("pg_controldata").arg(self.data_dir()).output()?;
+        if !out.status.success() {
+            return Err(diagnose::command_error("pg_controldata", &out, None).into());
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find_map(|l| l.strip_prefix("Database cluster state:"))
+            .map(|s| s.trim().to_owned())
+            .ok_or_else(|| "pg_controldata printed no cluster state".into())
+    }
+
+    /// The current length of the server log, to read what follows later.
+    pub fn log_len(&self) -> u64 {
+        fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// What the server logged from byte `offset` on.
+    pub fn log_since(&self, offset: u64) -> Result<String> {
+        let mut file = fs::File::open(self.log_path()).context("opening the server log")?;
+        file.seek(SeekFrom::Start(offset))?;
+        let mut text = String::new();
+        file.read_to_string(&mut text)?;
+        Ok(text)
+    }
+
+    /// A human summary for `lab cluster status`.
+    pub fn describe(&self) -> Result<String> {
+        let state = if self.is_running()? { "running" } else { "stopped" };
+        let mut text = format!(
+            "cluster {NAME}: {state}\n  server:  PostgreSQL {} ({})\n  listens: {}:{} and {}\n  data:    {}\n  log:     {}",
+            self.major,
+            self.bin.display(),
+            db::HOST,
+            self.port,
+            self.socket_dir().display(),
+            self.data_dir().display(),
+            self.log_path().display(),
+        );
+        if let Some(user) = &self.run_as {
+            text.push_str(&format!("\n  runs as: {} (the lab runs as root)", user.name));
+        }
+        if let Some(moved) = &paths::cluster_place().moved {
+            text.push_str(&format!("\n  why there: {moved}"));
+        }
+        Ok(text)
+    }
+}
+
+/// The server log of the cluster in `dir`.
+pub fn log_path(dir: &Path) -> PathBuf {
+    dir.join("postgres.log")
+}

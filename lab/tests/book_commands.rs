@@ -1,0 +1,173 @@
+//! Every command the book tells the reader to type behaves as the book says.
+//!
+//! The way the Rust book compiles every listing, this test runs every line
+//! of every ```sh block of the chapters it covers, in reading order (the
+//! order of `book/SUMMARY.md`), from the project's root, exactly as printed.
+//! A line's exit status must be 0, or the one its trailing comment promises
+//! (`# 退出码 2`: "exit status 2"; a variant run's `diff` is promised 1).
+//!
+//! Each chapter starts as a fresh checkout does: no cluster. The commands
+//! run against a private cluster (`LAB_CLUSTER_DIR`, `LAB_PORT`, which every
+//! process of the lab inherits), so they never touch the reader's own, and
+//! it is removed afterwards whatever happened.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The chapters whose commands are run (all of them, as the book is proofread).
+const CHAPTERS: &[&str] = &["03-parameters.md"];
+
+/// A command that takes longer than this is a hang, not a slow case.
+const COMMAND_BOUND: Duration = Duration::from_secs(300);
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// One command line of a ```sh block.
+#[derive(Debug, PartialEq)]
+struct BookCommand {
+    /// `book/<chapter>:<line>`, for messages.
+    at: String,
+    /// The line as the reader types it (the promise comment is kept: bash ignores it).
+    line: String,
+    /// The exit status the book promises.
+    exit: i32,
+}
+
+/// The commands of one chapter, in order.
+fn commands(chapter: &str, text: &str) -> Vec<BookCommand> {
+    let mut out = Vec::new();
+    let mut in_sh = false;
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if let Some(info) = trimmed.strip_prefix("```") {
+            in_sh = !in_sh && matches!(info.trim(), "sh" | "bash" | "console");
+            continue;
+        }
+        if !in_sh || trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let exit = trimmed
+            .rsplit_once("# 退出码 ")
+            .and_then(|(_, promise)| promise.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+            .unwrap_or(0);
+        out.push(BookCommand { at: format!("book/{chapter}:{}", n + 1), line: trimmed.to_owned(), exit });
+    }
+    out
+}
+
+/// A private cluster for the book's commands, removed on drop.
+struct PrivateCluster {
+    dir: PathBuf,
+    port: String,
+}
+
+impl PrivateCluster {
+    fn new() -> PrivateCluster {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+        let dir = PathBuf::from(format!("/tmp/lab-book-{}", std::process::id()));
+        PrivateCluster { dir, port }
+    }
+
+    fn env(&self, cmd: &mut Command) {
+        cmd.env("LAB_CLUSTER_DIR", &self.dir).env("LAB_PORT", &self.port);
+    }
+
+    /// Stops the server and deletes the folder: the state of a fresh checkout.
+    fn reset(&self) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lab"));
+        cmd.args(["cluster", "reset"]);
+        self.env(&mut cmd);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "lab cluster reset failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        self.reset();
+    }
+}
+
+/// Runs one line with bash in the project's root, within the bound.
+fn run(line: &str, cluster: &PrivateCluster) -> Output {
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", line]).current_dir(root()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // Colours would only get in the way of the messages.
+    cmd.env("NO_COLOR", "1");
+    cluster.env(&mut cmd);
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let start = Instant::now();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = std::sync::Arc::clone(&done);
+    let watchdog = std::thread::spawn(move || {
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            if start.elapsed() > COMMAND_BOUND {
+                // SIGINT, as the reader's Ctrl-C: the lab cleans up and exits.
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    watchdog.join().unwrap();
+    out
+}
+
+fn tail(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// The chapters' commands, run in reading order, each exit status as the book says.
+#[test]
+fn book_commands_behave_as_the_book_says() {
+    let summary = std::fs::read_to_string(root().join("book/SUMMARY.md")).unwrap();
+    let order: Vec<&str> = summary.split(['(', ')']).filter(|s| s.ends_with(".md")).collect();
+    let cluster = PrivateCluster::new();
+    let mut problems = Vec::new();
+    let mut ran = 0;
+    for chapter in order.iter().filter(|c| CHAPTERS.contains(c)) {
+        let text = std::fs::read_to_string(root().join("book").join(chapter)).unwrap();
+        let list = commands(chapter, &text);
+        assert!(!list.is_empty(), "book/{chapter} has no ```sh command block");
+        cluster.reset();
+        for command in list {
+            let out = run(&command.line, &cluster);
+            ran += 1;
+            if out.status.code() != Some(command.exit) {
+                problems.push(format!(
+                    "{}: `{}` exited {}, the book says {}\n--- stdout (tail)\n{}\n--- stderr (tail)\n{}",
+                    command.at,
+                    command.line,
+                    out.status,
+                    command.exit,
+                    tail(&out.stdout),
+                    tail(&out.stderr)
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{} of {ran} book commands did not behave as the book says:\n\n{}", problems.len(), problems.join("\n\n"));
+    assert!(ran > 0, "no book command ran");
+}
+
+/// The parser takes sh lines only, skips comments, and reads the promised exit status.
+#[test]
+fn commands_and_promises_are_parsed() {
+    let text = "x\n```sh\n# a comment\n./run.sh F4\n./run.sh diff F4   # 退出码 1：与证据不同\n```\n```rust\nnot a command\n```\n";
+    let list = commands("ch.md", text);
+    assert_eq!(
+        list,
+        vec![
+            BookCommand { at: "book/ch.md:4".into(), line: "./run.sh F4".into(), exit: 0 },
+            BookCommand { at: "book/ch.md:5".into(), line: "./run.sh diff F4   # 退出码 1：与证据不同".into(), exit: 1 },
+        ]
+    );
+}
