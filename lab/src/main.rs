@@ -3,7 +3,8 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lab::cases::{self, Lab, Options};
-use lab::cluster::{Cluster, Session};
+use lab::cluster::owner::{self, Owner};
+use lab::cluster::{credentials, Cluster, Session};
 use lab::error::{chain, Result};
 use lab::report::FenceMode;
 use lab::transcript::Transcript;
@@ -182,6 +183,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         return Err(format!("the holder binary is missing ({}): build with `cargo build`", holder_bin.display()).into());
     }
     let session = Session::begin()?;
+    db::setup::recreate_databases()?;
     let lab = Lab {
         holder_bin,
         cluster: session.cluster().clone(),
@@ -212,9 +214,11 @@ fn cluster(action: ClusterAction) -> Result<ExitCode> {
     match action {
         ClusterAction::Start => {
             cluster.start()?;
+            // The reader's now: no run of cases stops it at its end.
+            owner::write(cluster.dir(), &Owner::Reader)?;
             // Every command the book gives after `cluster start` needs them.
-            cluster.ensure_databases()?;
-            println!("cluster {} running on {}:{}; stop it with `./run.sh cluster stop`", lab::cluster::NAME, db::HOST, cluster.port());
+            db::setup::ensure_databases()?;
+            println!("cluster {} running on {}:{}; stop it with `./run.sh cluster stop`", lab::cluster::NAME, lab::cluster::HOST, cluster.port());
         }
         ClusterAction::Stop { if_idle } => {
             // Held while stopping, so no run can start on it meanwhile.
@@ -265,7 +269,9 @@ fn psql(database: Database, args: Vec<String>) -> Result<ExitCode> {
     let program = if local.is_file() { local } else { PathBuf::from("psql") };
     let port = cluster.port().to_string();
     let err = std::process::Command::new(&program)
-        .args(["-h", db::HOST, "-p", &port, "-U", db::USER, "-d", name])
+        .args(["-h", lab::cluster::HOST, "-p", &port, "-U", credentials::ROLE, "-d", name])
+        // The password comes from the cluster's credentials file, readable by this account only.
+        .env("PGPASSFILE", lab::cluster::credentials_file())
         .args(args)
         .exec();
     Err(format!("cannot run {}: {err} (psql comes with the postgresql-client package)", program.display()).into())

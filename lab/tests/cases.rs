@@ -38,7 +38,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // No PostgreSQL is a failure with a reason, never a skip.
-    let session = match Session::begin() {
+    let session = match Session::begin().and_then(|s| lab::db::setup::recreate_databases().map(|()| s)) {
         Ok(session) => session,
         Err(e) => {
             eprintln!("cases: FAILED: cannot run the cases without the lab's cluster:\n{}", chain(e.as_ref()));

@@ -9,71 +9,14 @@
 //! The environment tests use a private cluster (`LAB_CLUSTER_DIR`,
 //! `LAB_PORT`) so that they never touch the reader's own cluster.
 
+mod common;
+
+use common::{assert_exit, free_port, leftovers, run, stderr, stdout, TempDir, LAB, HOLDER};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const LAB: &str = env!("CARGO_BIN_EXE_lab");
-const HOLDER: &str = env!("CARGO_BIN_EXE_holder");
-
-/// Runs a command and returns its output.
-fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
-
-/// Fails loudly, with the command, its status, stdout and stderr.
-fn assert_exit(out: &Output, code: i32, what: &str) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "{what}: expected exit {code}, got {}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A folder under /tmp (reachable by the postgres account when run as
-/// root), removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let dir = PathBuf::from(format!("/tmp/lab-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A port nobody listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// `lab run F99` names the valid cases and exits 2.
 #[test]
@@ -166,23 +109,6 @@ fn psql_on_a_stopped_cluster_says_how_to_start_it() {
     let out = run(LAB, &["psql"], &[("LAB_CLUSTER_DIR", dir.path()), ("LAB_PORT", &free_port().to_string())]);
     assert_exit(&out, 3, "lab psql on a stopped cluster");
     assert!(stderr(&out).contains("./run.sh cluster start"), "{}", stderr(&out));
-}
-
-/// Processes of this test's private cluster, or any holder process.
-fn leftovers(cluster_dir: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name();
-        let Ok(pid) = name.to_string_lossy().parse::<u32>() else { continue };
-        let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        if exe == Path::new(HOLDER) || (cmdline.contains(cluster_dir) && !cmdline.contains("cargo")) {
-            found.push(format!("pid {pid} [{}]: {cmdline}", state.rsplit_once(')').map_or("?", |(_, s)| s.trim()).chars().next().unwrap_or('?')));
-        }
-    }
-    found
 }
 
 /// Ctrl-C (SIGINT) while F4 runs — during startup, with holder-a frozen by

@@ -1,7 +1,6 @@
 //! initdb, start, stop and immediate stop of the cluster's server.
 
-use super::{diagnose, Cluster, NAME};
-use crate::db;
+use super::{credentials, diagnose, owner, Cluster, HOST, NAME};
 use crate::error::{Result, ResultExt};
 use crate::{interrupt, paths};
 use std::fs;
@@ -49,6 +48,7 @@ impl Cluster {
         if let Some(moved) = &paths::cluster_place().moved {
             eprintln!("lab: {moved}");
         }
+        self.replace_trust_cluster()?;
         self.ensure_initialized()?;
         let out = self
             .server_command("pg_ctl")
@@ -85,6 +85,11 @@ impl Cluster {
 
     fn stop_with(&self, mode: &str) -> Result<()> {
         let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
+        self.stop_locked(mode)
+    }
+
+    /// The stop itself, under the lifecycle lock.
+    fn stop_locked(&self, mode: &str) -> Result<()> {
         if !self.is_running()? {
             return Ok(());
         }
@@ -96,6 +101,11 @@ impl Cluster {
         if !out.status.success() {
             return Err(diagnose::command_error(&format!("pg_ctl stop -m {mode}"), &out, Some(&self.log_path())).into());
         }
+        // A crash-stop (F8) is followed by a start within the same run: the
+        // owner stays. A clean stop ends the server's life: nobody owns it.
+        if mode == "fast" {
+            owner::clear(&self.dir);
+        }
         Ok(())
     }
 
@@ -106,6 +116,22 @@ impl Cluster {
             fs::remove_dir_all(&self.dir).with_context(|| format!("removing {}", self.dir.display()))?;
         }
         Ok(())
+    }
+
+    /// A cluster made by an older lab with `initdb -A trust` let every local
+    /// account in as superuser. It holds nothing worth keeping (every run
+    /// recreates the databases): stop it and remove it, so that it is made
+    /// again with passwords.
+    fn replace_trust_cluster(&self) -> Result<()> {
+        if !self.data_dir().join("PG_VERSION").exists() || credentials::path(&self.dir).exists() {
+            return Ok(());
+        }
+        eprintln!(
+            "lab: {} was made by an older lab that let any local account in without a password; recreating it with passwords",
+            self.dir.display()
+        );
+        self.stop_locked("fast")?;
+        fs::remove_dir_all(&self.dir).with_context(|| format!("removing {}", self.dir.display()))
     }
 
     fn ensure_initialized(&self) -> Result<()> {
@@ -146,14 +172,26 @@ impl Cluster {
         if self.run_as.is_some() {
             self.check_server_user_can_write()?;
         }
+        let admin_password = credentials::create(&self.dir)?;
+        // initdb reads the superuser's password from a file, as the server
+        // account: a copy it can read, removed as soon as initdb is done.
+        let pwfile = self.dir.join("initdb-password");
+        fs::write(&pwfile, format!("{admin_password}\n"))?;
+        fs::set_permissions(&pwfile, fs::Permissions::from_mode(0o600))?;
+        if let Some(user) = &self.run_as {
+            nix::unistd::chown(pwfile.as_path(), Some(user.uid), Some(user.gid))?;
+        }
         let out = self
             .server_command("initdb")
             .arg("-D")
             .arg(self.data_dir())
-            // The clients' user; trust is fine for a throw-away cluster that
-            // listens on loopback and a socket in a folder of its own.
-            .args(["-U", db::USER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"])
-            .output()?;
+            .arg(format!("--pwfile={}", pwfile.display()))
+            // Every connection, TCP or socket, proves the password (see
+            // credentials.rs: loopback is open to every local account).
+            .args(["-U", credentials::ADMIN, "-A", "scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync"])
+            .output();
+        let _ = fs::remove_file(&pwfile);
+        let out = out?;
         if !out.status.success() {
             return Err(diagnose::command_error("initdb", &out, None).into());
         }
@@ -165,7 +203,7 @@ impl Cluster {
              unix_socket_directories = '{}'\n\
              # F3 holds three rounds of racers' connections at once.\n\
              max_connections = 250\n",
-            db::HOST,
+            HOST,
             self.socket_dir().display()
         )?;
         Ok(())
@@ -195,13 +233,13 @@ impl Cluster {
     }
 
     fn check_port_free(&self) -> Result<()> {
-        match TcpListener::bind((db::HOST, self.port)) {
+        match TcpListener::bind((HOST, self.port)) {
             Ok(_probe) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(format!(
                 "port {} on {} is already in use by {}, which is not the lab's cluster ({}). \
                  The lab does not touch it: stop that process or free the port, then run again",
                 self.port,
-                db::HOST,
+                HOST,
                 diagnose::who_listens(self.port).unwrap_or_else(|| "another process".into()),
                 self.data_dir().display()
             )

@@ -11,23 +11,28 @@
 //! One file per job:
 //! - [`binaries`]: finding `initdb`, `pg_ctl`, `postgres` of version 15+;
 //! - [`lifecycle`]: initdb, start, stop, immediate stop;
-//! - [`databases`]: `lease26` and `res26`, created empty or recreated;
+//! - [`credentials`]: the two roles' random passwords, readable by the
+//!   reader's account only: no other local account gets in;
+//! - [`owner`]: who started the running server (a run, or the reader), so
+//!   that a server left by a killed run is stopped by the next one;
 //! - [`session`]: a run's ownership of the cluster: [`Session`] starts it
 //!   if needed and stops it again at the end, on an error, on a panic and
 //!   (via [`crate::interrupt`]) on Ctrl-C; a cluster the reader started by
 //!   hand with `lab cluster start` is left running, so the tables can be
 //!   inspected;
 //! - [`diagnose`]: what a failed server command or a held port tells the reader.
+//!
+//! Nothing here speaks SQL: [`crate::db`] connects to the running server.
 
 mod binaries;
-mod databases;
+pub mod credentials;
 mod diagnose;
 mod lifecycle;
+pub mod owner;
 mod session;
 
 pub use session::{lock_runs, stop_owned, Session};
 
-use crate::db;
 use crate::error::{Result, ResultExt};
 use crate::paths;
 use nix::unistd::User;
@@ -37,6 +42,22 @@ use std::path::{Path, PathBuf};
 
 /// The cluster's name: batch 3, article 26.
 pub const NAME: &str = paths::CLUSTER_NAME;
+
+/// The only address the cluster listens on.
+pub const HOST: &str = "127.0.0.1";
+
+/// The cluster's port unless `LAB_PORT` says otherwise.
+pub const DEFAULT_PORT: u16 = 55426;
+
+/// The port clients connect to and the cluster listens on. The tests move
+/// it (with `LAB_CLUSTER_DIR`) to run a private cluster; children inherit
+/// it, so a holder always talks to its parent's cluster.
+pub fn port() -> Result<u16> {
+    match std::env::var("LAB_PORT") {
+        Ok(text) => text.parse().with_context(|| format!("LAB_PORT={text:?} is not a port number")),
+        Err(_) => Ok(DEFAULT_PORT),
+    }
+}
 
 /// The lab's cluster: where it lives and how to run its server commands.
 #[derive(Clone, Debug)]
@@ -66,7 +87,7 @@ impl Cluster {
         } else {
             None
         };
-        Ok(Cluster { dir: paths::cluster_dir(), bin, major, run_as, port: db::port()? })
+        Ok(Cluster { dir: paths::cluster_dir(), bin, major, run_as, port: port()? })
     }
 
     /// The cluster's folder.
@@ -134,7 +155,7 @@ impl Cluster {
             "cluster {NAME}: {state}\n  server:  PostgreSQL {} ({})\n  listens: {}:{} and {}\n  data:    {}\n  log:     {}",
             self.major,
             self.bin.display(),
-            db::HOST,
+            HOST,
             self.port,
             self.socket_dir().display(),
             self.data_dir().display(),
@@ -148,6 +169,16 @@ impl Cluster {
         }
         Ok(text)
     }
+}
+
+/// The password of `role` for the lab's cluster (see [`credentials`]).
+pub fn password(role: &str) -> Result<String> {
+    credentials::password(&paths::cluster_dir(), role)
+}
+
+/// The credentials file of the lab's cluster, for `psql` (`PGPASSFILE`).
+pub fn credentials_file() -> PathBuf {
+    credentials::path(&paths::cluster_dir())
 }
 
 /// The server log of the cluster in `dir`.

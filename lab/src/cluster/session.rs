@@ -1,6 +1,7 @@
 //! A run's ownership of the cluster: who started it, who must stop it, and
 //! the lock that keeps two runs from resetting each other's tables.
 
+use super::owner::{self, Owner};
 use super::{Cluster, NAME};
 use crate::error::Result;
 use crate::{interrupt, paths};
@@ -25,23 +26,35 @@ pub struct Session {
 }
 
 impl Session {
-    /// Locks out other runs, starts the cluster if it is not running, and
-    /// recreates both databases.
+    /// Locks out other runs and starts the cluster if it is not running. A
+    /// server left running by a run that was killed is taken over: this
+    /// session stops it at its end, as if it had started it.
     pub fn begin() -> Result<Session> {
         let cluster = Cluster::locate()?;
         let lock = lock_runs()?.map_err(|holder| {
             format!("another lab run (pid {holder}) is using the cluster; wait for it to finish")
         })?;
-        let started_here = !cluster.is_running()?;
-        if started_here {
+        let started_here = if !cluster.is_running()? {
             // Registered before starting, so Ctrl-C during the start stops it too.
-            *OWNED.lock().unwrap_or_else(|p| p.into_inner()) = Some(cluster.clone());
-            interrupt::on_stop(stop_owned);
+            own(&cluster);
             cluster.start()?;
+            true
+        } else if let Some(left @ Owner::Run { pid, .. }) = owner::read(cluster.dir()) {
+            // The run lock is ours, so no live run uses the server; a run
+            // that started it and is gone can no longer stop it.
+            if !left.is_dead_run() {
+                return Err(format!("lab run pid {pid} started the cluster and still runs; wait for it to finish").into());
+            }
+            eprintln!("lab: the cluster was left running by lab run pid {pid}, which was killed; this run takes it over and stops it at its end");
+            own(&cluster);
+            true
+        } else {
+            false
+        };
+        if started_here {
+            owner::write(cluster.dir(), &Owner::this_run())?;
         }
-        let session = Session { cluster, started_here, _run_lock: lock };
-        session.cluster.recreate_databases()?;
-        Ok(session)
+        Ok(Session { cluster, started_here, _run_lock: lock })
     }
 
     /// The cluster in use.
@@ -56,6 +69,12 @@ impl Drop for Session {
             stop_owned();
         }
     }
+}
+
+/// Makes this process the one that stops `cluster`, on every exit path.
+fn own(cluster: &Cluster) {
+    *OWNED.lock().unwrap_or_else(|p| p.into_inner()) = Some(cluster.clone());
+    interrupt::on_stop(stop_owned);
 }
 
 /// Takes the cluster's run lock, `<cluster dir>.lock` (`target/lab/b3-26.lock`),
@@ -80,11 +99,15 @@ pub fn lock_runs() -> Result<std::result::Result<Flock<fs::File>, String>> {
     }
 }
 
-/// Stops the cluster this process started, if any. Called when a session
-/// ends and by the interrupt handler; safe to call twice.
+/// Stops the cluster this process started, if any, unless the reader has
+/// claimed it meanwhile with `cluster start`. Called when a session ends and
+/// by the interrupt handler; safe to call twice.
 pub fn stop_owned() {
     let owned = OWNED.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let Some(cluster) = owned {
+        if owner::read(cluster.dir()) == Some(Owner::Reader) && cluster.is_running().unwrap_or(false) {
+            return;
+        }
         if let Err(e) = cluster.stop() {
             eprintln!("lab: could not stop cluster {NAME}: {}", crate::error::chain(e.as_ref()));
         }

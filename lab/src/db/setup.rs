@@ -1,0 +1,77 @@
+//! The cluster's setup, the one place that connects as the superuser: the
+//! experiments' role, and the two databases it owns.
+//!
+//! `lab` is an ordinary role: it owns `lease26` and `res26` (so it may
+//! drop and recreate their schema) and has no other privilege. Nothing the
+//! experiments do needs more: `pg_backend_pid()`, and `pg_stat_activity`
+//! rows of sessions of their own role (wait events included), are open to
+//! every role. Above all it cannot run `COPY … TO PROGRAM`, which runs a
+//! program as the server's operating-system account.
+
+use super::{connect_as, reset_schema, LEASE_DB, LEASE_SCHEMA, RES_DB, RES_SCHEMA};
+use crate::cluster::{self, credentials};
+use crate::error::{Result, ResultExt};
+use postgres::Client;
+
+fn admin() -> Result<Client> {
+    connect_as(credentials::ADMIN, "postgres", "lab setup")
+}
+
+/// Creates the role `lab` with its password if it does not exist yet.
+fn ensure_role(admin: &mut Client) -> Result<()> {
+    // pg_roles: one row per role of the cluster.
+    let exists = admin.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&credentials::ROLE])?.is_some();
+    if !exists {
+        let password = cluster::password(credentials::ROLE)?;
+        // CREATE ROLE takes no bind parameters; the password is 32 hex
+        // digits (credentials.rs), so it needs no quoting beyond the quotes.
+        assert!(password.chars().all(|c| c.is_ascii_hexdigit()), "a generated password is hex");
+        admin
+            .batch_execute(&format!(
+                "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD '{password}'",
+                credentials::ROLE
+            ))
+            .context("creating the experiments' role")?;
+    }
+    Ok(())
+}
+
+/// Drops and creates `lease26` and `res26`, owned by `lab`, with the schema
+/// from `sql/`: every run of cases starts from nothing.
+pub fn recreate_databases() -> Result<()> {
+    let mut admin = admin()?;
+    ensure_role(&mut admin)?;
+    for name in [LEASE_DB, RES_DB] {
+        // Separate statements: DROP/CREATE DATABASE refuse to run inside
+        // the implicit transaction of a multi-statement batch. FORCE ends
+        // sessions a reader may have left open in psql.
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .with_context(|| format!("dropping database {name}"))?;
+        create_database(&mut admin, name)?;
+    }
+    Ok(())
+}
+
+/// Creates `lease26` and `res26` with their schema where they do not exist
+/// yet, and leaves existing ones (and what a reader put in them) alone: the
+/// book's commands after `./run.sh cluster start` need them.
+pub fn ensure_databases() -> Result<()> {
+    let mut admin = admin()?;
+    ensure_role(&mut admin)?;
+    for (name, schema) in [(LEASE_DB, LEASE_SCHEMA), (RES_DB, RES_SCHEMA)] {
+        // pg_database: one row per database of the cluster.
+        let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])?.is_some();
+        if !exists {
+            create_database(&mut admin, name)?;
+            reset_schema(&mut super::connect(name, "lab setup")?, schema)?;
+        }
+    }
+    Ok(())
+}
+
+fn create_database(admin: &mut Client, name: &str) -> Result<()> {
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", credentials::ROLE))
+        .with_context(|| format!("creating database {name}"))
+}
