@@ -211,6 +211,7 @@ fn book_builds_and_renders() {
         );
         assert!(!dom.contains("aria-roledescription=\"error\""), "{page}: mermaid rendered a syntax error");
     }
+    loudly(&format!("RAN: headless Chromium ({}) drew the stateDiagram and sequence diagrams", chromium.display()));
 }
 
 fn which(program: &str) -> Option<PathBuf> {

@@ -46,7 +46,9 @@ impl Cluster {
         // anything is written to disk.
         self.check_port_free()?;
         if let Some(moved) = &paths::cluster_place().moved {
-            eprintln!("lab: {moved}");
+            // Once per process: F8's crash-restart is not news.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("lab: {moved}"));
         }
         self.replace_trust_cluster()?;
         self.ensure_initialized()?;
