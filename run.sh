@@ -4,7 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 LAB=target/debug/lab
-MIN_PG=15
 MDBOOK_VERSION=0.5.4
 MERMAID_VERSION=0.17.1
 
@@ -40,19 +39,13 @@ ensure_rust() {
     die "cargo not found: install Rust (stable) with rustup, https://rustup.rs"
 }
 
-# True when a PostgreSQL server (initdb, pg_ctl, postgres) of version 15 or newer is installed.
-have_postgres() {
-  local dir major
-  for dir in ${LAB_PG_BIN:-} /usr/lib/postgresql/*/bin $(dirname "$(command -v postgres 2>/dev/null || echo /nonexistent/x)"); do
-    [ -x "$dir/postgres" ] && [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ] || continue
-    major=$("$dir/postgres" --version | awk '{print $NF}' | cut -d. -f1)
-    [ "${major:-0}" -ge "$MIN_PG" ] 2>/dev/null && return 0
-  done
-  return 1
-}
-
+# PostgreSQL's server binaries, version 15 or newer. The lab itself looks
+# for them (LAB_PG_BIN, PATH, /usr/lib/postgresql/*/bin) and says what it
+# found: one search, in one place. Run as root with apt-get, this installs
+# them when they are missing; otherwise the lab's message says what to do.
 ensure_postgres() {
-  have_postgres && return 0
+  build
+  "$LAB" server-bin >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "run.sh: PostgreSQL server not found; installing it with apt-get (about a minute)…" >&2
     # Debian's packaging would otherwise create and start a system cluster on
@@ -64,12 +57,8 @@ ensure_postgres() {
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >/dev/null
     apt-get install -y -q -o Dpkg::Options::=--force-confold postgresql postgresql-client >/dev/null
-    have_postgres || die "the installed postgresql package is older than $MIN_PG; install postgresql-$MIN_PG or newer (e.g. from apt.postgresql.org)"
-  else
-    die "PostgreSQL server binaries (initdb, pg_ctl, postgres; version $MIN_PG or newer) not found.
-  Install the server package: sudo apt-get install postgresql (Debian 12 ships $MIN_PG),
-  or point LAB_PG_BIN at the folder that holds them. Run as root, ./run.sh installs it itself."
   fi
+  "$LAB" server-bin >/dev/null || exit 3
 }
 
 # Installs one pinned tool with cargo into $1 (.tools or .tools/serve).
@@ -159,21 +148,21 @@ cmd=${1:-all}
 case "$cmd" in
   all)
     [ $# -le 1 ] || { usage >&2; exit 2; }
-    ensure_postgres; build; guard_cluster
+    ensure_postgres; guard_cluster
     "$LAB" run all --out evidence/26/output.txt
     ;;
   [Ff][0-9]*)
-    ensure_postgres; build; guard_cluster
+    ensure_postgres; guard_cluster
     "$LAB" run "$@"
     ;;
   -*)
     # Flags without a case: run them against every case.
-    ensure_postgres; build; guard_cluster
+    ensure_postgres; guard_cluster
     "$LAB" run all "$@"
     ;;
   test)
     shift
-    ensure_postgres; ensure_chromium; ensure_book_tools; build; guard_cluster
+    ensure_postgres; ensure_chromium; ensure_book_tools; guard_cluster
     [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
     cargo test --quiet "$@"
     ;;
@@ -193,7 +182,7 @@ case "$cmd" in
     ;;
   accept)
     [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"
-    ensure_postgres; ensure_rust; build; guard_cluster
+    ensure_postgres; guard_cluster
     INSTA_UPDATE=always cargo test --quiet --test cases
     echo "run.sh: snapshots re-locked; review with git diff evidence/26/"
     ;;
@@ -202,7 +191,7 @@ case "$cmd" in
     "$LAB" "$@"
     ;;
   cluster)
-    ensure_postgres; build
+    ensure_postgres
     "$LAB" "$@"
     ;;
   help|-h|--help)

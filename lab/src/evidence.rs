@@ -1,16 +1,44 @@
 //! The locked evidence and the reader's comparison with it (`lab diff`).
 //!
 //! `evidence/26/F4.snap` is the insta snapshot of F4's transcript, after
-//! [`crate::transcript::redact`]. `./run.sh F4` saves the reader's own
-//! transcript under `target/lab/transcripts/F4.txt`; `lab diff F4` redacts it
-//! with the same rules and compares.
+//! [`redact`]. `./run.sh F4` saves the reader's own transcript under
+//! `target/lab/transcripts/F4.txt`; `lab diff F4` redacts it with the same
+//! rules and compares.
 
 use crate::error::{Result, ResultExt};
 use crate::paths;
-use crate::transcript::redact;
+use regex::Regex;
 use similar::{ChangeTag, TextDiff};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+/// A PostgreSQL `timestamptz` as text, e.g. `2026-10-19 13:06:49.33416+08`.
+pub const TIMESTAMP: &str = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?[+-]\d{2}(:\d{2})?";
+
+// ANCHOR: redactions
+/// What changes from run to run, and what it is replaced with. Cases print
+/// measured values only in these forms, so that everything else in a
+/// transcript is deterministic and can be locked as evidence. A rule is
+/// added with the first case that prints such a value, never before.
+pub const REDACTIONS: &[(&str, &str)] = &[
+    // Database timestamps (F2 prints now() twice).
+    (TIMESTAMP, "<TS>"),
+];
+// ANCHOR_END: redactions
+
+static COMPILED: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
+    REDACTIONS.iter().map(|(rx, with)| (Regex::new(rx).expect("redaction pattern"), *with)).collect()
+});
+
+/// Masks the values that change from run to run (see [`REDACTIONS`]).
+pub fn redact(text: &str) -> String {
+    let mut out = text.to_owned();
+    for (rx, with) in COMPILED.iter() {
+        out = rx.replace_all(&out, *with).into_owned();
+    }
+    out
+}
 
 /// The locked snapshot of a case.
 pub fn snapshot_path(id: &str) -> PathBuf {
@@ -93,6 +121,13 @@ fn paint(text: &str, code: &str, color: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Timestamps are masked; parameters and everything else are not.
+    #[test]
+    fn redaction_masks_only_what_varies() {
+        let line = "now() (expected=2026-10-19 13:06:49.33416+08, actual=2026-12-02 01:02:03+00) TTL=1500ms 等待 3000ms";
+        assert_eq!(redact(line), "now() (expected=<TS>, actual=<TS>) TTL=1500ms 等待 3000ms");
+    }
 
     /// The transcript is what follows insta's metadata header.
     #[test]

@@ -8,8 +8,9 @@
 
 use crate::error::Result;
 use crate::lease::LeaseStore;
+use crate::params::{self, ms};
 use crate::renewer::Renewer;
-use crate::report::{FenceMode, PartWrite, ReportStore};
+use crate::resource::{FenceMode, PartWrite, ResourceStore};
 use std::fmt;
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -32,31 +33,31 @@ pub enum WaitPoint {
 #[command(name = "holder", about = "One instance of the report job: acquire, renew in the background, check the local deadline, write, renew, release. Prints one protocol line per step.")]
 pub struct HolderArgs {
     /// The lease to acquire.
-    #[arg(long, default_value = "report-job")]
+    #[arg(long, default_value = params::LEASE)]
     pub lease: String,
     /// This instance's holder id, e.g. holder-a.
     #[arg(long)]
     pub holder: String,
     /// Lease ttl in milliseconds, by the database clock.
-    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = ms(params::TTL) as u64, value_parser = clap::value_parser!(u64).range(1..))]
     pub ttl_ms: u64,
     /// Background renewal period in milliseconds.
-    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = ms(params::RENEW_EVERY) as u64, value_parser = clap::value_parser!(u64).range(1..))]
     pub renew_ms: u64,
     /// Local safety margin in milliseconds: the local deadline is ttl - margin after each request is sent.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = ms(params::margin(params::TTL)) as u64)]
     pub margin_ms: u64,
     /// The scope to write in.
-    #[arg(long, default_value = "daily-report")]
+    #[arg(long, default_value = params::SCOPE)]
     pub scope: String,
     /// The part to write.
-    #[arg(long, default_value = "summary")]
+    #[arg(long, default_value = params::PART_SUMMARY)]
     pub part: String,
     /// The report content to write, e.g. rows=200(A).
     #[arg(long)]
     pub content: String,
-    /// How the resource judges the write.
-    #[arg(long, value_enum, default_value_t = FenceMode::FencedScope)]
+    /// How the resource judges the write: fenced-scope, fenced-row, unfenced, check-then-write.
+    #[arg(long, default_value = "fenced-scope", value_parser = parse_mode)]
     pub mode: FenceMode,
     /// Where to wait for one line on stdin.
     #[arg(long, value_enum, default_value_t = WaitPoint::None)]
@@ -75,7 +76,7 @@ impl HolderArgs {
             "--scope".into(), self.scope.clone(),
             "--part".into(), self.part.clone(),
             "--content".into(), self.content.clone(),
-            "--mode".into(), value_name(&self.mode),
+            "--mode".into(), self.mode.cli_name().into(),
             "--wait".into(), value_name(&self.wait),
         ]
     }
@@ -99,7 +100,15 @@ impl HolderArgs {
     // ANCHOR_END: validate
 }
 
-/// The command-line spelling of an enum value, e.g. `fenced-scope`.
+/// Parses `--mode`: the resource's modes as command lines spell them.
+pub fn parse_mode(name: &str) -> std::result::Result<FenceMode, String> {
+    FenceMode::from_cli(name).ok_or_else(|| {
+        let all: Vec<&str> = FenceMode::ALL.iter().map(|m| m.cli_name()).collect();
+        format!("unknown mode {name:?}; the modes are {}", all.join(", "))
+    })
+}
+
+/// The command-line spelling of an enum value, e.g. `before-write`.
 pub fn value_name(value: &impl clap::ValueEnum) -> String {
     value.to_possible_value().expect("no variant is skipped").get_name().to_owned()
 }
@@ -165,15 +174,15 @@ fn wait_for_line() -> Result<()> {
 }
 
 // ANCHOR: holder_run
-/// Runs one holder to the end; returns the process exit status.
-pub fn run(args: &HolderArgs) -> Result<i32> {
-    args.validate()?;
+/// Holds the lease once, from acquire to release; returns the process exit
+/// status. The caller has validated `args` (the binary exits 2 otherwise).
+pub fn hold(args: &HolderArgs) -> Result<i32> {
     let ttl = Duration::from_millis(args.ttl_ms);
     let margin = Duration::from_millis(args.margin_ms);
     let mut lease = LeaseStore::connect(&args.holder)?;
     // Connected up front, so that nothing but the write itself lies between
     // the deadline check and the write.
-    let mut report = ReportStore::connect(args.mode, &args.holder)?;
+    let mut report = ResourceStore::connect(args.mode, &args.holder)?;
 
     let Some(mut grant) = lease.acquire(&args.lease, &args.holder, ttl, margin)? else {
         say(Step::NotAcquired)?;
@@ -245,6 +254,15 @@ mod tests {
         let args = holder_a();
         assert_eq!((args.ttl_ms, args.renew_ms, args.margin_ms), (1500, 400, 300));
         assert!(args.validate().is_ok());
+    }
+
+    /// Every mode's command-line spelling parses back to it; others are refused.
+    #[test]
+    fn modes_parse_by_their_cli_names() {
+        for mode in FenceMode::ALL {
+            assert_eq!(parse_mode(mode.cli_name()), Ok(mode));
+        }
+        assert!(parse_mode("FENCED_SCOPE").is_err());
     }
 
     /// A renewal period that cannot beat the local deadline is refused.

@@ -66,6 +66,23 @@ pub fn settle() {
     }
 }
 
+/// A writer that passes everything through until a stop signal arrives,
+/// and then swallows it: after Ctrl-C, the failures of a case whose holders
+/// and server are being stopped are noise, not findings.
+pub struct QuietAfterStop<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for QuietAfterStop<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if requested() {
+            return Ok(buf.len());
+        }
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// Registers a cleanup to run on a stop signal, once however often it is registered.
 pub fn on_stop(cleanup: fn()) {
     let mut list = ON_STOP.lock().unwrap_or_else(|p| p.into_inner());

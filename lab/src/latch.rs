@@ -7,8 +7,7 @@
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// The default bound on a latch wait: far above any real step of a case.
-pub const BOUND: Duration = Duration::from_secs(20);
+pub use crate::poll::BOUND;
 
 /// A latch that opens once and stays open.
 #[derive(Default)]
@@ -46,23 +45,6 @@ impl Latch {
     }
 }
 
-/// Asks `ready` every `every` until it says yes; `Ok(false)` once `bound`
-/// has passed without a yes. The lab waits for database states this way
-/// (expiry by `now()`, a lock wait in `pg_stat_activity`): it asks the
-/// database instead of sleeping for a time that "should be long enough".
-pub fn poll_until<E>(bound: Duration, every: Duration, mut ready: impl FnMut() -> Result<bool, E>) -> Result<bool, E> {
-    let start = Instant::now();
-    loop {
-        if ready()? {
-            return Ok(true);
-        }
-        if start.elapsed() > bound {
-            return Ok(false);
-        }
-        std::thread::sleep(every);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,18 +58,6 @@ mod tests {
         let t = std::thread::spawn(move || opener.open());
         assert!(latch.wait(BOUND));
         t.join().unwrap();
-    }
-
-    /// Polling stops at the first yes, and gives up after its bound.
-    #[test]
-    fn poll_until_stops_at_yes_or_bound() {
-        let mut asked = 0;
-        let ready = poll_until::<()>(BOUND, Duration::ZERO, || {
-            asked += 1;
-            Ok(asked == 3)
-        });
-        assert_eq!((ready, asked), (Ok(true), 3));
-        assert_eq!(poll_until::<()>(Duration::from_millis(20), Duration::from_millis(1), || Ok(false)), Ok(false));
     }
 
     /// A latch nobody opens gives up after its bound instead of hanging.

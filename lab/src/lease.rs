@@ -8,8 +8,8 @@
 //! for its local deadline, which can make it stop early but never makes it
 //! valid longer.
 
-use crate::db;
 use crate::error::{Result, ResultExt};
+use crate::{db, poll};
 use postgres::Client;
 use std::time::{Duration, Instant};
 
@@ -210,10 +210,10 @@ impl LeaseStore {
     /// Expiry has no write of its own: it happens when `now()` passes
     /// `expires_at`. So the only honest way to wait for it is to ask the
     /// database, not to sleep for "about a ttl".
-    pub fn wait_until_expired(&mut self, name: &str, bound: Duration) -> Result<()> {
-        let expired = crate::latch::poll_until(bound, POLL, || Ok::<_, crate::Error>(!self.row(name)?.is_some_and(|r| r.held)))?;
+    pub fn wait_until_expired(&mut self, name: &str) -> Result<()> {
+        let expired = poll::poll_until(poll::BOUND, poll::EVERY, || Ok::<_, crate::Error>(!self.row(name)?.is_some_and(|r| r.held)))?;
         if !expired {
-            return Err(format!("lease {name} still held by the database clock after {bound:?}").into());
+            return Err(format!("lease {name} still held by the database clock after {:?}", poll::BOUND).into());
         }
         Ok(())
     }
@@ -225,9 +225,6 @@ impl LeaseStore {
         &mut self.client
     }
 }
-
-/// How often the lab re-asks the database while it waits for a state.
-pub const POLL: Duration = Duration::from_millis(10);
 
 /// The ttl as the float milliseconds the statements take.
 pub fn millis(ttl: Duration) -> f64 {

@@ -2,11 +2,33 @@
 //!
 //! A daily report job runs as several instances; a lease table in PostgreSQL
 //! lets one of them work at a time, and a fencing token issued with every
-//! acquire lets the report store refuse a holder that paused past its lease.
-//! This crate runs the experiments (cases F1–F9) against a real, throw-away
-//! PostgreSQL cluster and prints their transcripts.
+//! acquire lets the protected resource refuse a holder that paused past its
+//! lease. This crate runs the experiments (cases F1–F9) against a real,
+//! throw-away PostgreSQL cluster and prints their transcripts.
 //!
 //! # Layout
+//!
+//! The map is also the order of the layers: a module uses only modules
+//! listed above it, never one below (`tests/layers.rs` checks this), so the
+//! crate has no cycle and reads from the bottom up.
+//!
+//! Process-wide ground:
+//! - [`error`]: the crate's one error type, with context.
+//! - [`paths`]: where things live: the project root, `target/lab`, the
+//!   evidence, and the cluster's folder (moved under `/var/tmp` when the
+//!   server account cannot reach the checkout).
+//! - [`interrupt`]: Ctrl-C and friends: the one place that knows a stop
+//!   signal arrived; it stops the holders and runs registered cleanups.
+//! - [`poll`]: waiting for a state by asking for it, with a bound.
+//! - [`latch`]: the one-shot latch the cases use to force interleavings.
+//! - [`params`]: the article's parameters (TTL, margin, renewal period,
+//!   observation window, names), one home with a why for each.
+//!
+//! The database server:
+//! - [`cluster`]: the `b3-26` cluster's lifecycle (binaries, initdb, start,
+//!   stop, immediate stop), its credentials, and a run's ownership of it.
+//! - [`db`]: how every client reaches the cluster (as the role `lab`), the
+//!   schema each case starts from, and the superuser's setup.
 //!
 //! The lease side (database `lease26`):
 //! - [`lease`]: `LeaseStore` (acquire, renew, release: single autocommit
@@ -14,41 +36,54 @@
 //! - [`renewer`]: the background renewal thread a holder runs.
 //!
 //! The resource side (database `res26`), which never reads the lease table:
-//! - [`report`]: `ReportStore::write` in the fenced mode and the three broken
-//!   modes kept for the negative controls.
+//! - [`resource`]: `ResourceStore::write` in the fenced mode and the three
+//!   broken modes kept for the negative controls; `ResourceView` observes.
 //! - [`publish`]: F9's stand-in for an external publisher that takes no token.
 //!
-//! Processes and the cluster:
+//! Processes:
 //! - [`holder`]: the holder process (the `holder` binary) and its protocol lines.
-//! - [`holder_process`]: the parent's guard on one holder: signals, `/proc`
-//!   state, bounded reads, and no holder outliving its case.
-//! - [`cluster`]: the `b3-26` cluster's lifecycle (init, start, stop,
-//!   immediate shutdown) and the run's ownership of it.
-//! - [`db`]: how every client reaches the cluster, and the schema reset.
-//! - [`interrupt`]: Ctrl-C and friends: stop holders and the cluster, then exit.
+//! - [`holder_guard`]: the parent's guard on one holder process: signals,
+//!   `/proc` state, bounded reads, and no holder outliving its case.
 //!
 //! The experiments and their evidence:
-//! - [`cases`]: one module per case, `F1` … `F9`, and what they share.
-//! - [`latch`]: the one-shot latch the cases use to force interleavings.
-//! - [`transcript`]: the `ok`/`note`/`FAIL` format and the redactions shared
-//!   by the snapshot tests and by `lab diff`.
-//! - [`evidence`]: where the locked transcripts live, and `lab diff`.
-//! - [`error`]: the crate's one error type; [`paths`]: where things live.
+//! - [`transcript`]: the `ok`/`note`/`FAIL` format.
+//! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
+//! - [`cases`]: one module per case, `F1` … `F9`, what they share, and the
+//!   one runner that `lab run` and the snapshot test both use.
+//!
+//! # Rooms for what is coming
+//!
+//! Not built yet; this is where each goes, so that the order above holds:
+//! - fault injection from outside, `fault/`: a delaying TCP proxy on the
+//!   wire and clock faults through `libfaketime`, between `db` and `holder`
+//!   (a holder's connection goes through the proxy);
+//! - replication, `cluster/replica.rs`: a streaming standby of the lease
+//!   store, promoted by the lab (it is the cluster's lifecycle, twice);
+//! - a second lease backend: `lease/` becomes a folder with the lease
+//!   interface, `lease/postgres.rs` and `lease/etcd.rs` (an etcd cluster
+//!   the lab starts like `b3-26`, in `cluster/etcd.rs`);
+//! - a chaos run, `chaos/`: the nemesis (its fault schedule from a seed) and
+//!   the history checker, above `cases` (it drives holders and reads
+//!   `write_attempt`);
+//! - a benchmark, `bench/`: writes and acquires per second per resource
+//!   mode, above `resource` and `lease`, beside `cases`.
 
-pub mod cases;
+pub mod error;
+pub mod paths;
+pub mod interrupt;
+pub mod poll;
+pub mod latch;
+pub mod params;
 pub mod cluster;
 pub mod db;
-pub mod error;
-pub mod evidence;
-pub mod holder;
-pub mod holder_process;
-pub mod interrupt;
-pub mod latch;
 pub mod lease;
-pub mod paths;
-pub mod publish;
 pub mod renewer;
-pub mod report;
+pub mod resource;
+pub mod publish;
+pub mod holder;
+pub mod holder_guard;
 pub mod transcript;
+pub mod evidence;
+pub mod cases;
 
 pub use error::{Error, Result};

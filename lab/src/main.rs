@@ -2,11 +2,13 @@
 //! with the evidence. Thin: parse the command line, call the library.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use lab::cases::{self, Lab, Options};
+use lab::cases::{self, Options, Runner};
 use lab::cluster::owner::{self, Owner};
-use lab::cluster::{credentials, Cluster, Session};
+use lab::cluster::{credentials, Cluster};
 use lab::error::{chain, Result};
-use lab::report::FenceMode;
+use lab::holder::parse_mode;
+use lab::interrupt::QuietAfterStop;
+use lab::resource::FenceMode;
 use lab::transcript::Transcript;
 use lab::{db, evidence, interrupt};
 use std::io::IsTerminal;
@@ -41,6 +43,9 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Print the folder of the PostgreSQL server binaries the lab uses; exit 3 if there are none.
+    #[command(hide = true)]
+    ServerBin,
     /// Compare a case's last transcript (or FILE) with the locked evidence.
     Diff {
         /// The case, e.g. F4.
@@ -59,14 +64,15 @@ struct RunArgs {
     /// Cases to run: F1 … F9, or all.
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
-    /// F4/F5: judge writes with this resource mode instead of the case's own.
-    #[arg(long, value_enum)]
+    /// F4/F5: judge writes with this resource mode instead of the case's own
+    /// (fenced-scope, fenced-row, unfenced, check-then-write).
+    #[arg(long, value_parser = parse_mode)]
     mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its local deadline check instead of after it.
     #[arg(long)]
     pause_before_check: bool,
     /// F3: how many threads race for the lease.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(2..=64))]
+    #[arg(long, default_value_t = lab::params::RACERS as u16, value_parser = clap::value_parser!(u16).range(2..=64))]
     threads: u16,
     /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt).
     #[arg(long)]
@@ -144,8 +150,12 @@ fn dispatch(command: Command) -> ExitCode {
         }
         Command::Run(args) => {
             interrupt::install();
-            report(run(args))
+            report(run_cases(args))
         }
+        Command::ServerBin => report(Cluster::locate().map(|c| {
+            println!("{}", c.bin_dir().display());
+            ExitCode::SUCCESS
+        })),
         Command::Cluster { action } => {
             interrupt::install();
             report(cluster(action))
@@ -172,40 +182,20 @@ fn report(outcome: Result<ExitCode>) -> ExitCode {
     }
 }
 
-fn run(args: RunArgs) -> Result<ExitCode> {
-    let selected: Vec<&cases::Case> = if args.cases.iter().any(|c| c == "all") {
-        cases::ALL.to_vec()
-    } else {
-        args.cases.iter().filter_map(|id| cases::find(id)).collect()
-    };
+fn run_cases(args: RunArgs) -> Result<ExitCode> {
+    let selected = cases::select(&args.cases);
     let holder_bin = std::env::current_exe()?.with_file_name("holder");
-    if !holder_bin.is_file() {
-        return Err(format!("the holder binary is missing ({}): build with `cargo build`", holder_bin.display()).into());
-    }
-    let session = Session::begin()?;
-    db::setup::recreate_databases()?;
-    let lab = Lab {
-        holder_bin,
-        cluster: session.cluster().clone(),
-        options: Options { mode: args.mode, pause_before_check: args.pause_before_check, threads: args.threads.into() },
-    };
-    let mut t = Transcript::streaming(std::io::stdout());
-    for case in selected {
-        cases::run(&lab, case, &mut t);
-        if interrupt::requested() {
-            // A run cut short leaves the saved transcripts and the evidence
-            // as they were: nothing of it is worth diffing or keeping.
-            return Err("interrupted".into());
-        }
-        evidence::save_transcript(case.id, &t.case_text())?;
-    }
+    let options = Options { mode: args.mode, pause_before_check: args.pause_before_check, threads: args.threads.into() };
+    let runner = Runner::begin(holder_bin, options)?;
+    let mut t = Transcript::streaming(QuietAfterStop(std::io::stdout()));
+    runner.run_each(&selected, &mut t, |case, t, _| evidence::save_transcript(case.id, &t.case_text()))?;
     t.summary();
     if let Some(out) = &args.out {
         // Written whole and renamed into place: a reader never finds half a run.
         let partial = out.with_extension("partial");
         std::fs::write(&partial, t.text()).and_then(|()| std::fs::rename(&partial, out)).map_err(|e| format!("writing {}: {e}", out.display()))?;
     }
-    drop(session);
+    drop(runner);
     Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 

@@ -15,13 +15,13 @@
 //! which reads it from the database or a process; the transcript only
 //! compares and formats, so no `actual=` can be a literal.
 //!
-//! Values that differ from run to run are masked by [`redact`], the one set of
-//! rules used by the snapshot tests and by `lab diff`.
+//! Two ways to check a value: [`Transcript::check_eq_shown`] always prints
+//! `(expected=…, actual=…)` (the article prints some lines that way);
+//! [`Transcript::check_eq`] reads as a plain sentence while it holds and
+//! shows both values only when it fails. Either way a FAIL says what was seen.
 
-use regex::Regex;
 use std::fmt::Display;
 use std::io::Write;
-use std::sync::LazyLock;
 
 /// The tag of a transcript line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,14 +88,14 @@ impl Transcript {
     }
 
     /// A check that always shows both values: `text (expected=…, actual=…)`.
-    pub fn check_eq<T: PartialEq + Display>(&mut self, text: impl Display, expected: T, actual: T) -> bool {
+    pub fn check_eq_shown<T: PartialEq + Display>(&mut self, text: impl Display, expected: T, actual: T) -> bool {
         let held = expected == actual;
         self.verdict(held, format!("{text} (expected={expected}, actual={actual})"))
     }
 
     /// A check whose values are shown only when it fails: the passing line
     /// reads as a sentence, the failing one says what was seen instead.
-    pub fn expect<T: PartialEq + Display>(&mut self, text: impl Display, expected: T, actual: T) -> bool {
+    pub fn check_eq<T: PartialEq + Display>(&mut self, text: impl Display, expected: T, actual: T) -> bool {
         if expected == actual {
             self.verdict(true, text.to_string())
         } else {
@@ -179,11 +179,6 @@ impl Transcript {
     }
 
     fn emit(&mut self, text: String) {
-        // After Ctrl-C, the failures of a case whose holders and server are
-        // being stopped are noise, not findings.
-        if crate::interrupt::requested() {
-            return;
-        }
         if let Some(sink) = self.sink.as_mut() {
             // A transcript that cannot be shown is not worth stopping a case
             // for (a closed pipe into `head`, say); the text is kept anyway.
@@ -198,36 +193,6 @@ pub fn summary_line(passed: u32, failed: u32) -> String {
     format!("SUMMARY passed={passed} failed={failed}\n")
 }
 
-/// A PostgreSQL `timestamptz` as text, e.g. `2026-10-19 13:06:49.33416+08`.
-pub const TIMESTAMP: &str = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?[+-]\d{2}(:\d{2})?";
-
-// ANCHOR: redactions
-/// What changes from run to run, and what it is replaced with. Cases print
-/// measured values only in these forms, so that everything else in a
-/// transcript is deterministic and can be locked as evidence.
-pub const REDACTIONS: &[(&str, &str)] = &[
-    // Database timestamps (F2 prints now() twice).
-    (TIMESTAMP, "<TS>"),
-    // Process ids of holders and server backends.
-    (r"\bpid=\d+", "pid=<PID>"),
-    // Measured durations; fixed parameters (TTL=1500ms) are not written this way.
-    (r"\b(elapsed|took)=\d+(\.\d+)?ms", "$1=<DUR>"),
-];
-// ANCHOR_END: redactions
-
-static COMPILED: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
-    REDACTIONS.iter().map(|(rx, with)| (Regex::new(rx).expect("redaction pattern"), *with)).collect()
-});
-
-/// Masks the values that change from run to run (see [`REDACTIONS`]).
-pub fn redact(text: &str) -> String {
-    let mut out = text.to_owned();
-    for (rx, with) in COMPILED.iter() {
-        out = rx.replace_all(&out, *with).into_owned();
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,7 +203,7 @@ mod tests {
         let mut t = Transcript::quiet();
         t.case("F1", "正常路径");
         t.check(true, "holder-a 获取租约，token=1");
-        t.check_eq("资源端 fence_floor=2", 2, 2);
+        t.check_eq_shown("资源端 fence_floor=2", 2, 2);
         t.note("A 恢复后：WRITE accepted=false token=1");
         t.check(false, "broken");
         t.summary();
@@ -253,12 +218,12 @@ mod tests {
         );
     }
 
-    /// `expect` stays a plain sentence when it holds and shows both values when it fails.
+    /// `check_eq` stays a plain sentence when it holds and shows both values when it fails.
     #[test]
-    fn expect_shows_values_only_on_failure() {
+    fn check_eq_shows_values_only_on_failure() {
         let mut t = Transcript::quiet();
-        assert!(t.expect("token=1", 1, 1));
-        assert!(!t.expect("token=1", 1, 2));
+        assert!(t.check_eq("token=1", 1, 1));
+        assert!(!t.check_eq("token=1", 1, 2));
         assert!(t.text().ends_with("  ok   token=1\n  FAIL token=1 (expected=1, actual=2)\n"));
     }
 
@@ -292,12 +257,5 @@ mod tests {
         let mut t = Transcript::quiet();
         t.abort("holder-a did not answer\nargv: holder --holder holder-a");
         assert_eq!(t.text(), "  FAIL case aborted: holder-a did not answer\n       | argv: holder --holder holder-a\n");
-    }
-
-    /// Timestamps, pids and measured durations are masked; parameters are not.
-    #[test]
-    fn redaction_masks_only_what_varies() {
-        let line = "now() (expected=2026-10-19 13:06:49.33416+08, actual=2026-12-02 01:02:03+00) pid=4242 took=12.5ms TTL=1500ms 等待 3000ms";
-        assert_eq!(redact(line), "now() (expected=<TS>, actual=<TS>) pid=<PID> took=<DUR> TTL=1500ms 等待 3000ms");
     }
 }

@@ -13,20 +13,19 @@
 //! compares; locally a mismatch leaves `evidence/26/<case>.snap.new` for
 //! review, and `./run.sh accept` re-locks the evidence.
 
-use lab::cases::{self, Lab, Options};
-use lab::cluster::Session;
+use lab::cases::{self, Options, Runner};
 use lab::error::chain;
-use lab::transcript::{redact, Transcript};
+use lab::evidence::redact;
+use lab::transcript::Transcript;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 fn main() -> ExitCode {
     lab::interrupt::install();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let selected: Vec<&cases::Case> =
-        cases::ALL.iter().copied().filter(|c| filter.is_empty() || filter.iter().any(|f| c.id.eq_ignore_ascii_case(f))).collect();
+        if filter.is_empty() { cases::ALL.to_vec() } else { cases::select(&filter) };
     if args.iter().any(|a| a == "--list") {
         for case in &selected {
             println!("{}: test", case.id);
@@ -38,25 +37,18 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // No PostgreSQL is a failure with a reason, never a skip.
-    let session = match Session::begin().and_then(|s| lab::db::setup::recreate_databases().map(|()| s)) {
-        Ok(session) => session,
+    let runner = match Runner::begin(PathBuf::from(env!("CARGO_BIN_EXE_holder")), Options::default()) {
+        Ok(runner) => runner,
         Err(e) => {
             eprintln!("cases: FAILED: cannot run the cases without the lab's cluster:\n{}", chain(e.as_ref()));
             return ExitCode::FAILURE;
         }
     };
-    let lab = Lab {
-        holder_bin: PathBuf::from(env!("CARGO_BIN_EXE_holder")),
-        cluster: session.cluster().clone(),
-        options: Options::default(),
-    };
 
     println!("\nrunning {} cases", selected.len());
     let mut failed = Vec::new();
-    for case in selected {
-        let start = Instant::now();
-        let mut t = Transcript::quiet();
-        cases::run(&lab, case, &mut t);
+    let mut t = Transcript::quiet();
+    let outcome = runner.run_each(&selected, &mut t, |case, t, elapsed| {
         let transcript = t.case_text();
         let clean = t.case_failed() == 0;
         let redacted = redact(&transcript);
@@ -69,16 +61,21 @@ fn main() -> ExitCode {
         })
         .is_ok();
         let verdict = if clean && locked { "ok" } else { "FAILED" };
-        println!("case {} ... {verdict} ({:.1}s)", case.id, start.elapsed().as_secs_f64());
+        println!("case {} ... {verdict} ({:.1}s)", case.id, elapsed.as_secs_f64());
         if !clean {
             println!("{} has FAIL lines:\n{transcript}", case.id);
         }
         if !(clean && locked) {
             failed.push(case.id);
         }
-    }
-    drop(session);
+        Ok(())
+    });
+    drop(runner);
     lab::interrupt::settle();
+    if let Err(e) = outcome {
+        println!("\ncases: FAILED: {}", chain(e.as_ref()));
+        return ExitCode::FAILURE;
+    }
     if failed.is_empty() {
         println!("\ncases: all transcripts match evidence/26/");
         ExitCode::SUCCESS

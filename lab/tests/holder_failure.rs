@@ -4,8 +4,8 @@
 //! at a port where nothing listens.)
 
 use lab::holder::{HolderArgs, WaitPoint};
-use lab::holder_process::HolderProcess;
-use lab::report::FenceMode;
+use lab::holder_guard::HolderGuard;
+use lab::resource::FenceMode;
 use std::net::TcpListener;
 use std::path::Path;
 
@@ -26,7 +26,7 @@ fn a_failing_holder_is_reported_with_argv_status_and_stderr() {
         mode: FenceMode::FencedScope,
         wait: WaitPoint::BeforeWrite,
     };
-    let mut holder = HolderProcess::spawn(Path::new(env!("CARGO_BIN_EXE_holder")), &args).unwrap();
+    let mut holder = HolderGuard::spawn(Path::new(env!("CARGO_BIN_EXE_holder")), &args).unwrap();
     let err = holder.next_line().expect_err("a holder without a database prints no protocol line").to_string();
     for want in [
         "holder-a ended its output early",

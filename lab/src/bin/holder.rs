@@ -1,5 +1,6 @@
 //! The holder process: one instance of the report job. Thin: parse the
-//! parameters, run [`lab::holder::run`], exit with its status.
+//! parameters, validate them (exit 2), run [`lab::holder::hold`], exit
+//! with its status.
 
 use clap::Parser;
 use lab::holder::{self, HolderArgs};
@@ -10,7 +11,7 @@ fn main() {
         eprintln!("holder: {e}");
         std::process::exit(2);
     }
-    match holder::run(&args) {
+    match holder::hold(&args) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("holder {}: {}", args.holder, lab::error::chain(e.as_ref()));

@@ -1,32 +1,15 @@
-//! Names and steps that several cases share.
+//! Steps that several cases share.
 
-use crate::error::Result;
-use crate::lease::{Grant, LeaseStore};
-use crate::report::{PartWrite, ResourceView};
-use crate::transcript::Transcript;
 use super::Lab;
+use crate::error::Result;
+use crate::latch::{Latch, BOUND};
+use crate::lease::{Grant, LeaseStore};
+use crate::params::{margin, LEASE, SCOPE, SHORT_TTL, TTL};
+use crate::poll;
+use crate::resource::{PartWrite, ResourceStore, ResourceView};
+use crate::transcript::Transcript;
+use std::sync::Arc;
 use std::time::Duration;
-
-/// The lease the report job's instances compete for.
-pub const LEASE: &str = "report-job";
-/// The fenced scope: one daily report.
-pub const SCOPE: &str = "daily-report";
-/// The first part of the report.
-pub const SUMMARY: &str = "summary";
-/// The second part, which F7's newer holder never writes.
-pub const DETAIL: &str = "detail";
-
-/// The article's ttl for holders that must stay valid through a case.
-pub const TTL: Duration = Duration::from_millis(1500);
-/// The article's shortest ttl, for leases a case lets expire.
-pub const SHORT_TTL: Duration = Duration::from_millis(300);
-/// The bound on waiting for a lease to expire by the database clock.
-pub const EXPIRY_BOUND: Duration = Duration::from_secs(20);
-
-/// The local safety margin for `ttl`: a fifth, the article's 300 ms for 1500 ms.
-pub fn margin(ttl: Duration) -> Duration {
-    ttl / 5
-}
 
 /// Acquires a lease that the case expects to be free; refusal is an error.
 pub fn acquire(leases: &mut LeaseStore, holder: &str, ttl: Duration) -> Result<Grant> {
@@ -40,9 +23,9 @@ pub fn acquire(leases: &mut LeaseStore, holder: &str, ttl: Duration) -> Result<G
 pub fn stale_and_fresh(lab: &Lab, t: &mut Transcript) -> Result<(Grant, Grant)> {
     let mut leases = lab.leases("lab")?;
     let a = acquire(&mut leases, "holder-a", SHORT_TTL)?;
-    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
+    leases.wait_until_expired(LEASE)?;
     let b = acquire(&mut leases, "holder-b", TTL)?;
-    t.expect("A 持 token=1 且租约已过期，B 获取 token=2", "1/2".to_owned(), format!("{}/{}", a.token, b.token));
+    t.check_eq("A 持 token=1 且租约已过期，B 获取 token=2", "1/2".to_owned(), format!("{}/{}", a.token, b.token));
     Ok((a, b))
 }
 
@@ -70,9 +53,25 @@ pub fn require(held: bool, what: &str) -> Result<()> {
 /// (`Lock`, or what it was instead when the bound ran out).
 pub fn wait_for_lock_wait(view: &mut ResourceView, pid: i32) -> Result<String> {
     let mut seen = String::new();
-    crate::latch::poll_until(crate::latch::BOUND, crate::lease::POLL, || {
+    poll::poll_until(poll::BOUND, poll::EVERY, || {
         seen = view.wait_event_type(pid)?.unwrap_or_else(|| "none".into());
         Ok::<_, crate::Error>(seen == "Lock")
     })?;
     Ok(seen)
+}
+
+/// Installs a gap hook on `store` that says "I am in the gap" (the first
+/// latch) and waits to be let go (the second). In the fenced write the gap
+/// lies after the floor UPDATE, with the transaction open and the floor row
+/// locked; in check-then-write, after the check. F6 and F8 force their
+/// interleavings with it.
+pub fn pause_in_gap(store: ResourceStore) -> (ResourceStore, Arc<Latch>, Arc<Latch>) {
+    let (inside, go) = (Arc::new(Latch::new()), Arc::new(Latch::new()));
+    let (signal, wait) = (Arc::clone(&inside), Arc::clone(&go));
+    let store = store.with_gap(move || {
+        signal.open();
+        // Bounded: if the case fails before opening it, the writer goes on.
+        wait.wait(BOUND);
+    });
+    (store, inside, go)
 }

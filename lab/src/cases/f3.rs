@@ -4,7 +4,7 @@
 //! untouched); after it expires exactly one wins again. The single
 //! `INSERT … ON CONFLICT DO UPDATE … WHERE` statement is the whole reason.
 
-use super::common::{margin, EXPIRY_BOUND, LEASE, TTL};
+use crate::params::{margin, LEASE, TTL};
 use super::{Case, Lab};
 use crate::error::Result;
 use crate::lease::{Grant, LeaseStore};
@@ -66,8 +66,8 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let first = round(racers1)?;
     attempts += first.len();
     let won = winners(&first);
-    t.check_eq("新建一轮：恰好一个获胜者", 1, won.len());
-    t.expect("获胜者拿到 token=1", "1".to_owned(), won.iter().map(|g| g.token.to_string()).collect::<Vec<_>>().join(","));
+    t.check_eq_shown("新建一轮：恰好一个获胜者", 1, won.len());
+    t.check_eq("获胜者拿到 token=1", "1".to_owned(), won.iter().map(|g| g.token.to_string()).collect::<Vec<_>>().join(","));
 
     let before = observer.row(LEASE)?.ok_or("no lease row after the first round")?;
     let second = round(racers2)?;
@@ -76,18 +76,18 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     // The lease must have been valid from before the round until after it,
     // or "no winner" would prove nothing.
     t.check(before.held && after.held, "第二轮全程租约有效（轮前轮后数据库都判定持有中）");
-    t.check_eq("有效期内一轮：没有获胜者", 0, winners(&second).len());
+    t.check_eq_shown("有效期内一轮：没有获胜者", 0, winners(&second).len());
     t.check(after == before, format!("{threads} 次被拒的获取没有改动租约行（holder、token、expires_at 不变）"));
 
-    observer.wait_until_expired(LEASE, EXPIRY_BOUND)?;
+    observer.wait_until_expired(LEASE)?;
     let third = round(racers3)?;
     attempts += third.len();
     let won = winners(&third);
-    t.check_eq("过期后一轮：恰好一个获胜者", 1, won.len());
+    t.check_eq_shown("过期后一轮：恰好一个获胜者", 1, won.len());
     let row = observer.row(LEASE)?.ok_or("the lease row vanished")?;
     let winner = won.first().map_or("none".to_owned(), |g| g.holder.clone());
-    t.expect("租约行的 holder 就是第三轮的获胜者", winner, row.holder.clone());
-    t.check_eq(format!("{attempts} 次尝试后 token=2"), 2, row.token);
-    t.check_eq("尝试次数", 3 * threads, attempts);
+    t.check_eq("租约行的 holder 就是第三轮的获胜者", winner, row.holder.clone());
+    t.check_eq_shown(format!("{attempts} 次尝试后 token=2"), 2, row.token);
+    t.check_eq_shown("尝试次数", 3 * threads, attempts);
     Ok(())
 }

@@ -6,7 +6,7 @@
 use super::paused_holder;
 use super::{Case, Lab};
 use crate::error::Result;
-use crate::report::FenceMode;
+use crate::resource::FenceMode;
 use crate::transcript::Transcript;
 
 /// The resource mode of F4 unless the reader picks another with `--mode`.
@@ -20,5 +20,5 @@ pub const CASE: Case = Case {
 };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
-    paused_holder::run(lab, t, lab.options.mode.unwrap_or(MODE))
+    paused_holder::timeline(lab, t, lab.options.mode.unwrap_or(MODE))
 }

@@ -10,61 +10,48 @@
 //! `wait_event_type = Lock`), and when the first commits it re-evaluates its
 //! WHERE against the new floor. Both orders keep I3.
 
-use super::common::{part_write, require, stale_and_fresh, wait_for_lock_wait, DETAIL, SCOPE, SUMMARY};
+use super::common::{part_write, pause_in_gap, require, stale_and_fresh, wait_for_lock_wait};
 use super::{Case, Lab};
-use crate::db;
 use crate::error::Result;
-use crate::latch::{Latch, BOUND};
+use crate::latch::BOUND;
 use crate::lease::Grant;
-use crate::report::{FenceMode, ReportStore};
+use crate::params::{PART_DETAIL, PART_SUMMARY, SCOPE};
+use crate::resource::FenceMode;
 use crate::transcript::Transcript;
-use std::sync::Arc;
 
 /// The case.
 pub const CASE: Case = Case { id: "F6", title: |_| "先检查后写入的竞态（a），与作用域级条件更新（b）".into(), run };
-
-/// A gap hook that says "I am in the gap" and waits to be let go.
-fn pause_in_gap(store: ReportStore) -> (ReportStore, Arc<Latch>, Arc<Latch>) {
-    let (inside, go) = (Arc::new(Latch::new()), Arc::new(Latch::new()));
-    let (signal, wait) = (Arc::clone(&inside), Arc::clone(&go));
-    let store = store.with_gap(move || {
-        signal.open();
-        // Bounded: if the case fails before opening it, the writer goes on.
-        wait.wait(BOUND);
-    });
-    (store, inside, go)
-}
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let (a, b) = stale_and_fresh(lab, t)?;
 
     check_then_write(lab, t, &a, &b)?;
     // (b) starts from a fresh resource; the grants stay as they are.
-    db::reset_schema(&mut db::connect(db::RES_DB, "lab reset")?, db::RES_SCHEMA)?;
+    lab.reset_resource()?;
     fenced_a_first(lab, t, &a, &b)?;
-    db::reset_schema(&mut db::connect(db::RES_DB, "lab reset")?, db::RES_SCHEMA)?;
+    lab.reset_resource()?;
     fenced_b_first(lab, t, &a, &b)
 }
 
 // ANCHOR: f6a
 fn check_then_write(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result<()> {
-    let mut view = lab.resource()?;
-    let (mut a_store, a_in_gap, a_go) = pause_in_gap(lab.report(FenceMode::CheckThenWrite, "holder-a")?);
-    let mut b_store = lab.report(FenceMode::CheckThenWrite, "holder-b")?;
+    let mut view = lab.view()?;
+    let (mut a_store, a_in_gap, a_go) = pause_in_gap(lab.store(FenceMode::CheckThenWrite, "holder-a")?);
+    let mut b_store = lab.store(FenceMode::CheckThenWrite, "holder-b")?;
     let (a_ok, b_ok, floor_after_b) = std::thread::scope(|s| -> Result<_> {
         // 1. A reads floor=0, passes its check, stops in the gap.
-        let a_thread = s.spawn(|| a_store.write(&part_write(a, SUMMARY, "old(A)")));
+        let a_thread = s.spawn(|| a_store.write(&part_write(a, PART_SUMMARY, "old(A)")));
         require(a_in_gap.wait(BOUND), "holder-a never reached the gap")?;
         // 2. B reads floor=0 too, passes, writes floor=2 and new(B).
-        let b_ok = b_store.write(&part_write(b, SUMMARY, "new(B)"))?;
+        let b_ok = b_store.write(&part_write(b, PART_SUMMARY, "new(B)"))?;
         let floor_after_b = view.floor(SCOPE)?;
         // 3. A goes on with its stale decision.
         a_go.open();
         let a_ok = a_thread.join().map_err(|_| "holder-a's writer panicked")??;
         Ok((a_ok, b_ok, floor_after_b))
     })?;
-    t.check_eq("B 写完时 fence_floor", 2, floor_after_b);
-    let summary = view.part(SCOPE, SUMMARY)?.map_or("absent".into(), |p| p.to_string());
+    t.check_eq_shown("B 写完时 fence_floor", 2, floor_after_b);
+    let summary = view.part_text(SCOPE, PART_SUMMARY)?;
     let floor = view.floor(SCOPE)?;
     t.note(format!("check-then-write：B accepted={b_ok}，A accepted={a_ok}，最终 {summary}，fence_floor={floor}"));
     t.exposes(
@@ -72,8 +59,8 @@ fn check_then_write(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Resu
         "A 的检查结果在写入时已过时：旧 token 覆盖新结果，fence_floor 从 2 回退到 1",
     );
     // The lowered floor outlives the race: even the real fence now takes token 1.
-    let mut fenced = lab.report(FenceMode::FencedScope, "holder-a")?;
-    let later = fenced.write(&part_write(a, DETAIL, "old(A) detail"))?;
+    let mut fenced = lab.store(FenceMode::FencedScope, "holder-a")?;
+    let later = fenced.write(&part_write(a, PART_DETAIL, "old(A) detail"))?;
     t.exposes(later, "floor 回退之后，连作用域级条件更新也接受 token=1 写 detail：I3 被破坏后无法自愈");
     Ok(())
 }
@@ -97,15 +84,15 @@ struct Race {
 /// open and floor row locked; the second writer starts and must queue on
 /// that lock; then the first is let go and both finish.
 fn race(lab: &Lab, first: (&Grant, &str), second: (&Grant, &str)) -> Result<Race> {
-    let mut view = lab.resource()?;
-    let (mut first_store, in_gap, go) = pause_in_gap(lab.report(FenceMode::FencedScope, &first.0.holder)?);
-    let mut second_store = lab.report(FenceMode::FencedScope, &second.0.holder)?;
+    let mut view = lab.view()?;
+    let (mut first_store, in_gap, go) = pause_in_gap(lab.store(FenceMode::FencedScope, &first.0.holder)?);
+    let mut second_store = lab.store(FenceMode::FencedScope, &second.0.holder)?;
     let second_pid = second_store.backend_pid()?;
     std::thread::scope(|s| {
-        let first_thread = s.spawn(|| first_store.write(&part_write(first.0, SUMMARY, first.1)));
+        let first_thread = s.spawn(|| first_store.write(&part_write(first.0, PART_SUMMARY, first.1)));
         require(in_gap.wait(BOUND), "the first writer never reached the gap")?;
         let floor_while_first_in_gap = view.floor(SCOPE)?;
-        let second_thread = s.spawn(|| second_store.write(&part_write(second.0, SUMMARY, second.1)));
+        let second_thread = s.spawn(|| second_store.write(&part_write(second.0, PART_SUMMARY, second.1)));
         let second_waited_on = wait_for_lock_wait(&mut view, second_pid)?;
         let second_returned_early = second_thread.is_finished();
         go.open();
@@ -117,26 +104,26 @@ fn race(lab: &Lab, first: (&Grant, &str), second: (&Grant, &str)) -> Result<Race
 
 fn fenced_a_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result<()> {
     let race = race(lab, (a, "old(A)"), (b, "new(B)"))?;
-    let mut view = lab.resource()?;
-    t.check_eq("A 推进 floor 后尚未提交：其他会话读到的 fence_floor 仍是", 0, race.floor_while_first_in_gap);
-    t.check_eq("B 的 UPDATE 在 pg_stat_activity 中排队等锁 wait_event_type", "Lock".to_owned(), race.second_waited_on);
+    let mut view = lab.view()?;
+    t.check_eq_shown("A 推进 floor 后尚未提交：其他会话读到的 fence_floor 仍是", 0, race.floor_while_first_in_gap);
+    t.check_eq_shown("B 的 UPDATE 在 pg_stat_activity 中排队等锁 wait_event_type", "Lock".to_owned(), race.second_waited_on);
     t.check(!race.second_returned_early, "B 的写入在 A 提交前没有返回");
-    t.expect("顺序 A→B：A 提交后 B 对新版本行求值 1 <= 2 成立，两次写入都被接受", "true true".to_owned(), format!("{} {}", race.first_ok, race.second_ok));
-    let summary = view.part(SCOPE, SUMMARY)?.map_or("absent".into(), |p| p.to_string());
-    t.check_eq("顺序 A→B：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), summary);
-    t.check_eq("顺序 A→B：接受顺序里的 token 单调不减（I3）", "1,2".to_owned(), tokens(&view.accepted_tokens(SCOPE)?));
+    t.check_eq("顺序 A→B：A 提交后 B 对新版本行求值 1 <= 2 成立，两次写入都被接受", "true true".to_owned(), format!("{} {}", race.first_ok, race.second_ok));
+    let summary = view.part_text(SCOPE, PART_SUMMARY)?;
+    t.check_eq_shown("顺序 A→B：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), summary);
+    t.check_eq_shown("顺序 A→B：接受顺序里的 token 单调不减（I3）", "1,2".to_owned(), tokens(&view.accepted_tokens(SCOPE)?));
     Ok(())
 }
 
 fn fenced_b_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result<()> {
     let race = race(lab, (b, "new(B)"), (a, "old(A)"))?;
-    let mut view = lab.resource()?;
-    t.check_eq("顺序 B→A：A 的 UPDATE 排队等 B 的行锁 wait_event_type", "Lock".to_owned(), race.second_waited_on);
-    t.expect("顺序 B→A：B 提交后 A 对新版本行求值 2 <= 1 不成立，token=1 被拒", "B true, A false".to_owned(), format!("B {}, A {}", race.first_ok, race.second_ok));
-    let summary = view.part(SCOPE, SUMMARY)?.map_or("absent".into(), |p| p.to_string());
-    t.check_eq("顺序 B→A：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), summary);
-    t.check_eq("顺序 B→A：接受顺序里的 token 单调不减（I3）", "2".to_owned(), tokens(&view.accepted_tokens(SCOPE)?));
-    t.check_eq("顺序 B→A：fence_floor", 2, view.floor(SCOPE)?);
+    let mut view = lab.view()?;
+    t.check_eq_shown("顺序 B→A：A 的 UPDATE 排队等 B 的行锁 wait_event_type", "Lock".to_owned(), race.second_waited_on);
+    t.check_eq("顺序 B→A：B 提交后 A 对新版本行求值 2 <= 1 不成立，token=1 被拒", "B true, A false".to_owned(), format!("B {}, A {}", race.first_ok, race.second_ok));
+    let summary = view.part_text(SCOPE, PART_SUMMARY)?;
+    t.check_eq_shown("顺序 B→A：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), summary);
+    t.check_eq_shown("顺序 B→A：接受顺序里的 token 单调不减（I3）", "2".to_owned(), tokens(&view.accepted_tokens(SCOPE)?));
+    t.check_eq_shown("顺序 B→A：fence_floor", 2, view.floor(SCOPE)?);
     Ok(())
 }
 // ANCHOR_END: f6b

@@ -4,11 +4,12 @@
 //! has no old token on that row to compare with and accepts the stale write;
 //! the per-scope fence refuses it.
 
-use super::common::{acquire, part_write, EXPIRY_BOUND, LEASE, SCOPE, SHORT_TTL, DETAIL, SUMMARY, TTL};
+use super::common::{acquire, part_write};
 use super::{Case, Lab};
 use crate::error::Result;
 use crate::lease::Grant;
-use crate::report::FenceMode;
+use crate::params::{LEASE, PART_DETAIL, PART_SUMMARY, SCOPE, SHORT_TTL, TTL};
+use crate::resource::FenceMode;
 use crate::transcript::Transcript;
 
 /// The case.
@@ -32,16 +33,16 @@ struct Outcome {
 fn timeline(lab: &Lab, mode: FenceMode) -> Result<Outcome> {
     lab.reset()?;
     let mut leases = lab.leases("lab")?;
-    let mut a_store = lab.report(mode, "holder-a")?;
-    let mut b_store = lab.report(mode, "holder-b")?;
-    let mut view = lab.resource()?;
+    let mut a_store = lab.store(mode, "holder-a")?;
+    let mut b_store = lab.store(mode, "holder-b")?;
+    let mut view = lab.view()?;
     let a = acquire(&mut leases, "holder-a", SHORT_TTL)?;
-    let a_summary = a_store.write(&part_write(&a, SUMMARY, "summary(A)"))?;
-    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
+    let a_summary = a_store.write(&part_write(&a, PART_SUMMARY, "summary(A)"))?;
+    leases.wait_until_expired(LEASE)?;
     let b = acquire(&mut leases, "holder-b", TTL)?;
-    let b_summary = b_store.write(&part_write(&b, SUMMARY, "summary(B)"))?;
-    let a_detail = a_store.write(&part_write(&a, DETAIL, "detail(A)"))?;
-    let detail = view.part(SCOPE, DETAIL)?.map_or("absent".into(), |p| p.to_string());
+    let b_summary = b_store.write(&part_write(&b, PART_SUMMARY, "summary(B)"))?;
+    let a_detail = a_store.write(&part_write(&a, PART_DETAIL, "detail(A)"))?;
+    let detail = view.part_text(SCOPE, PART_DETAIL)?;
     Ok(Outcome { a_summary, b_summary, a_detail, detail, a })
 }
 // ANCHOR_END: f7_timeline
@@ -51,17 +52,17 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     t.check(row.a_summary, "FENCED_ROW：A(token=1) 在租约有效时写 summary 被接受");
     t.note(format!("FENCED_ROW：B summary accepted={}，A(token=1) detail accepted={}", row.b_summary, row.a_detail));
     t.exposes(row.b_summary && row.a_detail, "行级比较只看被写的那一行；新行没有旧 token 可比，旧持有者写入成功");
-    t.check_eq("FENCED_ROW：detail 现在是旧持有者的", "detail(A) by holder-a token=1".to_owned(), row.detail);
+    t.check_eq_shown("FENCED_ROW：detail 现在是旧持有者的", "detail(A) by holder-a token=1".to_owned(), row.detail);
     // The per-row fence does guard rows that already exist, which is why it looks right.
-    let mut a_again = lab.report(FenceMode::FencedRow, "holder-a")?;
-    let rewrite = a_again.write(&part_write(&row.a, SUMMARY, "summary(A) again"))?;
-    t.expect("FENCED_ROW 对已存在的行确实拒绝旧 token：A(token=1) 重写 summary", false, rewrite);
+    let mut a_again = lab.store(FenceMode::FencedRow, "holder-a")?;
+    let rewrite = a_again.write(&part_write(&row.a, PART_SUMMARY, "summary(A) again"))?;
+    t.check_eq("FENCED_ROW 对已存在的行确实拒绝旧 token：A(token=1) 重写 summary", false, rewrite);
 
     let scope = timeline(lab, FenceMode::FencedScope)?;
     t.check(scope.a_summary, "FENCED_SCOPE：A(token=1) 在租约有效时写 summary 被接受");
     t.note(format!("FENCED_SCOPE：B summary accepted={}，A(token=1) detail accepted={}", scope.b_summary, scope.a_detail));
     t.check(scope.b_summary && !scope.a_detail, "作用域级 floor 拒绝 A 对 B 尚未触及的分片的写入");
-    t.check_eq("FENCED_SCOPE：detail 不存在", "absent".to_owned(), scope.detail);
-    t.check_eq("FENCED_SCOPE：fence_floor", 2, lab.resource()?.floor(SCOPE)?);
+    t.check_eq_shown("FENCED_SCOPE：detail 不存在", "absent".to_owned(), scope.detail);
+    t.check_eq_shown("FENCED_SCOPE：fence_floor", 2, lab.view()?.floor(SCOPE)?);
     Ok(())
 }

@@ -38,15 +38,15 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let mut first_wins = Publisher::connect(PublishRule::FirstWins)?;
     let (a_ok, b_ok, kept) = publish(&mut first_wins, &fresh, &stale)?;
     t.check(b_ok && !a_ok, "顺序 B→A：A 的重复发布被业务键去重");
-    t.check_eq("顺序 B→A：保留", "B-fresh".to_owned(), kept);
+    t.check_eq_shown("顺序 B→A：保留", "B-fresh".to_owned(), kept);
     let (a_ok, b_ok, kept) = publish(&mut first_wins, &stale, &fresh)?;
     t.note(format!("顺序 A→B：A accepted={a_ok}，B accepted={b_ok}，保留 {kept}"));
     t.exposes(a_ok && !b_ok && kept == "A-stale", "幂等只保证一次，旧持有者先到时保留的是旧内容");
 
     let mut newest = Publisher::connect(PublishRule::NewestVersion)?;
     let (_, b_ok, kept) = publish(&mut newest, &stale, &fresh)?;
-    t.expect("下游改为按源数据版本（token）取舍后，顺序 A→B 也保留 B-fresh", "B true, kept B-fresh".to_owned(), format!("B {b_ok}, kept {kept}"));
+    t.check_eq("下游改为按源数据版本（token）取舍后，顺序 A→B 也保留 B-fresh", "B true, kept B-fresh".to_owned(), format!("B {b_ok}, kept {kept}"));
     let (a_ok, _, kept) = publish(&mut newest, &fresh, &stale)?;
-    t.expect("同一规则下顺序 B→A：A 的旧版本被拒绝", "A false, kept B-fresh".to_owned(), format!("A {a_ok}, kept {kept}"));
+    t.check_eq("同一规则下顺序 B→A：A 的旧版本被拒绝", "A false, kept B-fresh".to_owned(), format!("A {a_ok}, kept {kept}"));
     Ok(())
 }

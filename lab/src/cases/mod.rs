@@ -25,12 +25,16 @@ pub mod f7;
 pub mod f8;
 pub mod f9;
 pub mod paused_holder;
+pub mod runner;
+
+pub use runner::Runner;
 
 use crate::cluster::Cluster;
 use crate::db;
 use crate::error::Result;
 use crate::lease::LeaseStore;
-use crate::report::{FenceMode, ReportStore, ResourceView};
+use crate::params;
+use crate::resource::{FenceMode, ResourceStore, ResourceView};
 use crate::transcript::Transcript;
 use std::path::PathBuf;
 
@@ -48,7 +52,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options { mode: None, pause_before_check: false, threads: 16 }
+        Options { mode: None, pause_before_check: false, threads: params::RACERS }
     }
 }
 
@@ -66,6 +70,12 @@ impl Lab {
     /// Replaces both schemas with the ones in `sql/`.
     pub fn reset(&self) -> Result<()> {
         db::reset_schema(&mut db::connect(db::LEASE_DB, "lab reset")?, db::LEASE_SCHEMA)?;
+        self.reset_resource()
+    }
+
+    /// Replaces only the resource's schema: a case that runs a second
+    /// timeline against the same grants (F6) starts the resource afresh.
+    pub fn reset_resource(&self) -> Result<()> {
         db::reset_schema(&mut db::connect(db::RES_DB, "lab reset")?, db::RES_SCHEMA)
     }
 
@@ -74,13 +84,13 @@ impl Lab {
         LeaseStore::connect(who)
     }
 
-    /// A report store session for `who`, judging writes by `mode`.
-    pub fn report(&self, mode: FenceMode, who: &str) -> Result<ReportStore> {
-        ReportStore::connect(mode, who)
+    /// A resource session for `who`, judging writes by `mode`.
+    pub fn store(&self, mode: FenceMode, who: &str) -> Result<ResourceStore> {
+        ResourceStore::connect(mode, who)
     }
 
     /// An observer of the resource.
-    pub fn resource(&self) -> Result<ResourceView> {
+    pub fn view(&self) -> Result<ResourceView> {
         ResourceView::connect()
     }
 }
@@ -103,11 +113,9 @@ pub fn find(id: &str) -> Option<&'static Case> {
     ALL.iter().copied().find(|c| c.id.eq_ignore_ascii_case(id))
 }
 
-/// Runs one case into `t`: header, fresh schemas, the case. An error ends
-/// the case with a FAIL line that carries the whole error chain.
-pub fn run(lab: &Lab, case: &Case, t: &mut Transcript) {
-    t.case(case.id, &(case.title)(&lab.options));
-    if let Err(e) = lab.reset().and_then(|()| (case.run)(lab, t)) {
-        t.abort(crate::error::chain(e.as_ref()));
-    }
+/// The cases some ids name, in the article's order; `all` names every case.
+/// Ids that name no case are left out (the CLI refuses them earlier).
+pub fn select(ids: &[impl AsRef<str>]) -> Vec<&'static Case> {
+    let wanted = |case: &Case| ids.iter().any(|id| id.as_ref().eq_ignore_ascii_case("all") || id.as_ref().eq_ignore_ascii_case(case.id));
+    ALL.iter().copied().filter(|c| wanted(c)).collect()
 }

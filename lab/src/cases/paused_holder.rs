@@ -12,17 +12,22 @@
 //! The lease side behaves the same in every mode. Only the resource decides
 //! whether A's stale report replaces B's.
 
-use super::common::{require, EXPIRY_BOUND, LEASE, SCOPE, SUMMARY};
+use super::common::require;
 use super::Lab;
 use crate::error::Result;
 use crate::holder::{HolderArgs, Step, WaitPoint};
-use crate::holder_process::HolderProcess;
-use crate::report::FenceMode;
+use crate::holder_guard::HolderGuard;
+use crate::params::{margin, ms, LEASE, OBSERVE, PART_SUMMARY, RENEW_EVERY, SCOPE, TTL};
+use crate::resource::FenceMode;
 use crate::transcript::Transcript;
-use std::time::Duration;
 
-/// How long the parent watches A renew before freezing it: twice the ttl.
-const OBSERVE: Duration = Duration::from_millis(3000);
+/// Whether the resource in `mode` refuses a stale token's rewrite of a part
+/// that a newer token already wrote, when the two writes do not overlap in
+/// time, as in this timeline. Every mode but `Unfenced` refuses that one;
+/// F6 and F7 show the races and gaps that tell the others apart.
+fn refuses_serial_stale_rewrite(mode: FenceMode) -> bool {
+    mode != FenceMode::Unfenced
+}
 
 /// Where A is frozen, for the case titles.
 pub fn pause_point(pause_before_check: bool) -> &'static str {
@@ -37,11 +42,11 @@ fn holder(name: &str, content: &str, mode: FenceMode, wait: WaitPoint) -> Holder
     HolderArgs {
         lease: LEASE.into(),
         holder: name.into(),
-        ttl_ms: 1500,
-        renew_ms: 400,
-        margin_ms: 300,
+        ttl_ms: ms(TTL) as u64,
+        renew_ms: ms(RENEW_EVERY) as u64,
+        margin_ms: ms(margin(TTL)) as u64,
         scope: SCOPE.into(),
-        part: SUMMARY.into(),
+        part: PART_SUMMARY.into(),
         content: content.into(),
         mode,
         wait,
@@ -50,50 +55,50 @@ fn holder(name: &str, content: &str, mode: FenceMode, wait: WaitPoint) -> Holder
 
 // ANCHOR: timeline
 /// Runs the timeline with the resource in `mode`.
-pub fn run(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
+pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
     let pause_before_check = lab.options.pause_before_check;
     let mut leases = lab.leases("lab observer")?;
-    let mut view = lab.resource()?;
+    let mut view = lab.view()?;
 
     let wait = if pause_before_check { WaitPoint::BeforeCheck } else { WaitPoint::BeforeWrite };
-    let mut a = HolderProcess::spawn(&lab.holder_bin, &holder("holder-a", "rows=200(A)", mode, wait))?;
+    let mut a = HolderGuard::spawn(&lab.holder_bin, &holder("holder-a", "rows=200(A)", mode, wait))?;
     let acquired = a.next_line()?;
-    let acquired_ok = t.check_eq("A 获取租约，token=1", Step::Acquired { token: 1 }.to_string(), acquired);
+    let acquired_ok = t.check_eq_shown("A 获取租约，token=1", Step::Acquired { token: 1 }.to_string(), acquired);
     require(acquired_ok, "holder-a did not acquire token 1")?;
     if !pause_before_check {
         a.expect_step(Step::DeadlineOk)?;
     }
     let waiting = a.next_line()?;
     let stopped_where = if pause_before_check { "A 停在本地截止时间检查之前，等待放行行" } else { "A 通过本地截止时间检查，停在写入之前，等待放行行" };
-    t.expect(stopped_where, Step::Waiting.to_string(), waiting);
+    t.check_eq(stopped_where, Step::Waiting.to_string(), waiting);
 
     // A fixed observation window, not a synchronisation: whatever happens
     // in it, the check below asks the database whether the lease is held.
     std::thread::sleep(OBSERVE);
     let row = leases.row(LEASE)?.ok_or("no lease row")?;
-    t.check(row.held && row.holder == "holder-a" && row.token == 1, "A 未暂停期间（等待 3000ms，TTL=1500ms）续租维持租约");
+    t.check(row.held && row.holder == "holder-a" && row.token == 1, format!("A 未暂停期间（等待 {}ms，TTL={}ms）续租维持租约", ms(OBSERVE), ms(TTL)));
 
     let state = a.stop()?;
-    t.check_eq("SIGSTOP 后 /proc 中 A 的状态为 T（续租线程同样停止）", 'T', state);
-    t.check_eq("/proc/<pid>/task 中名为 renewer 的线程也处于", "T".to_owned(), a.thread_state("renewer")?);
-    leases.wait_until_expired(LEASE, EXPIRY_BOUND)?;
-    t.expect("租约按数据库时钟过期，此时 A 仍停止", 'T', a.state()?);
+    t.check_eq_shown("SIGSTOP 后 /proc 中 A 的状态为 T（续租线程同样停止）", 'T', state);
+    t.check_eq_shown("/proc/<pid>/task 中名为 renewer 的线程也处于", "T".to_owned(), a.thread_state("renewer")?);
+    leases.wait_until_expired(LEASE)?;
+    t.check_eq("租约按数据库时钟过期，此时 A 仍停止", 'T', a.state()?);
 
-    let mut b = HolderProcess::spawn(&lab.holder_bin, &holder("holder-b", "rows=201(B)", mode, WaitPoint::None))?;
+    let mut b = HolderGuard::spawn(&lab.holder_bin, &holder("holder-b", "rows=201(B)", mode, WaitPoint::None))?;
     let b_acquired = b.next_line()?;
-    t.check_eq("B 获取租约，token=2", Step::Acquired { token: 2 }.to_string(), b_acquired);
+    t.check_eq_shown("B 获取租约，token=2", Step::Acquired { token: 2 }.to_string(), b_acquired);
     b.expect_step(Step::DeadlineOk)?;
-    t.check_eq("B 写入被接受", Step::Write { accepted: true, token: 2 }.to_string(), b.next_line()?);
+    t.check_eq_shown("B 写入被接受", Step::Write { accepted: true, token: 2 }.to_string(), b.next_line()?);
     let b_end = format!("{}, {}", b.next_line()?, b.next_line()?);
     let b_status = b.wait_exit()?;
-    t.expect(
+    t.check_eq(
         "B 续租成功、释放并退出",
         format!("{}, {}, exit 0", Step::RenewAfterWrite { ok: true }, Step::Released),
         format!("{b_end}, exit {}", b_status.code().map_or("by signal".into(), |c| c.to_string())),
     );
     let row = leases.row(LEASE)?.ok_or("no lease row")?;
-    t.expect("A 恢复前租约已被 B 释放：租约表此刻空闲", "released token=2".to_owned(), format!("{} token={}", if row.released { "released" } else { "not released" }, row.token));
-    t.expect("B 运行期间 A 一直停止", 'T', a.state()?);
+    t.check_eq("A 恢复前租约已被 B 释放：租约表此刻空闲", "released token=2".to_owned(), format!("{} token={}", if row.released { "released" } else { "not released" }, row.token));
+    t.check_eq("B 运行期间 A 一直停止", 'T', a.state()?);
 
     // The release line goes into the pipe first; SIGCONT then lets A read it.
     a.send_line("go")?;
@@ -103,22 +108,22 @@ pub fn run(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
         let write = a.next_line()?;
         let renew = a.next_line()?;
         t.note(format!("A 恢复后：{write}；{renew}"));
-        if mode.refuses_serial_stale_rewrite() {
-            t.check_eq("资源端拒绝 A 的旧 token", Step::Write { accepted: false, token: 1 }.to_string(), write);
+        if refuses_serial_stale_rewrite(mode) {
+            t.check_eq_shown("资源端拒绝 A 的旧 token", Step::Write { accepted: false, token: 1 }.to_string(), write);
         }
-        t.check_eq("A 的续租失败：token 已被取代", Step::RenewAfterWrite { ok: false }.to_string(), renew);
+        t.check_eq_shown("A 的续租失败：token 已被取代", Step::RenewAfterWrite { ok: false }.to_string(), renew);
     } else {
         let gave_up = a.next_line()?;
         t.note(format!("A 恢复后：{gave_up}"));
-        t.check_eq("A 自己发现本地截止时间已过，放弃写入", Step::DeadlinePassed.to_string(), gave_up);
+        t.check_eq_shown("A 自己发现本地截止时间已过，放弃写入", Step::DeadlinePassed.to_string(), gave_up);
     }
 
-    let summary = view.part(SCOPE, SUMMARY)?.map_or("absent".into(), |p| p.to_string());
+    let summary = view.part_text(SCOPE, PART_SUMMARY)?;
     let floor = view.floor(SCOPE)?;
     t.note(format!("最终 summary = {summary}；fence_floor={floor}"));
     let b_report = "rows=201(B) by holder-b token=2";
-    if !a_writes || mode.refuses_serial_stale_rewrite() {
-        t.check_eq("B 的结果保留", b_report.to_owned(), summary);
+    if !a_writes || refuses_serial_stale_rewrite(mode) {
+        t.check_eq_shown("B 的结果保留", b_report.to_owned(), summary);
     } else {
         t.exposes(summary == "rows=200(A) by holder-a token=1", "资源端不检查 token 时，A 的旧结果覆盖了 B 的结果");
     }
@@ -126,20 +131,20 @@ pub fn run(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
     let refused = view.attempts("holder-a", false)?;
     let accepted = view.attempts("holder-a", true)?;
     if !a_writes {
-        t.check_eq("write_attempt 中没有 A 的尝试", 0, refused + accepted);
-    } else if mode.refuses_serial_stale_rewrite() {
-        t.check_eq("write_attempt 记录一次 A 的被拒尝试", 1, refused);
+        t.check_eq_shown("write_attempt 中没有 A 的尝试", 0, refused + accepted);
+    } else if refuses_serial_stale_rewrite(mode) {
+        t.check_eq_shown("write_attempt 记录一次 A 的被拒尝试", 1, refused);
     } else {
-        t.check_eq("write_attempt 记录 A 的那次尝试为被接受", 1, accepted);
+        t.check_eq_shown("write_attempt 记录 A 的那次尝试为被接受", 1, accepted);
     }
 
     let a_end = if a_writes { a.next_line()? } else { String::new() };
     let a_status = a.wait_exit()?;
     let expected_end = if a_writes { format!("{} exit 0", Step::LeaseLost) } else { " exit 0".to_owned() };
-    t.expect("A 不释放别人的租约，随后退出", expected_end, format!("{a_end} exit {}", a_status.code().map_or("by signal".into(), |c| c.to_string())));
+    t.check_eq("A 不释放别人的租约，随后退出", expected_end, format!("{a_end} exit {}", a_status.code().map_or("by signal".into(), |c| c.to_string())));
     let row = leases.row(LEASE)?.ok_or("no lease row")?;
     let untouched = if a_writes { "租约行最后仍是 holder-b/2（已释放）：A 的失败续租没有改动它" } else { "租约行最后仍是 holder-b/2（已释放）：A 放弃后没有再碰它" };
-    t.expect(untouched, "holder-b/2 released".to_owned(), format!("{}/{} {}", row.holder, row.token, if row.released { "released" } else { "not released" }));
+    t.check_eq(untouched, "holder-b/2 released".to_owned(), format!("{}/{} {}", row.holder, row.token, if row.released { "released" } else { "not released" }));
     Ok(())
 }
 // ANCHOR_END: timeline

@@ -22,7 +22,8 @@
 //!   inspected;
 //! - [`diagnose`]: what a failed server command or a held port tells the reader.
 //!
-//! Nothing here speaks SQL: [`crate::db`] connects to the running server.
+//! Nothing here speaks SQL: the `db` module, one layer up, connects to the
+//! running server.
 
 mod binaries;
 pub mod credentials;

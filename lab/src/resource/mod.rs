@@ -1,4 +1,5 @@
-//! The protected resource: the report output store in `res26`.
+//! The protected resource: the report output store in `res26`. (The book
+//! and the code call this side "the resource"; `report_part` is its data.)
 //!
 //! It exposes one operation, `write(scope, part, content, writer, token)`,
 //! which returns whether the write was accepted. It never calls the lease
@@ -9,7 +10,12 @@
 //!
 //! `FenceMode::FencedScope` is the real design. The other three are broken on
 //! purpose and exist so that the negative controls really run them: F5
-//! (`Unfenced`), F6(a) (`CheckThenWrite`), F7 (`FencedRow`).
+//! (`Unfenced`), F6(a) (`CheckThenWrite`), F7 (`FencedRow`). [`view`] holds
+//! the read-only queries with which a case observes the resource.
+
+pub mod view;
+
+pub use view::{PartRow, ResourceView};
 
 use crate::db;
 use crate::error::{Result, ResultExt};
@@ -17,7 +23,7 @@ use postgres::{Client, GenericClient};
 use std::fmt;
 
 /// How the resource decides whether to accept a write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FenceMode {
     /// One conditional UPDATE of the scope's `fence_floor` and the data write,
     /// in one transaction: the design this book argues for.
@@ -32,6 +38,9 @@ pub enum FenceMode {
 }
 
 impl FenceMode {
+    /// Every mode, the real one first.
+    pub const ALL: [FenceMode; 4] = [FenceMode::FencedScope, FenceMode::FencedRow, FenceMode::Unfenced, FenceMode::CheckThenWrite];
+
     /// The name transcripts and `write_attempt.mode` use.
     pub fn name(self) -> &'static str {
         match self {
@@ -42,12 +51,19 @@ impl FenceMode {
         }
     }
 
-    /// Whether a stale token's rewrite of a part that a newer token already
-    /// wrote is refused, when the two writes do not overlap in time (the F4
-    /// timeline). Every mode but `Unfenced` refuses that one; F6 and F7 show
-    /// the races and gaps that tell them apart.
-    pub fn refuses_serial_stale_rewrite(self) -> bool {
-        self != FenceMode::Unfenced
+    /// The spelling on command lines (`--mode fenced-scope`).
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            FenceMode::FencedScope => "fenced-scope",
+            FenceMode::FencedRow => "fenced-row",
+            FenceMode::Unfenced => "unfenced",
+            FenceMode::CheckThenWrite => "check-then-write",
+        }
+    }
+
+    /// The mode spelled `name` on a command line.
+    pub fn from_cli(name: &str) -> Option<FenceMode> {
+        FenceMode::ALL.into_iter().find(|m| m.cli_name() == name)
     }
 }
 
@@ -133,7 +149,7 @@ const RECORD_ATTEMPT: &str = "
     VALUES ($1, $2, $3, $4, $5, $6)";
 
 /// The report store, in one mode, on its own connection to `res26`.
-pub struct ReportStore {
+pub struct ResourceStore {
     /// Autocommit outside the transactions this type opens itself.
     client: Client,
     /// How writes are judged.
@@ -142,14 +158,14 @@ pub struct ReportStore {
     gap: Option<Gap>,
 }
 
-impl ReportStore {
+impl ResourceStore {
     /// Connects to `res26`; `who` names the session in `pg_stat_activity`.
-    pub fn connect(mode: FenceMode, who: &str) -> Result<ReportStore> {
-        Ok(ReportStore { client: db::connect(db::RES_DB, who)?, mode, gap: None })
+    pub fn connect(mode: FenceMode, who: &str) -> Result<ResourceStore> {
+        Ok(ResourceStore { client: db::connect(db::RES_DB, who)?, mode, gap: None })
     }
 
     /// Installs the gap hook (F6, F8).
-    pub fn with_gap(mut self, gap: impl FnMut() + Send + 'static) -> ReportStore {
+    pub fn with_gap(mut self, gap: impl FnMut() + Send + 'static) -> ResourceStore {
         self.gap = Some(Box::new(gap));
         self
     }
@@ -237,81 +253,4 @@ fn record(db: &mut impl GenericClient, w: &PartWrite, mode: FenceMode, accepted:
     db.execute(RECORD_ATTEMPT, &[&w.scope, &w.part, &w.writer, &w.token, &mode.name(), &accepted])
         .context("recording the write attempt")?;
     Ok(())
-}
-
-/// One stored report part.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PartRow {
-    /// What was written.
-    pub content: String,
-    /// Who wrote it.
-    pub writer: String,
-    /// With which token.
-    pub token: i64,
-}
-
-impl fmt::Display for PartRow {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} by {} token={}", self.content, self.writer, self.token)
-    }
-}
-
-/// Read-only queries with which a case observes the resource.
-pub struct ResourceView {
-    /// An autocommit session of its own: each read sees the latest commits.
-    client: Client,
-}
-
-impl ResourceView {
-    /// Connects an observer session to `res26`.
-    pub fn connect() -> Result<ResourceView> {
-        Ok(ResourceView { client: db::connect(db::RES_DB, "lab observer")? })
-    }
-
-    /// The scope's `fence_floor.max_token`.
-    pub fn floor(&mut self, scope: &str) -> Result<i64> {
-        Ok(self.client.query_one(READ_FLOOR, &[&scope]).context("reading fence_floor")?.get(0))
-    }
-
-    /// A stored part, or `None` when it was never written.
-    pub fn part(&mut self, scope: &str, part: &str) -> Result<Option<PartRow>> {
-        let row = self
-            .client
-            .query_opt("SELECT content, writer, token FROM report_part WHERE scope = $1 AND part = $2", &[&scope, &part])
-            .context("reading report_part")?;
-        Ok(row.map(|r| PartRow { content: r.get(0), writer: r.get(1), token: r.get(2) }))
-    }
-
-    /// How many attempts by `writer` were accepted (`true`) or refused (`false`).
-    pub fn attempts(&mut self, writer: &str, accepted: bool) -> Result<i64> {
-        Ok(self
-            .client
-            .query_one("SELECT count(*) FROM write_attempt WHERE writer = $1 AND accepted = $2", &[&writer, &accepted])
-            .context("counting write attempts")?
-            .get(0))
-    }
-
-    /// The tokens of accepted attempts on `scope`, in the order they were recorded.
-    pub fn accepted_tokens(&mut self, scope: &str) -> Result<Vec<i64>> {
-        let rows = self
-            .client
-            .query("SELECT token FROM write_attempt WHERE scope = $1 AND accepted ORDER BY id", &[&scope])
-            .context("reading accepted write attempts")?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
-    }
-
-    /// The wait event of a server process, as `pg_stat_activity` shows it:
-    /// `Some("Lock")` while it queues for a row lock.
-    pub fn wait_event_type(&mut self, pid: i32) -> Result<Option<String>> {
-        let row = self
-            .client
-            .query_opt("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", &[&pid])
-            .context("reading pg_stat_activity")?;
-        Ok(row.and_then(|r| r.get(0)))
-    }
-
-    /// The session, for the odd query a single case needs.
-    pub fn client(&mut self) -> &mut Client {
-        &mut self.client
-    }
 }

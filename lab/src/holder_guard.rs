@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 pub const ANSWER_BOUND: Duration = Duration::from_secs(20);
 
 /// A running holder process, owned by the case that started it.
-pub struct HolderProcess {
+pub struct HolderGuard {
     /// The holder's parameters, for messages.
     holder: String,
     /// The command line, for diagnostics.
@@ -55,10 +55,10 @@ pub struct HolderProcess {
     status: Option<ExitStatus>,
 }
 
-impl HolderProcess {
+impl HolderGuard {
     // ANCHOR: spawn
     /// Starts `bin` with `args`.
-    pub fn spawn(bin: &Path, args: &HolderArgs) -> Result<HolderProcess> {
+    pub fn spawn(bin: &Path, args: &HolderArgs) -> Result<HolderGuard> {
         if interrupt::requested() {
             return Err("interrupted".into());
         }
@@ -113,7 +113,7 @@ impl HolderProcess {
             }
         });
         let stdin = child.stdin.take();
-        Ok(HolderProcess {
+        Ok(HolderGuard {
             holder: args.holder.clone(),
             argv,
             child: Some(child),
@@ -266,7 +266,7 @@ fn stat_state(stat: &str) -> Option<char> {
 }
 
 // ANCHOR: guard
-impl Drop for HolderProcess {
+impl Drop for HolderGuard {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             // Resume first, so nothing is ever left stopped, then end it.

@@ -1,0 +1,53 @@
+//! The one case runner, used by `lab run` and by the snapshot test: it holds
+//! the cluster for the run, starts every run from fresh databases, and runs
+//! the cases one after another into one transcript.
+
+use super::{Case, Lab, Options};
+use crate::cluster::Session;
+use crate::error::{chain, Result};
+use crate::transcript::Transcript;
+use crate::{db, interrupt};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A run of cases: the cluster held, the databases fresh.
+pub struct Runner {
+    /// Dropped last: stops the cluster if this run started it.
+    _session: Session,
+    /// What the cases run against.
+    lab: Lab,
+}
+
+impl Runner {
+    /// Takes the cluster (starting it if needed) and recreates both databases.
+    pub fn begin(holder_bin: PathBuf, options: Options) -> Result<Runner> {
+        if !holder_bin.is_file() {
+            return Err(format!("the holder binary is missing ({}): build with `cargo build`", holder_bin.display()).into());
+        }
+        let session = Session::begin()?;
+        db::setup::recreate_databases()?;
+        let lab = Lab { holder_bin, cluster: session.cluster().clone(), options };
+        Ok(Runner { _session: session, lab })
+    }
+
+    /// Runs `cases` in order into `t`, and hands each finished case, with
+    /// how long it took, to `done`. A case that errs ends with a FAIL line
+    /// that carries the whole error chain, and the run goes on; after a stop
+    /// signal, the run ends with an error and `done` is not called again.
+    pub fn run_each(&self, cases: &[&Case], t: &mut Transcript, mut done: impl FnMut(&Case, &Transcript, Duration) -> Result<()>) -> Result<()> {
+        for case in cases {
+            let start = Instant::now();
+            t.case(case.id, &(case.title)(&self.lab.options));
+            if let Err(e) = self.lab.reset().and_then(|()| (case.run)(&self.lab, t)) {
+                t.abort(chain(e.as_ref()));
+            }
+            if interrupt::requested() {
+                // A run cut short leaves the saved transcripts and the
+                // evidence as they were: nothing of it is worth keeping.
+                return Err("interrupted".into());
+            }
+            done(case, t, start.elapsed())?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,88 @@
+//! Read-only queries with which a case (or the reader, in spirit) observes
+//! the resource: the floor, a part, the attempts. Each read runs on its own
+//! autocommit session, so it sees the latest commits.
+
+use super::READ_FLOOR;
+use crate::db;
+use crate::error::{Result, ResultExt};
+use postgres::Client;
+use std::fmt;
+
+/// One stored report part.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartRow {
+    /// What was written.
+    pub content: String,
+    /// Who wrote it.
+    pub writer: String,
+    /// With which token.
+    pub token: i64,
+}
+
+impl fmt::Display for PartRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} by {} token={}", self.content, self.writer, self.token)
+    }
+}
+
+/// Read-only queries with which a case observes the resource.
+pub struct ResourceView {
+    /// An autocommit session of its own: each read sees the latest commits.
+    client: Client,
+}
+
+impl ResourceView {
+    /// Connects an observer session to `res26`.
+    pub fn connect() -> Result<ResourceView> {
+        Ok(ResourceView { client: db::connect(db::RES_DB, "lab observer")? })
+    }
+
+    /// The scope's `fence_floor.max_token`.
+    pub fn floor(&mut self, scope: &str) -> Result<i64> {
+        Ok(self.client.query_one(READ_FLOOR, &[&scope]).context("reading fence_floor")?.get(0))
+    }
+
+    /// A stored part as a transcript shows it, e.g. `rows=201(B) by holder-b
+    /// token=2`, or `absent` when it was never written.
+    pub fn part_text(&mut self, scope: &str, part: &str) -> Result<String> {
+        Ok(self.part(scope, part)?.map_or("absent".into(), |p| p.to_string()))
+    }
+
+    /// A stored part, or `None` when it was never written.
+    pub fn part(&mut self, scope: &str, part: &str) -> Result<Option<PartRow>> {
+        let row = self
+            .client
+            .query_opt("SELECT content, writer, token FROM report_part WHERE scope = $1 AND part = $2", &[&scope, &part])
+            .context("reading report_part")?;
+        Ok(row.map(|r| PartRow { content: r.get(0), writer: r.get(1), token: r.get(2) }))
+    }
+
+    /// How many attempts by `writer` were accepted (`true`) or refused (`false`).
+    pub fn attempts(&mut self, writer: &str, accepted: bool) -> Result<i64> {
+        Ok(self
+            .client
+            .query_one("SELECT count(*) FROM write_attempt WHERE writer = $1 AND accepted = $2", &[&writer, &accepted])
+            .context("counting write attempts")?
+            .get(0))
+    }
+
+    /// The tokens of accepted attempts on `scope`, in the order they were recorded.
+    pub fn accepted_tokens(&mut self, scope: &str) -> Result<Vec<i64>> {
+        let rows = self
+            .client
+            .query("SELECT token FROM write_attempt WHERE scope = $1 AND accepted ORDER BY id", &[&scope])
+            .context("reading accepted write attempts")?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// The wait event of a server process, as `pg_stat_activity` shows it:
+    /// `Some("Lock")` while it queues for a row lock.
+    pub fn wait_event_type(&mut self, pid: i32) -> Result<Option<String>> {
+        let row = self
+            .client
+            .query_opt("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", &[&pid])
+            .context("reading pg_stat_activity")?;
+        Ok(row.and_then(|r| r.get(0)))
+    }
+
+}
