@@ -16,8 +16,13 @@ usage: ./run.sh [command]
                      flags: --mode fenced-scope|fenced-row|unfenced|check-then-write (F4/F5)
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
+  try [NAME]         the "break it" exercises: list them, or break one guard in a
+                     scratch copy, run the case that catches it, see what failed
+  mutants [NAME…]    break every guard in turn; each must be caught by a case line
+                     (--accept re-locks the broken transcripts in evidence/26/try/)
   test               the whole test suite (what CI runs); installs what it needs
-  accept             re-lock the evidence snapshots from a fresh run (not under CI)
+  accept             re-lock the evidence snapshots from a fresh run: cases, variants
+                     and the mutants' broken runs (not under CI)
   book               build the book into target/book (installs the pinned mdbook first)
   serve              serve the book with live reload on http://127.0.0.1:3000
   list               the cases and what each shows
@@ -184,7 +189,18 @@ case "$cmd" in
     [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"
     ensure_postgres; guard_cluster
     INSTA_UPDATE=always cargo test --quiet --test cases
-    echo "run.sh: snapshots re-locked; review with git diff evidence/26/"
+    "$LAB" mutants --accept
+    echo "run.sh: snapshots re-locked (cases, variants, broken runs); review with git diff evidence/26/"
+    ;;
+  mutants)
+    shift
+    ensure_postgres
+    "$LAB" mutants "$@"
+    ;;
+  try)
+    shift
+    ensure_postgres
+    "$LAB" try "$@"
     ;;
   diff|list|psql)
     build

@@ -24,6 +24,9 @@ pub const TIMESTAMP: &str = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?[+-]\d{
 pub const REDACTIONS: &[(&str, &str)] = &[
     // Database timestamps (F2 prints now() twice).
     (TIMESTAMP, "<TS>"),
+    // Measured milliseconds, printed with a decimal (a deadline's lead in a
+    // FAIL line); parameters are whole numbers (TTL=1500ms) and stay.
+    (r"-?\d+\.\dms", "<MS>ms"),
 ];
 // ANCHOR_END: redactions
 
@@ -40,9 +43,14 @@ pub fn redact(text: &str) -> String {
     out
 }
 
-/// The locked snapshot of a case.
-pub fn snapshot_path(id: &str) -> PathBuf {
-    paths::evidence_dir().join(format!("{id}.snap"))
+/// The locked snapshot of a run: `F4.snap` for a case as the article runs
+/// it, `variants/F4-unfenced.snap` for a variant the book asks for.
+pub fn snapshot_path(name: &str) -> PathBuf {
+    if name.contains('-') {
+        paths::evidence_dir().join("variants").join(format!("{name}.snap"))
+    } else {
+        paths::evidence_dir().join(format!("{name}.snap"))
+    }
 }
 
 /// Where `lab run` saves a case's last transcript.
@@ -79,34 +87,43 @@ pub fn compare(id: &str, transcript: Option<&Path>, color: bool) -> Result<Compa
     let evidence = snapshot_path(id);
     let transcript = transcript.map(Path::to_path_buf).unwrap_or_else(|| saved_transcript_path(id));
     if !transcript.exists() {
-        return Err(format!("no transcript of {id} yet ({}): run it first with `./run.sh {id}`", transcript.display()).into());
+        let run = id.split_once('-').map_or(id.to_owned(), |(case, _)| format!("{case} …"));
+        return Err(format!("no transcript of {id} yet ({}): run it first with `./run.sh {run}`", transcript.display()).into());
     }
     let locked = fs::read_to_string(&evidence).with_context(|| format!("reading the evidence {}", evidence.display()))?;
     let locked = snapshot_body(&locked).ok_or_else(|| format!("{} is not an insta snapshot", evidence.display()))?;
     let mine = fs::read_to_string(&transcript).with_context(|| format!("reading {}", transcript.display()))?;
-    let (locked, mine) = (format!("{}\n", locked.trim_end()), format!("{}\n", redact(&mine).trim_end()));
+    let label = |p: &Path| p.strip_prefix(paths::root()).unwrap_or(p).display().to_string();
+    let diff = unified_diff(locked, &redact(&mine), &label(&evidence), &format!("{} (redacted)", label(&transcript)), color);
+    Ok(Comparison { evidence, transcript, diff })
+}
+
+/// A unified diff of two transcripts (ends of lines normalised), empty when
+/// they are equal; coloured for a terminal when `color`.
+pub fn unified_diff(old: &str, new: &str, old_label: &str, new_label: &str, color: bool) -> String {
+    let (old, new) = (format!("{}\n", old.trim_end()), format!("{}\n", new.trim_end()));
     let mut diff = String::new();
-    if locked != mine {
-        let text = TextDiff::from_lines(&locked, &mine);
-        let label = |p: &Path| p.strip_prefix(paths::root()).unwrap_or(p).display().to_string();
-        diff.push_str(&paint(&format!("--- {}\n+++ {} (redacted)\n", label(&evidence), label(&transcript)), "1", color));
-        for group in text.grouped_ops(3) {
-            let (first, last) = (group.first().expect("non-empty"), group.last().expect("non-empty"));
-            let (old, new) = (first.old_range().start..last.old_range().end, first.new_range().start..last.new_range().end);
-            diff.push_str(&paint(&format!("@@ -{},{} +{},{} @@\n", old.start + 1, old.len(), new.start + 1, new.len()), "36", color));
-            for op in &group {
-                for change in text.iter_changes(op) {
-                    let (sign, code) = match change.tag() {
-                        ChangeTag::Delete => ("-", "31"),
-                        ChangeTag::Insert => ("+", "32"),
-                        ChangeTag::Equal => (" ", ""),
-                    };
-                    diff.push_str(&paint(&format!("{sign}{}", change.value()), code, color));
-                }
+    if old == new {
+        return diff;
+    }
+    let text = TextDiff::from_lines(&old, &new);
+    diff.push_str(&paint(&format!("--- {old_label}\n+++ {new_label}\n"), "1", color));
+    for group in text.grouped_ops(3) {
+        let (first, last) = (group.first().expect("non-empty"), group.last().expect("non-empty"));
+        let (o, n) = (first.old_range().start..last.old_range().end, first.new_range().start..last.new_range().end);
+        diff.push_str(&paint(&format!("@@ -{},{} +{},{} @@\n", o.start + 1, o.len(), n.start + 1, n.len()), "36", color));
+        for op in &group {
+            for change in text.iter_changes(op) {
+                let (sign, code) = match change.tag() {
+                    ChangeTag::Delete => ("-", "31"),
+                    ChangeTag::Insert => ("+", "32"),
+                    ChangeTag::Equal => (" ", ""),
+                };
+                diff.push_str(&paint(&format!("{sign}{}", change.value()), code, color));
             }
         }
     }
-    Ok(Comparison { evidence, transcript, diff })
+    diff
 }
 
 fn paint(text: &str, code: &str, color: bool) -> String {

@@ -133,6 +133,8 @@ pub enum Step {
     RenewAfterWrite { ok: bool },
     /// Released at the end of a normal run.
     Released,
+    /// The release matched no row: someone else's holding by then.
+    ReleaseRefused,
     /// The renewal failed: the holding is over; nothing to release.
     LeaseLost,
 }
@@ -149,6 +151,7 @@ impl fmt::Display for Step {
             Step::Write { accepted, token } => write!(f, "WRITE accepted={accepted} token={token}"),
             Step::RenewAfterWrite { ok } => write!(f, "RENEW_AFTER_WRITE ok={ok}"),
             Step::Released => f.write_str("RELEASED"),
+            Step::ReleaseRefused => f.write_str("RELEASE_REFUSED"),
             Step::LeaseLost => f.write_str("LEASE_LOST"),
         }
     }
@@ -198,6 +201,7 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
     grant.local_deadline = renewer.local_deadline();
     if !grant.within_deadline() {
         say(Step::DeadlinePassed)?;
+        end_renewer(renewer, false)?;
         return Ok(0);
     }
     say(Step::DeadlineOk)?;
@@ -218,16 +222,32 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
 
     let renewed = lease.renew(&mut grant)?;
     say(Step::RenewAfterWrite { ok: renewed })?;
-    renewer.stop();
-    if renewed {
-        lease.release(&grant)?;
+    end_renewer(renewer, renewed)?;
+    if !renewed {
+        say(Step::LeaseLost)?;
+    } else if lease.release(&grant)? {
         say(Step::Released)?;
     } else {
-        say(Step::LeaseLost)?;
+        say(Step::ReleaseRefused)?;
     }
     Ok(0)
 }
 // ANCHOR_END: holder_run
+
+/// Stops the renewer and makes what it ended in count: a database error is
+/// the holder's error (the run must not look clean), and a renewer that lost
+/// a holding which the holder's own renewal just kept would mean the lease
+/// statements contradict each other.
+fn end_renewer(renewer: Renewer, renewed: bool) -> Result<()> {
+    let state = renewer.stop();
+    if let Some(error) = state.error {
+        return Err(format!("the renewer stopped on a database error: {error}").into());
+    }
+    if state.lost && renewed {
+        return Err("the renewer's renewal was refused, yet the holder's own renewal afterwards succeeded".into());
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

@@ -88,7 +88,7 @@ impl HolderGuard {
         }
         let mut child = cmd.spawn().map_err(|e| format!("cannot start holder {}: {e}", bin.display()))?;
         let pid = Pid::from_raw(child.id() as i32);
-        interrupt::register_holder(pid);
+        interrupt::register_child(pid);
 
         let (tx, lines) = mpsc::channel();
         let stdout = child.stdout.take().expect("piped");
@@ -139,6 +139,22 @@ impl HolderGuard {
                 Err(self.failure(&format!("{} ended its output early", self.holder)).into())
             }
         }
+    }
+
+    /// Every line the holder prints until it closes its output, then its
+    /// exit status: after this, nothing the holder does can still land.
+    pub fn rest_of_output(&mut self) -> Result<(Vec<String>, ExitStatus)> {
+        let mut lines = Vec::new();
+        loop {
+            match self.lines.recv_timeout(ANSWER_BOUND) {
+                Ok(line) => lines.push(line),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(self.failure(&format!("{} neither printed nor ended its output for {ANSWER_BOUND:?}", self.holder)).into())
+                }
+            }
+        }
+        Ok((lines, self.wait_exit()?))
     }
 
     /// Reads the next line, which must be `step`.
@@ -224,7 +240,7 @@ impl HolderGuard {
         loop {
             let child = self.child.as_mut().expect("not reaped yet");
             if let Some(status) = child.try_wait()? {
-                interrupt::unregister_holder(self.pid);
+                interrupt::unregister_child(self.pid);
                 self.child = None;
                 self.status = Some(status);
                 // The holder is gone, so its stderr is at EOF: the reader ends.
@@ -273,7 +289,7 @@ impl Drop for HolderGuard {
             let _ = kill(self.pid, Signal::SIGCONT);
             let _ = kill(self.pid, Signal::SIGKILL);
             // Unregistered before the reap: afterwards the pid may be reused.
-            interrupt::unregister_holder(self.pid);
+            interrupt::unregister_child(self.pid);
             let _ = child.wait();
         }
     }

@@ -16,10 +16,11 @@ use std::sync::Mutex;
 /// Set once a stop signal arrived.
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 
-/// The holder processes alive right now.
-static HOLDERS: Mutex<Vec<Pid>> = Mutex::new(Vec::new());
+/// The child processes alive right now that a stop must end: holders, and
+/// the mutation harness's runs of a mutant.
+static CHILDREN: Mutex<Vec<Pid>> = Mutex::new(Vec::new());
 
-/// What else to stop, after the holders, in the order registered (the
+/// What else to stop, after the children, in the order registered (the
 /// cluster registers its stop here: this module knows no module above it).
 static ON_STOP: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
 
@@ -39,7 +40,7 @@ pub fn install() {
             let signal = set.wait().expect("waiting for a stop signal");
             REQUESTED.store(true, Ordering::SeqCst);
             eprintln!("\nlab: {signal} received: stopping holders and the cluster");
-            kill_holders();
+            kill_children();
             let cleanups = ON_STOP.lock().unwrap_or_else(|p| p.into_inner()).clone();
             for cleanup in cleanups {
                 cleanup();
@@ -91,20 +92,20 @@ pub fn on_stop(cleanup: fn()) {
     }
 }
 
-/// Records a live holder, so that an interrupt can stop it.
-pub fn register_holder(pid: Pid) {
-    HOLDERS.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+/// Records a live child process, so that an interrupt can stop it.
+pub fn register_child(pid: Pid) {
+    CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
 }
 
-/// Forgets a holder, just before its owner reaps it (after that its pid may
+/// Forgets a child, just before its owner reaps it (after that its pid may
 /// be reused by an unrelated process, which must never receive our signals).
-pub fn unregister_holder(pid: Pid) {
-    HOLDERS.lock().unwrap_or_else(|p| p.into_inner()).retain(|p| *p != pid);
+pub fn unregister_child(pid: Pid) {
+    CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).retain(|p| *p != pid);
 }
 
-fn kill_holders() {
-    let holders = HOLDERS.lock().unwrap_or_else(|p| p.into_inner());
-    for pid in holders.iter() {
+fn kill_children() {
+    let children = CHILDREN.lock().unwrap_or_else(|p| p.into_inner());
+    for pid in children.iter() {
         // SIGCONT first would be needed for a signal the process must handle;
         // SIGKILL ends even a stopped process. The SIGCONT keeps the rule of
         // the holder guard: nothing is left stopped, whatever happens next.

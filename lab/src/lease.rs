@@ -115,6 +115,13 @@ pub struct LeaseRow {
     pub expires_epoch: f64,
 }
 
+impl std::fmt::Display for LeaseRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = if self.released { "released" } else if self.held { "held" } else { "expired" };
+        write!(f, "{}/{} {state} (expires_at {})", self.holder, self.token, self.expires_at)
+    }
+}
+
 /// The lease service, on one autocommit connection to `lease26`.
 pub struct LeaseStore {
     /// Autocommit by construction: this type never opens a transaction.
@@ -202,6 +209,22 @@ impl LeaseStore {
             released: r.get(4),
             expires_epoch: r.get(5),
         }))
+    }
+
+    /// How long the lease has left by the server's real clock, in
+    /// milliseconds (negative once expired): `clock_timestamp()`, not
+    /// `now()`, so the answer is the time of this very reading.
+    pub fn remaining_ms(&mut self, name: &str) -> Result<f64> {
+        let row = self
+            .client
+            .query_one("SELECT extract(epoch FROM expires_at - clock_timestamp())::float8 * 1000 FROM lease WHERE name = $1", &[&name])
+            .context("reading the lease's remaining time")?;
+        Ok(row.get(0))
+    }
+
+    /// The server process of this store's session, to find it in `pg_stat_activity`.
+    pub fn backend_pid(&mut self) -> Result<i32> {
+        Ok(self.client.query_one("SELECT pg_backend_pid()", &[])?.get(0))
     }
 
     // ANCHOR: wait_until_expired

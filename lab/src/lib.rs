@@ -50,6 +50,8 @@
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
 //! - [`cases`]: one module per case, `F1` … `F9`, what they share, and the
 //!   one runner that `lab run` and the snapshot test both use.
+//! - [`mutants`]: every guard proven: the mutation table, the scratch copy
+//!   each mutant is built and judged in, and the reader's `try` exercises.
 //!
 //! # Rooms for what is coming
 //!
@@ -85,5 +87,6 @@ pub mod holder_guard;
 pub mod transcript;
 pub mod evidence;
 pub mod cases;
+pub mod mutants;
 
 pub use error::{Error, Result};

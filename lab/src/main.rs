@@ -43,13 +43,29 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Break each guard in a scratch copy and see which case line catches it.
+    Mutants {
+        /// Only these mutations (default: all).
+        names: Vec<String>,
+        /// Re-lock the broken transcripts (evidence/26/try/); not under CI.
+        #[arg(long)]
+        accept: bool,
+    },
+    /// The "break it" exercises: list them, or run one.
+    Try {
+        /// The exercise (a mutation's name); without it, the list.
+        name: Option<String>,
+        /// Colour the diff.
+        #[arg(long, value_enum, default_value_t = Color::Auto)]
+        color: Color,
+    },
     /// Print the folder of the PostgreSQL server binaries the lab uses; exit 3 if there are none.
     #[command(hide = true)]
     ServerBin,
     /// Compare a case's last transcript (or FILE) with the locked evidence.
     Diff {
-        /// The case, e.g. F4.
-        #[arg(value_parser = case_id)]
+        /// The case, e.g. F4, or a variant, e.g. F4-unfenced.
+        #[arg(value_parser = run_name)]
         case: String,
         /// A transcript file instead of the one `./run.sh <case>` saved.
         file: Option<PathBuf>,
@@ -118,6 +134,15 @@ fn case_id(text: &str) -> std::result::Result<String, String> {
     }
 }
 
+/// Accepts a case id or a locked variant's name (`F4-unfenced`).
+fn run_name(text: &str) -> std::result::Result<String, String> {
+    if let Some(v) = cases::variants().into_iter().find(|v| v.name().eq_ignore_ascii_case(text)) {
+        return Ok(v.name());
+    }
+    let names: Vec<String> = cases::variants().iter().map(|v| v.name()).collect();
+    case_id(text).map_err(|e| format!("{e}; variants: {}", names.join(", ")))
+}
+
 fn case_or_all(text: &str) -> std::result::Result<String, String> {
     if text.eq_ignore_ascii_case("all") {
         return Ok("all".into());
@@ -152,6 +177,22 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(run_cases(args))
         }
+        Command::Mutants { names, accept } => {
+            interrupt::install();
+            if accept && std::env::var("CI").as_deref() == Ok("true") {
+                eprintln!("lab: --accept re-locks evidence and is not for CI");
+                return ExitCode::from(2);
+            }
+            report(lab::mutants::harness::run_all(&names, accept).map(verdict))
+        }
+        Command::Try { name: None, .. } => {
+            lab::mutants::harness::list();
+            ExitCode::SUCCESS
+        }
+        Command::Try { name: Some(name), color } => {
+            interrupt::install();
+            report(lab::mutants::harness::try_one(&name, color.on()).map(verdict))
+        }
         Command::ServerBin => report(Cluster::locate().map(|c| {
             println!("{}", c.bin_dir().display());
             ExitCode::SUCCESS
@@ -161,14 +202,27 @@ fn dispatch(command: Command) -> ExitCode {
             report(cluster(action))
         }
         Command::Psql { database, args } => report(psql(database, args)),
-        Command::Diff { case, file, color } => {
-            let color = match color {
-                Color::Always => true,
-                Color::Never => false,
-                Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-            };
-            report(diff(&case, file, color))
+        Command::Diff { case, file, color } => report(diff(&case, file, color.on())),
+    }
+}
+
+impl Color {
+    /// Whether to colour: asked, or a terminal and no NO_COLOR.
+    fn on(self) -> bool {
+        match self {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         }
+    }
+}
+
+/// Exit 0 for a verdict that held, 1 otherwise.
+fn verdict(held: bool) -> ExitCode {
+    if held {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 
@@ -188,7 +242,16 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
     let options = Options { mode: args.mode, pause_before_check: args.pause_before_check, threads: args.threads.into() };
     let runner = Runner::begin(holder_bin, options)?;
     let mut t = Transcript::streaming(QuietAfterStop(std::io::stdout()));
-    runner.run_each(&selected, &mut t, |case, t, _| evidence::save_transcript(case.id, &t.case_text()))?;
+    runner.run_each(&selected, &mut t, |case, t, _| {
+        // Saved under the case's id for `diff F4`, and, for a variant
+        // (--mode, --pause-before-check, --threads), under its own name too.
+        evidence::save_transcript(case.id, &t.case_text())?;
+        let name = case.run_name(runner.options());
+        if name != case.id {
+            evidence::save_transcript(&name, &t.case_text())?;
+        }
+        Ok(())
+    })?;
     t.summary();
     if let Some(out) = &args.out {
         // Written whole and renamed into place: a reader never finds half a run.

@@ -28,6 +28,11 @@ pub const TTL: Duration = Duration::from_millis(1500);
 /// holder of F6, F7, F9): the shortest in the article's 300–1500 ms range.
 pub const SHORT_TTL: Duration = Duration::from_millis(300);
 
+/// F8's ttl for the holder whose lease must outlast a crash-restart of the
+/// server (1–4 s here, under load): the recovered row is then checked as
+/// still held, and its holder releases it.
+pub const CRASH_TTL: Duration = Duration::from_secs(15);
+
 /// The background renewal period of the holder process: about a quarter of
 /// [`TTL`], so three renewals fit before the local deadline (TTL − margin =
 /// 1200 ms) and one slow renewal does not lose the lease.

@@ -83,6 +83,11 @@ impl Renewer {
         self.state.lock().unwrap().local_deadline
     }
 
+    /// Whether the thread has ended by itself (a refusal or an error).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
     /// Stops the thread and returns what it did.
     pub fn stop(mut self) -> RenewState {
         self.halt();

@@ -82,9 +82,14 @@ impl Transcript {
         self.emit(format!("CASE {id} :: {title}\n"));
     }
 
-    /// A check: `ok   text` when `held`, `FAIL text` otherwise.
-    pub fn check(&mut self, held: bool, text: impl Display) -> bool {
-        self.verdict(held, text.to_string())
+    /// A check: `ok   text` when `held`; otherwise `FAIL text (saw …)`, so a
+    /// failure says what was seen. `seen` is built only on failure.
+    pub fn check<S: Display>(&mut self, held: bool, text: impl Display, seen: impl FnOnce() -> S) -> bool {
+        if held {
+            self.verdict(true, text.to_string())
+        } else {
+            self.verdict(false, format!("{text} (saw {})", seen()))
+        }
     }
 
     /// A check that always shows both values: `text (expected=…, actual=…)`.
@@ -104,12 +109,13 @@ impl Transcript {
     }
 
     /// A negative control: `broke` must be true, meaning the broken design
-    /// really produced the failure it is kept to show.
-    pub fn exposes(&mut self, broke: bool, what: impl Display) -> bool {
+    /// really produced the failure it is kept to show; otherwise the FAIL
+    /// line says what happened instead.
+    pub fn exposes<S: Display>(&mut self, broke: bool, what: impl Display, seen: impl FnOnce() -> S) -> bool {
         if broke {
             self.verdict(true, format!("negative control exposes: {what}"))
         } else {
-            self.verdict(false, format!("negative control did not expose: {what}"))
+            self.verdict(false, format!("negative control did not expose: {what} (saw {})", seen()))
         }
     }
 
@@ -202,10 +208,10 @@ mod tests {
     fn lines_have_the_article_layout() {
         let mut t = Transcript::quiet();
         t.case("F1", "正常路径");
-        t.check(true, "holder-a 获取租约，token=1");
+        t.check(true, "holder-a 获取租约，token=1", || "");
         t.check_eq_shown("资源端 fence_floor=2", 2, 2);
         t.note("A 恢复后：WRITE accepted=false token=1");
-        t.check(false, "broken");
+        t.check(false, "broken", || "token=2");
         t.summary();
         assert_eq!(
             t.text(),
@@ -213,7 +219,7 @@ mod tests {
              \x20 ok   holder-a 获取租约，token=1\n\
              \x20 ok   资源端 fence_floor=2 (expected=2, actual=2)\n\
              \x20 note A 恢复后：WRITE accepted=false token=1\n\
-             \x20 FAIL broken\n\
+             \x20 FAIL broken (saw token=2)\n\
              SUMMARY passed=2 failed=1\n"
         );
     }
@@ -231,12 +237,12 @@ mod tests {
     #[test]
     fn negative_control_must_break() {
         let mut t = Transcript::quiet();
-        t.exposes(true, "old wins");
-        t.exposes(false, "old wins");
+        t.exposes(true, "old wins", || "");
+        t.exposes(false, "old wins", || "new wins");
         assert_eq!(t.passed(), 1);
         assert_eq!(t.failed(), 1);
         assert!(t.text().contains("  ok   negative control exposes: old wins\n"));
-        assert!(t.text().contains("  FAIL negative control did not expose: old wins\n"));
+        assert!(t.text().contains("  FAIL negative control did not expose: old wins (saw new wins)\n"));
     }
 
     /// A case's own text ends with its own summary, whatever ran before it.
@@ -244,9 +250,9 @@ mod tests {
     fn case_text_has_its_own_summary() {
         let mut t = Transcript::quiet();
         t.case("F1", "one");
-        t.check(false, "x");
+        t.check(false, "x", || "z");
         t.case("F2", "two");
-        t.check(true, "y");
+        t.check(true, "y", || "");
         assert_eq!(t.case_text(), "CASE F2 :: two\n  ok   y\nSUMMARY passed=1 failed=0\n");
         assert_eq!(t.failed(), 1);
     }

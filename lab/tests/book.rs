@@ -126,7 +126,7 @@ fn includes_resolve_to_text() {
     assert!(count >= 30, "only {count} includes in the whole book");
 }
 
-/// rust, sql and text listings hold nothing but include lines.
+/// rust, sql, text and diff listings hold nothing but include lines.
 #[test]
 fn listings_are_only_includes() {
     let mut problems = Vec::new();
@@ -141,7 +141,7 @@ fn listings_are_only_includes() {
                 continue;
             }
             if let Some((start, lang)) = &fence {
-                let listing = matches!(lang.as_str(), "rust" | "sql" | "text" | "" | "console");
+                let listing = matches!(lang.as_str(), "rust" | "sql" | "text" | "diff" | "" | "console");
                 if listing && !line.trim().is_empty() && !line.trim().starts_with("{{#include ") {
                     problems.push(format!("book/{name}:{}: ```{lang} block opened at line {start} holds pasted text: {line}", n + 1));
                 }
@@ -152,13 +152,20 @@ fn listings_are_only_includes() {
     assert!(problems.is_empty(), "listings must come only by include:\n{}", problems.join("\n"));
 }
 
-/// Each case's locked transcript is shown somewhere in the book.
+/// Each case's locked transcript, each variant's and each mutant's, is shown somewhere in the book.
 #[test]
 fn every_case_transcript_is_in_the_book() {
     let all: String = chapters().into_iter().map(|(_, t)| t).collect();
     for id in ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F9"] {
         assert!(all.contains(&format!("../evidence/26/{id}.snap:4:")), "no chapter includes evidence/26/{id}.snap");
         assert!(all.contains(&format!("./run.sh diff {id}")), "no chapter says how to diff {id}");
+    }
+    // Every variant the book asks for, and every broken run of the exercises, is shown too.
+    for folder in ["variants", "try"] {
+        for entry in fs::read_dir(root().join("evidence/26").join(folder)).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            assert!(all.contains(&format!("../evidence/26/{folder}/{name}:4:")), "no chapter includes evidence/26/{folder}/{name}");
+        }
     }
 }
 

@@ -6,7 +6,10 @@
 //! A line's exit status must be 0, or the one its trailing comment promises
 //! (`# 退出码 2`: "exit status 2"; a variant run's `diff` is promised 1).
 //!
-//! Each chapter starts as a fresh checkout does: no cluster. The commands
+//! Each chapter starts as a fresh checkout does: the project's files as
+//! they are (a copy under `target/book-commands/tree`, synced before every
+//! chapter, so a command that edits files — the exercises' `git apply` —
+//! never touches the developer's own tree), and no cluster. The commands
 //! run against a private cluster (`LAB_CLUSTER_DIR`, `LAB_PORT`, which every
 //! process of the lab inherits), so they never touch the reader's own, and
 //! it is removed afterwards whatever happened.
@@ -16,7 +19,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The chapters whose commands are run (all of them, as the book is proofread).
-const CHAPTERS: &[&str] = &["03-parameters.md"];
+const CHAPTERS: &[&str] = &["03-parameters.md", "try-00-intro.md", "try-01-acquire.md", "try-02-renew-release.md", "try-03-fence.md", "try-04-client.md"];
 
 /// A command that takes longer than this is a hang, not a slow case.
 const COMMAND_BOUND: Duration = Duration::from_secs(300);
@@ -91,10 +94,49 @@ impl Drop for PrivateCluster {
     }
 }
 
-/// Runs one line with bash in the project's root, within the bound.
-fn run(line: &str, cluster: &PrivateCluster) -> Output {
+/// The copy of the checkout the commands run in, made equal to the
+/// project's files (what git tracks and untracked files it does not
+/// ignore). Only files that differ are rewritten, so the copy's own
+/// `target/` builds incrementally from one run to the next. The pinned book
+/// tools are shared through a link rather than installed again.
+fn checkout_copy() -> PathBuf {
+    let copy = root().join("target/book-commands/tree");
+    let listed = Command::new("git")
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "git ls-files failed: the book-commands test needs a git checkout");
+    for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let name = std::str::from_utf8(name).unwrap();
+        let Ok(content) = std::fs::read(root().join(name)) else { continue };
+        let to = copy.join(name);
+        if std::fs::read(&to).ok().as_deref() != Some(content.as_slice()) {
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::write(&to, content).unwrap();
+            // Keep the executable bit (run.sh, the tools' scripts).
+            let mode = std::fs::metadata(root().join(name)).unwrap().permissions();
+            std::fs::set_permissions(&to, mode).unwrap();
+        }
+    }
+    // A repository of its own: git commands in the copy (the exercises'
+    // `git apply`, the mutation harness's `git ls-files`) must find the
+    // copy, never the developer's repository around it.
+    if !copy.join(".git").exists() {
+        let init = Command::new("git").args(["init", "-q"]).current_dir(&copy).output().unwrap();
+        assert!(init.status.success(), "git init in {}: {}", copy.display(), String::from_utf8_lossy(&init.stderr));
+    }
+    let tools = copy.join(".tools");
+    if root().join(".tools").is_dir() && !tools.exists() {
+        std::os::unix::fs::symlink(root().join(".tools"), &tools).unwrap();
+    }
+    copy
+}
+
+/// Runs one line with bash in the checkout copy, within the bound.
+fn run(line: &str, copy: &Path, cluster: &PrivateCluster) -> Output {
     let mut cmd = Command::new("bash");
-    cmd.args(["-c", line]).current_dir(root()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(["-c", line]).current_dir(copy).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // Colours would only get in the way of the messages.
     cmd.env("NO_COLOR", "1");
     cluster.env(&mut cmd);
@@ -138,8 +180,9 @@ fn book_commands_behave_as_the_book_says() {
         let list = commands(chapter, &text);
         assert!(!list.is_empty(), "book/{chapter} has no ```sh command block");
         cluster.reset();
+        let copy = checkout_copy();
         for command in list {
-            let out = run(&command.line, &cluster);
+            let out = run(&command.line, &copy, &cluster);
             ran += 1;
             if out.status.code() != Some(command.exit) {
                 problems.push(format!(

@@ -7,7 +7,10 @@
 //! it once, run the cases one after another (they share the databases), and
 //! stop it at the end on every exit path.
 //!
-//! `cargo test --test cases -- F4` runs one case; like any cargo test filter,
+//! After the cases, the variants the book asks the reader to try (`F4 --mode
+//! unfenced`, …) run the same way, locked in `evidence/26/variants/`.
+//!
+//! `cargo test --test cases -- F4` runs one case (`F4-unfenced` one variant); like any cargo test filter,
 //! one that names no case (`cargo test -p lab book`) runs none and passes.
 //! `--list` lists the cases, as libtest does. Under `CI=true` insta only
 //! compares; locally a mismatch leaves `evidence/26/<case>.snap.new` for
@@ -26,13 +29,16 @@ fn main() -> ExitCode {
     let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let selected: Vec<&cases::Case> =
         if filter.is_empty() { cases::ALL.to_vec() } else { cases::select(&filter) };
+    // The book's variants run with the whole suite, or when named.
+    let variants: Vec<cases::Variant> =
+        cases::variants().into_iter().filter(|v| filter.is_empty() || filter.iter().any(|f| v.name().eq_ignore_ascii_case(f))).collect();
     if args.iter().any(|a| a == "--list") {
-        for case in &selected {
-            println!("{}: test", case.id);
+        for name in selected.iter().map(|c| c.id.to_owned()).chain(variants.iter().map(|v| v.name())) {
+            println!("{name}: test");
         }
         return ExitCode::SUCCESS;
     }
-    if selected.is_empty() {
+    if selected.is_empty() && variants.is_empty() {
         println!("\nrunning 0 cases (no case id matches {filter:?})");
         return ExitCode::SUCCESS;
     }
@@ -45,31 +51,41 @@ fn main() -> ExitCode {
         }
     };
 
-    println!("\nrunning {} cases", selected.len());
+    println!("\nrunning {} cases and {} variants", selected.len(), variants.len());
     let mut failed = Vec::new();
     let mut t = Transcript::quiet();
-    let outcome = runner.run_each(&selected, &mut t, |case, t, elapsed| {
+    let mut runner = runner;
+    let mut judge = |name: String, t: &Transcript, elapsed: std::time::Duration| {
         let transcript = t.case_text();
         let clean = t.case_failed() == 0;
         let redacted = redact(&transcript);
+        let snapshot = lab::evidence::snapshot_path(&name);
         let locked = std::panic::catch_unwind(|| {
             let mut settings = insta::Settings::clone_current();
-            settings.set_snapshot_path(lab::paths::evidence_dir());
+            settings.set_snapshot_path(snapshot.parent().expect("evidence folder"));
             settings.set_prepend_module_to_snapshot(false);
             settings.set_omit_expression(true);
-            settings.bind(|| insta::assert_snapshot!(case.id, redacted));
+            settings.bind(|| insta::assert_snapshot!(name.clone(), redacted));
         })
         .is_ok();
         let verdict = if clean && locked { "ok" } else { "FAILED" };
-        println!("case {} ... {verdict} ({:.1}s)", case.id, elapsed.as_secs_f64());
+        println!("case {name} ... {verdict} ({:.1}s)", elapsed.as_secs_f64());
         if !clean {
-            println!("{} has FAIL lines:\n{transcript}", case.id);
+            println!("{name} has FAIL lines:\n{transcript}");
         }
         if !(clean && locked) {
-            failed.push(case.id);
+            failed.push(name);
         }
         Ok(())
-    });
+    };
+    let mut outcome = runner.run_each(&selected, &mut t, |case, t, elapsed| judge(case.id.to_owned(), t, elapsed));
+    for variant in &variants {
+        if outcome.is_err() {
+            break;
+        }
+        runner.set_options(variant.options.clone());
+        outcome = runner.run_each(&[variant.case], &mut t, |_, t, elapsed| judge(variant.name(), t, elapsed));
+    }
     drop(runner);
     lab::interrupt::settle();
     if let Err(e) = outcome {

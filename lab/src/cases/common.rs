@@ -39,6 +39,18 @@ pub fn token_of(grant: &Option<Grant>) -> String {
     grant.as_ref().map_or("none".into(), |g| g.token.to_string())
 }
 
+/// Renews and releases `grant`, which the case expects both to refuse, and
+/// reads the `watched` lease's row before and after: returns the expected
+/// and the actual outcome, for one `check_eq` line.
+pub fn renew_and_release_refused(leases: &mut LeaseStore, grant: &Grant, watched: &str) -> Result<(String, String)> {
+    let before = leases.row(watched)?.ok_or("the watched lease has no row")?;
+    let mut grant = grant.clone();
+    let renewed = leases.renew(&mut grant)?;
+    let released = leases.release(&grant)?;
+    let after = leases.row(watched)?.ok_or("the watched lease's row vanished")?;
+    Ok((format!("renew false, release false, {before}"), format!("renew {renewed}, release {released}, {after}")))
+}
+
 /// Ends the case when a step it cannot go on without did not happen.
 pub fn require(held: bool, what: &str) -> Result<()> {
     if held {
@@ -74,4 +86,52 @@ pub fn pause_in_gap(store: ResourceStore) -> (ResourceStore, Arc<Latch>, Arc<Lat
         wait.wait(BOUND);
     });
     (store, inside, go)
+}
+
+/// How much earlier than the server's expiry a grant's local deadline lies,
+/// as far as one reading can tell.
+pub struct Lead {
+    /// A lower bound on expiry − local deadline, in milliseconds.
+    pub at_least_ms: f64,
+    /// How much larger it may really be: the reading's round trip.
+    pub uncertainty_ms: f64,
+}
+
+impl Lead {
+    /// Whether the local deadline can lie at least `margin` before the expiry.
+    pub fn covers(&self, margin: std::time::Duration) -> bool {
+        self.at_least_ms + self.uncertainty_ms >= margin.as_secs_f64() * 1000.0
+    }
+}
+
+impl Lead {
+    /// What a failed check saw, in words that survive the redaction of the
+    /// measured numbers: whether the local deadline falls after the expiry,
+    /// or before it by less than the margin.
+    pub fn describe(&self, margin: std::time::Duration) -> String {
+        let most = self.at_least_ms + self.uncertainty_ms;
+        let verdict = if most < 0.0 {
+            "本地截止时间晚于 expires_at".to_owned()
+        } else {
+            format!("本地截止时间早于 expires_at，但不足 margin={}ms", margin.as_millis())
+        };
+        format!("{verdict}: lead ≥ {:.1}ms, +{:.1}ms uncertainty", self.at_least_ms, self.uncertainty_ms)
+    }
+}
+
+/// Reads the lease's remaining time from the server's real clock and
+/// compares it with `grant`'s local deadline on this process's monotonic
+/// clock. The server read its clock at some moment between `t1` and `t2`,
+/// so its expiry lies at least `t1 + remaining` on our clock; both clocks
+/// belong to one machine and tick at one rate over these few milliseconds.
+pub fn deadline_lead(leases: &mut LeaseStore, grant: &Grant) -> Result<Lead> {
+    let t1 = std::time::Instant::now();
+    let remaining = leases.remaining_ms(&grant.name)?;
+    let t2 = std::time::Instant::now();
+    let local_remaining = if grant.local_deadline >= t1 {
+        (grant.local_deadline - t1).as_secs_f64() * 1000.0
+    } else {
+        -((t1 - grant.local_deadline).as_secs_f64() * 1000.0)
+    };
+    Ok(Lead { at_least_ms: remaining - local_remaining, uncertainty_ms: (t2 - t1).as_secs_f64() * 1000.0 })
 }

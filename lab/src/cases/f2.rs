@@ -1,20 +1,25 @@
-//! F2 — the edges of the lease: an equal token may write again, a renewal
-//! after expiry is refused even when nobody took over, and `now()` inside a
-//! long transaction is the transaction's start time, so a lease statement
-//! run there judges expiry by a stale clock. The article stops at the
-//! acquire path; this case also builds the renewal path it only reasons about.
+//! F2 — the edges of the lease: an equal token may write again; a renewal
+//! after expiry is refused even when nobody took over, and so is one with a
+//! stale token of the same holder; the renewer stops at its first refusal;
+//! `now()` inside a long transaction is the transaction's start time, so a
+//! lease statement run there judges expiry by a stale clock; and a response
+//! that arrives late cannot move the local deadline past the expiry. The
+//! article stops at the acquire path; this case also builds the renewal
+//! path it only reasons about.
 
-use super::common::{acquire, part_write, require};
+use super::common::{acquire, deadline_lead, part_write, renew_and_release_refused, require};
 use super::{Case, Lab};
 use crate::error::Result;
 use crate::lease::{self, Grant, LeaseStore};
-use crate::params::{ms, LEASE, PART_SUMMARY, SCOPE, SHORT_TTL, TTL};
+use crate::params::{margin, ms, LEASE, PART_SUMMARY, RENEW_EVERY, SCOPE, SHORT_TTL, TTL};
 use crate::poll;
+use crate::renewer::Renewer;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
+use postgres::types::ToSql;
 
 /// The case.
-pub const CASE: Case = Case { id: "F2", title: |_| "边界：相等 token 重写、过期后续租、长事务里的 now()".into(), run };
+pub const CASE: Case = Case { id: "F2", title: |_| "边界：相等 token 重写、过期后续租、长事务里的 now()、迟到的响应".into(), run, mode: None };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let mut leases = lab.leases("lab")?;
@@ -22,7 +27,8 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     renew_after_expiry(t, &mut leases, a)?;
     let mut long = lab.leases("long transaction")?;
     acquire_in_long_transaction(t, &mut leases, &mut long)?;
-    renew_in_long_transaction(t, &mut leases, &mut long)
+    renew_in_long_transaction(t, &mut leases, &mut long)?;
+    slow_response(lab, t, &mut leases)
 }
 
 /// One grant, two writes with the same token: both accepted.
@@ -39,16 +45,40 @@ fn equal_token_rewrite(lab: &Lab, t: &mut Transcript, leases: &mut LeaseStore) -
 
 // ANCHOR: renew_after_expiry
 /// The lease expires with nobody taking over: the renewal is still refused,
-/// and only a new acquire, with a new token, brings the holder back.
+/// the renewer stops at its first refusal, and only a new acquire, with a
+/// new token, brings the holder back; its old grant then renews and
+/// releases nothing.
 fn renew_after_expiry(t: &mut Transcript, leases: &mut LeaseStore, mut a: Grant) -> Result<()> {
     leases.wait_until_expired(LEASE)?;
-    t.check(!a.within_deadline(), "数据库判定过期时，holder-a 的本地截止时间已经过去（起点取在请求发出前，且提前 margin）");
+    t.check(!a.within_deadline(), "数据库判定过期时，holder-a 的本地截止时间已经过去（起点取在请求发出前，且提前 margin）", || "the local deadline still ahead");
     t.check_eq("过期后续租被拒，即使无人接手", false, leases.renew(&mut a)?);
+    t.check(!a.within_deadline(), "被拒的续租没有推迟 holder-a 的本地截止时间", || "the local deadline moved ahead");
     let row = leases.row(LEASE)?.ok_or("the lease row vanished")?;
     t.check_eq("被拒的续租没有改动租约行", format!("holder-a token={} expired", a.token), describe(&row));
-    let again = acquire(leases, "holder-a", SHORT_TTL)?;
+
+    // The renewer on the expired grant: its first renewal, one period after
+    // the start, is refused; it must stop there. A bound of ten periods
+    // leaves it nine to spare.
+    let renewer = Renewer::start(&a, RENEW_EVERY)?;
+    let stopped = poll::poll_until(RENEW_EVERY * 10, poll::EVERY, || Ok::<_, crate::Error>(renewer.is_finished()))?;
+    let state = renewer.stop();
+    t.check_eq(
+        "后台续租线程的第一次续租即被拒：它报告租约已丢失，并自行停止",
+        "lost=true stopped=true renewals=0 error=none".to_owned(),
+        format!("lost={} stopped={stopped} renewals={} error={}", state.lost, state.renewals, state.error.as_deref().unwrap_or("none")),
+    );
+
+    // TTL, not SHORT_TTL: the new holding must stay valid while its old
+    // grant is tried, so that only the token condition can refuse it.
+    let again = acquire(leases, "holder-a", TTL)?;
     t.check_eq_shown("过期后 holder-a 只能重新获取，得到新 token", a.token + 1, again.token);
-    leases.release(&again)?;
+    let (expected, actual) = renew_and_release_refused(leases, &a, LEASE)?;
+    t.check_eq(
+        format!("holder-a 用旧授予（token={}）续租和释放都被拒（token 条件），它新的持有（token={}）不受影响", a.token, again.token),
+        expected,
+        actual,
+    );
+    t.check_eq("holder-a 用新授予释放成功", true, leases.release(&again)?);
     Ok(())
 }
 // ANCHOR_END: renew_after_expiry
@@ -72,11 +102,13 @@ fn acquire_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long
     let later: String = tx.query_one("SELECT now()::text", &[])?.get(0);
     t.check_eq_shown("同一事务内 now() 不随时间前进", started, later);
     let moved: bool = tx.query_one("SELECT clock_timestamp() > now()", &[])?.get(0);
-    t.check(moved, "clock_timestamp() 已越过 now()");
+    t.check(moved, "clock_timestamp() 已越过 now()", || "clock_timestamp() <= now()");
     let expired_outside = !leases.row(LEASE)?.ok_or("the lease row vanished")?.held;
     // The very statement LeaseStore::acquire runs, inside the transaction.
     let inside = tx.query(lease::ACQUIRE, &[&LEASE, &"holder-c", &lease::millis(SHORT_TTL)])?;
-    t.check(expired_outside && inside.is_empty(), "自动提交连接已判定过期，但长事务内的获取仍按事务开始时间判为未过期而拒绝");
+    t.check(expired_outside && inside.is_empty(), "自动提交连接已判定过期，但长事务内的获取仍按事务开始时间判为未过期而拒绝", || {
+        format!("expired outside: {expired_outside}, rows returned inside: {}", inside.len())
+    });
     // ON CONFLICT locked the row although it did not update it: end the
     // transaction before anyone else acquires.
     tx.rollback()?;
@@ -89,13 +121,15 @@ fn acquire_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long
 /// transaction `expires_at > now()` compares with the transaction's start,
 /// so a lease that has expired by the database clock is renewed — and, when
 /// the transaction started late in the lease, really comes back to life.
-/// Once somebody has taken over, the token condition still refuses it.
+/// Once the holder has acquired again, with a new token, the token
+/// condition alone still refuses its old grant.
 fn renew_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long: &mut LeaseStore) -> Result<()> {
     let c = acquire(leases, "holder-c", TTL)?;
     t.check_eq("自动提交模式下获取成功，token=4", 4, c.token);
     // Start the transaction in the second half of the lease (asked of the
     // database clock), so that its now() + ttl lies well past the expiry.
-    wait_for_db(leases, "SELECT expires_at - now() < $2::float8 * interval '1 millisecond' FROM lease WHERE name = $1", lease::millis(TTL) / 2.0)?;
+    let half = lease::millis(TTL) / 2.0;
+    wait_for_yes(leases, "SELECT expires_at - now() < $2::float8 * interval '1 millisecond' FROM lease WHERE name = $1", &[&LEASE, &half])?;
     let mut tx = long.client().transaction()?;
     let valid_at_start: bool = tx.query_one("SELECT expires_at > now() FROM lease WHERE name = $1", &[&LEASE])?.get(0);
     leases.wait_until_expired(LEASE)?;
@@ -103,31 +137,81 @@ fn renew_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long: 
     let stale = tx.execute(lease::RENEW, &[&lease::millis(TTL), &LEASE, &"holder-c", &c.token])?;
     tx.commit()?;
     let row = leases.row(LEASE)?.ok_or("the lease row vanished")?;
-    t.check(valid_at_start, "长事务在 holder-c 的租约后半段开始，此刻租约仍有效");
-    t.check(past_deadline, "续租发出时 holder-c 的本地截止时间早已过去：按约定它本该停手");
+    t.check(valid_at_start, "长事务在 holder-c 的租约后半段开始，此刻租约仍有效", || "expires_at <= now() at the transaction's start");
+    t.check(past_deadline, "续租发出时 holder-c 的本地截止时间早已过去：按约定它本该停手", || "the local deadline still ahead");
     t.exposes(
         stale == 1 && row.held && row.holder == "holder-c",
         "数据库时钟下已过期（尚无人接手）的租约，被长事务里的续租续活了：expires_at > now() 按事务开始时间判断，I1 的判断时刻退回到事务开始",
+        || format!("{stale} row renewed, lease {row}"),
     );
 
+    // The same holder acquires again: its old grant differs from the row
+    // only in the token, and the transaction's stale now() lets the expiry
+    // condition pass, so only the token condition can refuse the renewal.
     leases.wait_until_expired(LEASE)?;
     let mut tx = long.client().transaction()?;
     tx.query_one("SELECT now()", &[])?;
     let d = acquire(leases, "holder-d", SHORT_TTL)?;
     leases.wait_until_expired(LEASE)?;
-    let e = acquire(leases, "holder-e", SHORT_TTL)?;
-    require(e.token == d.token + 1, "holder-e did not take over from holder-d")?;
+    let again = acquire(leases, "holder-d", TTL)?;
     let superseded = tx.execute(lease::RENEW, &[&lease::millis(SHORT_TTL), &LEASE, &"holder-d", &d.token])?;
     tx.commit()?;
-    t.check_eq("已有人接手（token=6）时，长事务里 holder-d（token=5）的续租因 token 条件失败，I3 不受影响", 0, superseded);
+    t.check_eq(
+        "holder-d 重新获取（token=6）后，长事务里它旧的授予（token=5）续租失败：只有 token 条件能拒绝它，旧的持有没有被续活",
+        "5/6 renewed 0".to_owned(),
+        format!("{}/{} renewed {superseded}", d.token, again.token),
+    );
+    t.check_eq("holder-d 用新授予释放成功", true, leases.release(&again)?);
     Ok(())
 }
+// ANCHOR_END: renew_in_long_transaction
+
+// ANCHOR: slow_response
+/// A response that arrives late. Another session holds the lease row's lock
+/// while holder-f acquires; its statement queues on the lock, and the lab
+/// lets go only once the server's clock says it has waited twice the margin.
+/// The server computes `expires_at` from the statement's start; the holder
+/// counts its local deadline from the moment it *sent* the request, so the
+/// late response cannot carry the deadline past the expiry.
+fn slow_response(lab: &Lab, t: &mut Transcript, leases: &mut LeaseStore) -> Result<()> {
+    let mut blocker = lab.leases("row lock holder")?;
+    let mut holder_f = lab.leases("holder-f")?;
+    let f_pid = holder_f.backend_pid()?;
+    let wait = margin(TTL) * 2;
+    let mut tx = blocker.client().transaction()?;
+    // The row lock that acquire's ON CONFLICT must take; kept to commit.
+    tx.query_one("SELECT 1 FROM lease WHERE name = $1 FOR UPDATE", &[&LEASE])?;
+    let f = std::thread::scope(|s| -> Result<Grant> {
+        let acquiring = s.spawn(|| holder_f.acquire(LEASE, "holder-f", TTL, margin(TTL)));
+        // now() of holder-f's statement is its transaction's start (autocommit).
+        let waited = lease::millis(wait);
+        wait_for_yes(
+            leases,
+            "SELECT wait_event_type = 'Lock' AND clock_timestamp() - xact_start > $2::float8 * interval '1 millisecond'
+               FROM pg_stat_activity WHERE pid = $1",
+            &[&f_pid, &waited],
+        )?;
+        tx.commit()?;
+        acquiring.join().map_err(|_| "holder-f's acquire panicked")??.ok_or_else(|| "holder-f could not acquire".into())
+    })?;
+    let lead = deadline_lead(leases, &f)?;
+    t.check(
+        lead.covers(margin(TTL)),
+        format!(
+            "holder-f 的获取在行锁上排队超过 {}ms 才返回：本地截止时间从请求发出时刻起算，仍比 expires_at 早至少 margin={}ms",
+            ms(wait),
+            ms(margin(TTL))
+        ),
+        || lead.describe(margin(TTL)),
+    );
+    Ok(())
+}
+// ANCHOR_END: slow_response
 
 /// Polls a yes/no question to the database until it answers yes.
-fn wait_for_db(leases: &mut LeaseStore, question: &str, arg: f64) -> Result<()> {
+fn wait_for_yes(leases: &mut LeaseStore, question: &str, params: &[&(dyn ToSql + Sync)]) -> Result<()> {
     let yes = poll::poll_until(poll::BOUND, poll::EVERY, || {
-        Ok::<_, crate::Error>(leases.client().query_one(question, &[&LEASE, &arg])?.get::<_, bool>(0))
+        Ok::<_, crate::Error>(leases.client().query_one(question, params)?.get::<_, bool>(0))
     })?;
     require(yes, &format!("the database never answered yes to: {question}"))
 }
-// ANCHOR_END: renew_in_long_transaction

@@ -17,6 +17,7 @@ pub const CASE: Case = Case {
     id: "F4",
     title: |o| format!("暂停的旧持有者：{}，资源端模式={}", paused_holder::pause_point(o.pause_before_check), o.mode.unwrap_or(MODE)),
     run,
+    mode: Some(MODE),
 };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {

@@ -19,6 +19,7 @@ pub const CASE: Case = Case {
         format!("负向对照：与 F4 相同的时间线，资源端模式={}{pause}", o.mode.unwrap_or(MODE))
     },
     run,
+    mode: Some(MODE),
 };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {

@@ -20,7 +20,7 @@ use crate::resource::FenceMode;
 use crate::transcript::Transcript;
 
 /// The case.
-pub const CASE: Case = Case { id: "F6", title: |_| "先检查后写入的竞态（a），与作用域级条件更新（b）".into(), run };
+pub const CASE: Case = Case { id: "F6", title: |_| "先检查后写入的竞态（a），与作用域级条件更新（b）".into(), run, mode: None };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let (a, b) = stale_and_fresh(lab, t)?;
@@ -57,11 +57,12 @@ fn check_then_write(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Resu
     t.exposes(
         a_ok && summary == "old(A) by holder-a token=1" && floor_after_b == 2 && floor == 1,
         "A 的检查结果在写入时已过时：旧 token 覆盖新结果，fence_floor 从 2 回退到 1",
+        || format!("A accepted={a_ok}, {summary}, floor {floor_after_b} → {floor}"),
     );
     // The lowered floor outlives the race: even the real fence now takes token 1.
     let mut fenced = lab.store(FenceMode::FencedScope, "holder-a")?;
     let later = fenced.write(&part_write(a, PART_DETAIL, "old(A) detail"))?;
-    t.exposes(later, "floor 回退之后，连作用域级条件更新也接受 token=1 写 detail：I3 被破坏后无法自愈");
+    t.exposes(later, "floor 回退之后，连作用域级条件更新也接受 token=1 写 detail：I3 被破坏后无法自愈", || "the token=1 write refused");
     Ok(())
 }
 // ANCHOR_END: f6a
@@ -105,9 +106,9 @@ fn race(lab: &Lab, first: (&Grant, &str), second: (&Grant, &str)) -> Result<Race
 fn fenced_a_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result<()> {
     let race = race(lab, (a, "old(A)"), (b, "new(B)"))?;
     let mut view = lab.view()?;
-    t.check_eq_shown("A 推进 floor 后尚未提交：其他会话读到的 fence_floor 仍是", 0, race.floor_while_first_in_gap);
-    t.check_eq_shown("B 的 UPDATE 在 pg_stat_activity 中排队等锁 wait_event_type", "Lock".to_owned(), race.second_waited_on);
-    t.check(!race.second_returned_early, "B 的写入在 A 提交前没有返回");
+    t.check_eq("A 推进 floor 后尚未提交：其他会话读到的 fence_floor 仍为 0", 0, race.floor_while_first_in_gap);
+    t.check_eq("B 的 UPDATE 在 pg_stat_activity 中显示为等锁：wait_event_type = Lock", "Lock".to_owned(), race.second_waited_on);
+    t.check(!race.second_returned_early, "B 的写入在 A 提交前没有返回", || "B's write had returned");
     t.check_eq("顺序 A→B：A 提交后 B 对新版本行求值 1 <= 2 成立，两次写入都被接受", "true true".to_owned(), format!("{} {}", race.first_ok, race.second_ok));
     let summary = view.part_text(SCOPE, PART_SUMMARY)?;
     t.check_eq_shown("顺序 A→B：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), summary);
@@ -118,12 +119,12 @@ fn fenced_a_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result
 fn fenced_b_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result<()> {
     let race = race(lab, (b, "new(B)"), (a, "old(A)"))?;
     let mut view = lab.view()?;
-    t.check_eq_shown("顺序 B→A：A 的 UPDATE 排队等 B 的行锁 wait_event_type", "Lock".to_owned(), race.second_waited_on);
+    t.check_eq("顺序 B→A：A 的 UPDATE 排队等 B 的行锁：wait_event_type = Lock", "Lock".to_owned(), race.second_waited_on);
     t.check_eq("顺序 B→A：B 提交后 A 对新版本行求值 2 <= 1 不成立，token=1 被拒", "B true, A false".to_owned(), format!("B {}, A {}", race.first_ok, race.second_ok));
     let summary = view.part_text(SCOPE, PART_SUMMARY)?;
     t.check_eq_shown("顺序 B→A：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), summary);
     t.check_eq_shown("顺序 B→A：接受顺序里的 token 单调不减（I3）", "2".to_owned(), tokens(&view.accepted_tokens(SCOPE)?));
-    t.check_eq_shown("顺序 B→A：fence_floor", 2, view.floor(SCOPE)?);
+    t.check_eq("顺序 B→A：fence_floor 为 2", 2, view.floor(SCOPE)?);
     Ok(())
 }
 // ANCHOR_END: f6b

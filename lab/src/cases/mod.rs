@@ -103,6 +103,64 @@ pub struct Case {
     pub title: fn(&Options) -> String,
     /// Runs the case's timeline and checks, after the header.
     pub run: fn(&Lab, &mut Transcript) -> Result<()>,
+    /// The resource mode that `--mode` replaces; `None` where it does not apply.
+    pub mode: Option<FenceMode>,
+}
+
+impl Case {
+    /// The name of a run of this case with `options`: `F4` for the
+    /// article's run, `F4-unfenced`, `F4-pause-before-check`, `F3-threads-4`
+    /// for the reader's variants (knobs that do not apply, or that repeat
+    /// the default, add nothing).
+    pub fn run_name(&self, options: &Options) -> String {
+        let mut name = self.id.to_owned();
+        if let (Some(own), Some(picked)) = (self.mode, options.mode) {
+            if own != picked {
+                name.push('-');
+                name.push_str(picked.cli_name());
+            }
+        }
+        if options.pause_before_check && self.mode.is_some() {
+            name.push_str("-pause-before-check");
+        }
+        if self.id == "F3" && options.threads != params::RACERS {
+            name.push_str(&format!("-threads-{}", options.threads));
+        }
+        name
+    }
+}
+
+/// A run the book tells the reader to try, with the flags it uses: its
+/// transcript is locked as evidence too (`evidence/26/variants/`), so no
+/// result of the book exists only as prose.
+pub struct Variant {
+    /// The case.
+    pub case: &'static Case,
+    /// The reader's knobs.
+    pub options: Options,
+    /// The flags as typed after `./run.sh F4`.
+    pub flags: &'static [&'static str],
+}
+
+impl Variant {
+    /// Its name, e.g. `F4-unfenced` (see [`Case::run_name`]).
+    pub fn name(&self) -> String {
+        self.case.run_name(&self.options)
+    }
+}
+
+/// Every variant the book runs.
+pub fn variants() -> Vec<Variant> {
+    let with = |mode: Option<FenceMode>, pause_before_check: bool, threads: usize| Options { mode, pause_before_check, threads };
+    vec![
+        Variant { case: &f4::CASE, options: with(None, true, params::RACERS), flags: &["--pause-before-check"] },
+        Variant { case: &f5::CASE, options: with(None, true, params::RACERS), flags: &["--pause-before-check"] },
+        Variant { case: &f4::CASE, options: with(Some(FenceMode::FencedRow), false, params::RACERS), flags: &["--mode", "fenced-row"] },
+        Variant { case: &f4::CASE, options: with(Some(FenceMode::CheckThenWrite), false, params::RACERS), flags: &["--mode", "check-then-write"] },
+        Variant { case: &f4::CASE, options: with(Some(FenceMode::Unfenced), false, params::RACERS), flags: &["--mode", "unfenced"] },
+        Variant { case: &f5::CASE, options: with(Some(FenceMode::FencedScope), false, params::RACERS), flags: &["--mode", "fenced-scope"] },
+        Variant { case: &f3::CASE, options: with(None, false, 4), flags: &["--threads", "4"] },
+    ]
 }
 
 /// Every case, in the article's order.

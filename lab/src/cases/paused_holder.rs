@@ -76,11 +76,11 @@ pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
     // in it, the check below asks the database whether the lease is held.
     std::thread::sleep(OBSERVE);
     let row = leases.row(LEASE)?.ok_or("no lease row")?;
-    t.check(row.held && row.holder == "holder-a" && row.token == 1, format!("A 未暂停期间（等待 {}ms，TTL={}ms）续租维持租约", ms(OBSERVE), ms(TTL)));
+    t.check(row.held && row.holder == "holder-a" && row.token == 1, format!("A 未暂停期间（等待 {}ms，TTL={}ms）续租维持租约", ms(OBSERVE), ms(TTL)), || &row);
 
     let state = a.stop()?;
     t.check_eq_shown("SIGSTOP 后 /proc 中 A 的状态为 T（续租线程同样停止）", 'T', state);
-    t.check_eq_shown("/proc/<pid>/task 中名为 renewer 的线程也处于", "T".to_owned(), a.thread_state("renewer")?);
+    t.check_eq("/proc/<pid>/task 中名为 renewer 的线程同样处于 T 状态", "T".to_owned(), a.thread_state("renewer")?);
     leases.wait_until_expired(LEASE)?;
     t.check_eq("租约按数据库时钟过期，此时 A 仍停止", 'T', a.state()?);
 
@@ -103,29 +103,34 @@ pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
     // The release line goes into the pipe first; SIGCONT then lets A read it.
     a.send_line("go")?;
     a.resume()?;
+    // Everything A prints until it exits: the resource is read only after
+    // A is gone, so nothing A does can land after the checks below.
+    let (a_lines, a_status) = a.rest_of_output()?;
+    let line = |i: usize| a_lines.get(i).cloned().unwrap_or_else(|| "(nothing)".into());
     let a_writes = !pause_before_check;
-    if a_writes {
-        let write = a.next_line()?;
-        let renew = a.next_line()?;
+    let judged = if a_writes {
+        let (write, renew) = (line(0), line(1));
         t.note(format!("A 恢复后：{write}；{renew}"));
         if refuses_serial_stale_rewrite(mode) {
             t.check_eq_shown("资源端拒绝 A 的旧 token", Step::Write { accepted: false, token: 1 }.to_string(), write);
         }
         t.check_eq_shown("A 的续租失败：token 已被取代", Step::RenewAfterWrite { ok: false }.to_string(), renew);
+        2
     } else {
-        let gave_up = a.next_line()?;
+        let gave_up = line(0);
         t.note(format!("A 恢复后：{gave_up}"));
         t.check_eq_shown("A 自己发现本地截止时间已过，放弃写入", Step::DeadlinePassed.to_string(), gave_up);
-    }
+        1
+    };
 
     let summary = view.part_text(SCOPE, PART_SUMMARY)?;
     let floor = view.floor(SCOPE)?;
     t.note(format!("最终 summary = {summary}；fence_floor={floor}"));
     let b_report = "rows=201(B) by holder-b token=2";
     if !a_writes || refuses_serial_stale_rewrite(mode) {
-        t.check_eq_shown("B 的结果保留", b_report.to_owned(), summary);
+        t.check_eq_shown("B 的结果保留", b_report.to_owned(), summary.clone());
     } else {
-        t.exposes(summary == "rows=200(A) by holder-a token=1", "资源端不检查 token 时，A 的旧结果覆盖了 B 的结果");
+        t.exposes(summary == "rows=200(A) by holder-a token=1", "资源端不检查 token 时，A 的旧结果覆盖了 B 的结果", || &summary);
     }
 
     let refused = view.attempts("holder-a", false)?;
@@ -138,10 +143,10 @@ pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
         t.check_eq_shown("write_attempt 记录 A 的那次尝试为被接受", 1, accepted);
     }
 
-    let a_end = if a_writes { a.next_line()? } else { String::new() };
-    let a_status = a.wait_exit()?;
-    let expected_end = if a_writes { format!("{} exit 0", Step::LeaseLost) } else { " exit 0".to_owned() };
-    t.check_eq("A 不释放别人的租约，随后退出", expected_end, format!("{a_end} exit {}", a_status.code().map_or("by signal".into(), |c| c.to_string())));
+    let mut a_end: Vec<String> = a_lines.iter().skip(judged).cloned().collect();
+    a_end.push(format!("exit {}", a_status.code().map_or("by signal".into(), |c| c.to_string())));
+    let expected_end = if a_writes { format!("{}, exit 0", Step::LeaseLost) } else { "exit 0".to_owned() };
+    t.check_eq("A 不释放别人的租约，随后退出", expected_end, a_end.join(", "));
     let row = leases.row(LEASE)?.ok_or("no lease row")?;
     let untouched = if a_writes { "租约行最后仍是 holder-b/2（已释放）：A 的失败续租没有改动它" } else { "租约行最后仍是 holder-b/2（已释放）：A 放弃后没有再碰它" };
     t.check_eq(untouched, "holder-b/2 released".to_owned(), format!("{}/{} {}", row.holder, row.token, if row.released { "released" } else { "not released" }));

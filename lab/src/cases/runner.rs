@@ -30,6 +30,16 @@ impl Runner {
         Ok(Runner { _session: session, lab })
     }
 
+    /// The reader's knobs for the cases run from now on.
+    pub fn set_options(&mut self, options: Options) {
+        self.lab.options = options;
+    }
+
+    /// The knobs in force.
+    pub fn options(&self) -> &Options {
+        &self.lab.options
+    }
+
     /// Runs `cases` in order into `t`, and hands each finished case, with
     /// how long it took, to `done`. A case that errs ends with a FAIL line
     /// that carries the whole error chain, and the run goes on; after a stop

@@ -1,0 +1,202 @@
+//! Runs the mutation table (`lab mutants`) and one exercise (`lab try`).
+//!
+//! For each mutation: apply its patch in the scratch tree, build, run the
+//! case the table names; if no line of it fails, run every other case. The
+//! first FAIL line is what killed it. The transcript of the case that
+//! killed it, redacted like every transcript, is compared with its lock,
+//! `evidence/26/try/<name>.snap` (the book includes it). Then the patch is
+//! taken back out, whatever happened.
+
+use super::scratch::Scratch;
+use super::{find, Mutation, MUTATIONS};
+use crate::error::Result;
+use crate::{cases, evidence, paths};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The patch of a mutation.
+pub fn patch_path(m: &Mutation) -> PathBuf {
+    paths::root().join("mutants").join(format!("{}.patch", m.name))
+}
+
+/// Where a mutant's broken transcript is locked.
+pub fn lock_path(m: &Mutation) -> PathBuf {
+    paths::evidence_dir().join("try").join(format!("{}.snap", m.name))
+}
+
+/// What the cases made of one mutation.
+pub enum Verdict {
+    /// A case line failed.
+    Killed {
+        /// The `lab run` arguments of the case whose line failed.
+        by: String,
+        /// The first FAIL line, without its tag.
+        line: String,
+        /// That case's whole transcript, redacted and normalised.
+        transcript: String,
+    },
+    /// Every case passed with the guard broken: nothing checks it.
+    Survived,
+    /// The patch did not apply or the mutant did not build.
+    Broken(String),
+}
+
+/// Applies `m`, builds, runs the cases, and takes the patch back out.
+pub fn judge(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
+    let patch = patch_path(m);
+    if let Err(e) = scratch.apply(&patch) {
+        return Ok(Verdict::Broken(e.to_string()));
+    }
+    let verdict = run_cases(scratch, m);
+    scratch.revert(&patch)?;
+    verdict
+}
+
+fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
+    if let Err(stderr) = scratch.build()? {
+        return Ok(Verdict::Broken(format!("the mutant does not build:\n{stderr}")));
+    }
+    // The table's case first; then, if it missed, every other case.
+    let mut tries: Vec<Vec<&str>> = vec![m.killer.to_vec()];
+    tries.extend(cases::ALL.iter().filter(|c| c.id != m.killer[0]).map(|c| vec![c.id]));
+    for args in tries {
+        let mut run_args = vec!["run"];
+        run_args.extend(&args);
+        let out = scratch.lab(&run_args)?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("  FAIL ")) {
+            let transcript = evidence::redact(&scratch.normalise(&stdout));
+            return Ok(Verdict::Killed { by: args.join(" "), line: scratch.normalise(line), transcript });
+        }
+        if !out.status.success() {
+            return Ok(Verdict::Broken(format!(
+                "lab run {} exited {} without a FAIL line:\n{}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            )));
+        }
+    }
+    Ok(Verdict::Survived)
+}
+
+/// How a mutant's transcript compares with its lock.
+enum Lock {
+    /// Equal.
+    Matches,
+    /// Written now (`--accept`).
+    Written,
+    /// Different, or missing: a unified diff or a note.
+    Differs(String),
+}
+
+fn check_lock(m: &Mutation, transcript: &str, accept: bool) -> Result<Lock> {
+    let path = lock_path(m);
+    let locked = std::fs::read_to_string(&path).ok();
+    let body = locked.as_deref().and_then(evidence::snapshot_body).map(str::to_owned);
+    if body.as_deref().map(str::trim_end) == Some(transcript.trim_end()) {
+        return Ok(Lock::Matches);
+    }
+    if accept {
+        std::fs::create_dir_all(path.parent().expect("evidence/26/try"))?;
+        std::fs::write(&path, format!("---\nsource: lab mutants (mutants/{}.patch)\n---\n{}\n", m.name, transcript.trim_end()))?;
+        return Ok(Lock::Written);
+    }
+    Ok(Lock::Differs(match body {
+        None => format!("{} is missing: lock it with `./run.sh mutants --accept`", path.display()),
+        Some(body) => evidence::unified_diff(&body, transcript, &path.display().to_string(), "this run", false),
+    }))
+}
+
+/// `lab mutants`: every mutation (or those named), one line each; `true`
+/// when every one was killed by its own case and matches its lock.
+pub fn run_all(names: &[String], accept: bool) -> Result<bool> {
+    let chosen: Vec<&Mutation> = if names.is_empty() {
+        MUTATIONS.iter().collect()
+    } else {
+        names.iter().map(|n| find(n).ok_or_else(|| format!("no mutation named {n}; `./run.sh try` lists them"))).collect::<Result<_, String>>()?
+    };
+    let (start, count) = (Instant::now(), chosen.len());
+    eprintln!("mutants: preparing the scratch copy and its cluster…");
+    let scratch = Scratch::prepare()?;
+    println!("{:<30} {:<28} first failing line", "mutation", "killed by");
+    let mut problems = Vec::new();
+    for m in chosen {
+        let verdict = judge(&scratch, m)?;
+        match verdict {
+            Verdict::Killed { by, line, transcript } => {
+                println!("{:<30} {:<28} {line}", m.name, by);
+                if by != m.killer.join(" ") {
+                    problems.push(format!("{}: killed by {by}, but the table (and the book) says {}", m.name, m.killer.join(" ")));
+                }
+                match check_lock(m, &transcript, accept)? {
+                    Lock::Matches => {}
+                    Lock::Written => eprintln!("mutants: locked {}", lock_path(m).display()),
+                    Lock::Differs(diff) => problems.push(format!("{}: the broken transcript differs from its lock\n{diff}", m.name)),
+                }
+            }
+            Verdict::Survived => {
+                println!("{:<30} {:<28} -", m.name, "SURVIVED");
+                problems.push(format!("{}: SURVIVED: no case line fails with the guard broken ({})", m.name, m.guards));
+            }
+            Verdict::Broken(why) => {
+                println!("{:<30} {:<28} -", m.name, "ERROR");
+                problems.push(format!("{}: {why}", m.name));
+            }
+        }
+    }
+    drop(scratch);
+    println!("\nmutants: {count} mutations in {:.0}s", start.elapsed().as_secs_f64());
+    for p in &problems {
+        println!("\n{p}");
+    }
+    if problems.is_empty() {
+        println!("mutants: every mutation killed by its own case; every broken transcript matches its lock");
+    }
+    Ok(problems.is_empty())
+}
+
+/// `lab try`: the exercises, by chapter.
+pub fn list() {
+    for m in MUTATIONS {
+        println!("{:<30} ./run.sh {:<26} {}", m.name, m.killer.join(" "), m.question);
+    }
+    println!("\nRun one with ./run.sh try NAME: it shows the patch, applies it in a scratch copy, runs the case and shows what broke.");
+}
+
+/// `lab try NAME`: the question, the patch, the broken run, its FAIL lines
+/// and its difference from the locked good transcript; `true` when the
+/// broken run is the locked one.
+pub fn try_one(name: &str, color: bool) -> Result<bool> {
+    let m = find(name).ok_or_else(|| format!("no exercise named {name}; `./run.sh try` lists them"))?;
+    println!("问题：{}\n（先想好你的答案，再往下看。）\n", m.question);
+    println!("补丁 mutants/{}.patch：\n{}", m.name, std::fs::read_to_string(patch_path(m))?);
+    eprintln!("try: applying it in a scratch copy, building and running ./run.sh {}…", m.killer.join(" "));
+    let scratch = Scratch::prepare()?;
+    let verdict = judge(&scratch, m)?;
+    drop(scratch);
+    let Verdict::Killed { by, transcript, .. } = verdict else {
+        println!("这次没有任何一行失败：这个防线此刻没有被检查到。");
+        return Ok(false);
+    };
+    println!("失败的行（{by}）：");
+    for line in transcript.lines().filter(|l| l.starts_with("  FAIL")) {
+        println!("{line}");
+    }
+    let case = m.killer[0];
+    let good = evidence::snapshot_path(case);
+    let locked_good = std::fs::read_to_string(&good)?;
+    let locked_good = evidence::snapshot_body(&locked_good).ok_or("the good transcript is not a snapshot")?;
+    println!("\n与锁定的正常记录 evidence/26/{case}.snap 相比：");
+    print!("{}", evidence::unified_diff(locked_good, &transcript, &format!("evidence/26/{case}.snap"), "这次（补丁之后）", color));
+    let same = matches!(check_lock(m, &transcript, false)?, Lock::Matches);
+    println!(
+        "\n{}",
+        if same {
+            format!("这次的记录与锁定的坏记录 evidence/26/try/{}.snap 一致。", m.name)
+        } else {
+            format!("这次的记录与锁定的坏记录 evidence/26/try/{}.snap 不同（见 ./run.sh mutants {}）。", m.name, m.name)
+        }
+    );
+    Ok(same)
+}

@@ -1,0 +1,248 @@
+//! Every guard proven: each condition that carries an invariant, broken on
+//! purpose, must make some case line fail.
+//!
+//! A mutation is a small patch, `mutants/<name>.patch`, that removes or
+//! weakens one guard: a condition of the lease or resource SQL, or a
+//! decision of the Rust code that the safety argument rests on. The harness
+//! ([`harness`]) applies each patch in a scratch copy of the project (never
+//! to the reader's files), builds it, and runs the case that should catch
+//! it, then the others if that one does not: a mutation no case catches
+//! *survives*, and a survivor means a guard that nothing checks.
+//!
+//! The same table is the book's part "动手把它弄坏": `./run.sh try NAME`
+//! shows one patch, asks the reader to predict, runs the breaking case and
+//! shows its FAIL lines. Each mutant's transcript is locked as evidence
+//! (`evidence/26/try/<name>.snap`), so the book shows a real broken run.
+
+pub mod harness;
+pub mod scratch;
+
+/// One guard, broken on purpose.
+#[derive(Debug)]
+pub struct Mutation {
+    /// The patch's name, `mutants/<name>.patch`.
+    pub name: &'static str,
+    /// Which book chapter of exercises it belongs to.
+    pub group: Group,
+    /// What the guard protects, in one line.
+    pub guards: &'static str,
+    /// The `lab run` arguments of the case that must catch it.
+    pub killer: &'static [&'static str],
+    /// The exercise's question: what will happen? (Chinese, like the book.)
+    pub question: &'static str,
+}
+
+/// The exercises' chapters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    /// The acquire statement.
+    Acquire,
+    /// Renew and release.
+    RenewRelease,
+    /// The resource's fence (and the publication rule that copies it).
+    Fence,
+    /// Decisions of the holder's own code.
+    Client,
+}
+
+/// Every mutation, in the book's order.
+pub const MUTATIONS: &[Mutation] = &[
+    Mutation {
+        name: "acquire-while-held",
+        group: Group::Acquire,
+        guards: "I1: acquire succeeds only on an expired or released row",
+        killer: &["F1"],
+        question: "获取语句的过期条件换成了 WHERE true。F1 里 holder-b 在 A 的租约有效期内去获取，会拿到什么？",
+    },
+    Mutation {
+        name: "acquire-reuses-token",
+        group: Group::Acquire,
+        guards: "I2: every acquire issues a larger token",
+        killer: &["F1"],
+        question: "获取时 token 不再加一。A 释放之后 B 获取，B 的 token 是多少？资源端会怎样看待 A 和 B？",
+    },
+    Mutation {
+        name: "acquire-keeps-old-holder",
+        group: Group::Acquire,
+        guards: "the row names the new holder, so the old one's grant stops matching",
+        killer: &["F1"],
+        question: "获取成功时 holder 列保留上一任的名字。B 接手之后，一个以 holder-a 名义、带着当前 token 的续租会怎样？",
+    },
+    Mutation {
+        name: "acquire-keeps-old-expiry",
+        group: Group::Acquire,
+        guards: "a new holding gets a new expires_at, by the database clock",
+        killer: &["F1"],
+        question: "获取成功时 expires_at 不重新计算，沿用旧值。A 释放后 B 立即获取，此刻租约行处于哪种状态？",
+    },
+    Mutation {
+        name: "renew-ignores-name",
+        group: Group::RenewRelease,
+        guards: "a grant renews only its own lease",
+        killer: &["F1"],
+        question: "续租语句不再比较租约名。holder-a 在另一个租约 cleanup-job 上恰好也持有 token=1，它用 report-job 的旧授予续租，会发生什么？",
+    },
+    Mutation {
+        name: "renew-ignores-holder",
+        group: Group::RenewRelease,
+        guards: "a grant renews only its holder's holding",
+        killer: &["F1"],
+        question: "续租语句不再比较持有者。以 holder-a 的名义、带着 B 当前的 token 续租，结果如何？",
+    },
+    Mutation {
+        name: "renew-ignores-token",
+        group: Group::RenewRelease,
+        guards: "I2: one token is one continuous holding; a stale grant renews nothing",
+        killer: &["F2"],
+        question: "续租语句不再比较 token。holder-a 过期后重新获取得到 token=2，它手里旧的 token=1 授予去续租，会怎样？",
+    },
+    Mutation {
+        name: "renew-after-expiry",
+        group: Group::RenewRelease,
+        guards: "an expired holding cannot be revived by a renewal",
+        killer: &["F2"],
+        question: "续租语句去掉了 expires_at > now()。租约已经过期、还没有人接手时，原持有者续租会怎样？",
+    },
+    Mutation {
+        name: "release-ignores-name",
+        group: Group::RenewRelease,
+        guards: "a grant releases only its own lease",
+        killer: &["F1"],
+        question: "释放语句不再比较租约名。holder-a 用 report-job 的旧授予释放，cleanup-job 会怎样？",
+    },
+    Mutation {
+        name: "release-ignores-holder",
+        group: Group::RenewRelease,
+        guards: "a grant releases only its holder's holding",
+        killer: &["F1"],
+        question: "释放语句不再比较持有者。以 holder-a 的名义、带着 B 当前的 token 释放，B 的租约会怎样？",
+    },
+    Mutation {
+        name: "release-ignores-token",
+        group: Group::RenewRelease,
+        guards: "a stale grant releases nothing",
+        killer: &["F2"],
+        question: "释放语句不再比较 token。holder-a 重新获取得到 token=2 后，用旧的 token=1 授予释放，会怎样？",
+    },
+    Mutation {
+        name: "fence-accepts-any-token",
+        group: Group::Fence,
+        guards: "I3: the resource refuses a token below the largest it has seen",
+        killer: &["F4"],
+        question: "栅栏的比较换成了永远成立的条件。F4 里暂停的 A 恢复后用 token=1 写入，结果如何？最终 summary 是谁的？",
+    },
+    Mutation {
+        name: "fence-refuses-equal-token",
+        group: Group::Fence,
+        guards: "one grant may write many times: equal tokens pass",
+        killer: &["F2"],
+        question: "栅栏的 <= 换成了 <。同一个 token 第二次写入同一作用域，会怎样？",
+    },
+    Mutation {
+        name: "fence-never-advances",
+        group: Group::Fence,
+        guards: "I3: an accepted write raises the floor to its token",
+        killer: &["F1"],
+        question: "栅栏只比较、不推进：SET max_token = max_token。F1 结束时 fence_floor 是多少？",
+    },
+    Mutation {
+        name: "fence-ignores-scope",
+        group: Group::Fence,
+        guards: "a write raises only its own scope's floor",
+        killer: &["F7"],
+        question: "栅栏的 UPDATE 不再限定作用域。F7 里没人写的 weekly-report，它的 fence_floor 会变成多少？",
+    },
+    Mutation {
+        name: "fence-commits-before-write",
+        group: Group::Fence,
+        guards: "compare, advance and write are one transaction under the floor row lock",
+        killer: &["F6"],
+        question: "推进 floor 之后先提交，再在新事务里写数据。F6(b) 里 A 停在空隙中时，B 的写入还会排队等锁吗？",
+    },
+    Mutation {
+        name: "row-fence-accepts-any-token",
+        group: Group::Fence,
+        guards: "FENCED_ROW refuses a stale token on a row that exists",
+        killer: &["F7"],
+        question: "逐行栅栏冲突分支上的比较换成了永远成立的条件。F7 里 A 用 token=1 重写已有的 summary，结果如何？",
+    },
+    Mutation {
+        name: "publish-keeps-any-version",
+        group: Group::Fence,
+        guards: "the downstream keeps the newest source version",
+        killer: &["F9"],
+        question: "下游按源数据版本取舍的规则被换成了永远成立的条件。先到 B、后到 A 时，下游最后保留谁的内容？",
+    },
+    Mutation {
+        name: "deadline-without-margin",
+        group: Group::Client,
+        guards: "the local deadline stops margin before the server's expiry",
+        killer: &["F1"],
+        question: "本地截止时间不再提前 margin：sent + ttl。它比 expires_at 早多少？",
+    },
+    Mutation {
+        name: "deadline-from-response",
+        group: Group::Client,
+        guards: "the local deadline counts from the send time, not the response",
+        killer: &["F2"],
+        question: "本地截止时间从收到响应的时刻起算。获取在行锁上排队 600ms 才返回时，本地截止时间和 expires_at 谁先到？",
+    },
+    Mutation {
+        name: "renew-refused-moves-deadline",
+        group: Group::Client,
+        guards: "only a successful renewal moves the local deadline",
+        killer: &["F2"],
+        question: "续租被拒时也推迟本地截止时间。过期后那次被拒的续租之后，holder-a 还认为自己在有效期内吗？",
+    },
+    Mutation {
+        name: "renewer-keeps-going",
+        group: Group::Client,
+        guards: "the renewer stops at its first refusal: the holding is over",
+        killer: &["F2"],
+        question: "后台续租线程被拒后不退出，继续续租。F2 等它自行停止，会等到吗？",
+    },
+    Mutation {
+        name: "holder-skips-deadline-check",
+        group: Group::Client,
+        guards: "a holder that finds its local deadline passed does not write",
+        killer: &["F4", "--pause-before-check"],
+        question: "持有者跳过本地截止时间检查。A 在检查之前被暂停、恢复时租约早已被 B 接手，它还会写吗？栅栏会怎样？",
+    },
+];
+
+/// The mutation called `name`.
+pub fn find(name: &str) -> Option<&'static Mutation> {
+    MUTATIONS.iter().find(|m| m.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every patch still applies to the current code: a change that moves a
+    /// guard must move its mutation with it (checked without writing).
+    #[test]
+    fn every_patch_applies_to_the_current_code() {
+        for m in MUTATIONS {
+            let out = std::process::Command::new("git")
+                .args(["apply", "--check"])
+                .arg(harness::patch_path(m))
+                .current_dir(crate::paths::root())
+                .output()
+                .expect("git");
+            assert!(out.status.success(), "mutants/{}.patch no longer applies: {}", m.name, String::from_utf8_lossy(&out.stderr));
+        }
+    }
+
+    /// Names are unique and each has its patch file.
+    #[test]
+    fn every_mutation_has_one_patch() {
+        let mut names: Vec<&str> = MUTATIONS.iter().map(|m| m.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), MUTATIONS.len(), "duplicate mutation names");
+        for m in MUTATIONS {
+            assert!(harness::patch_path(m).is_file(), "{} has no patch file", m.name);
+        }
+    }
+}

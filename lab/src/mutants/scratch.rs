@@ -1,0 +1,252 @@
+//! The scratch copy in which a mutation is applied, built and run, so that
+//! the reader's own files are never touched.
+//!
+//! `target/mutants/tree` holds a copy of the project's files (what git
+//! tracks, plus untracked files it does not ignore: a developer's new files
+//! count). `target/mutants/target` is its build folder, kept between runs,
+//! so each mutant is an incremental build of one crate (about a second).
+//! The mutants run against a private cluster of their own, beside the
+//! reader's (`…/b3-26-mutants`, on a free port), started once for the whole
+//! run and stopped at its end, on an error, and on Ctrl-C.
+//!
+//! Every child (cargo, a mutant's `lab run`) runs in a process group of
+//! its own and is registered with [`crate::interrupt`], which kills it on
+//! Ctrl-C; the cluster's stop is registered as a cleanup.
+
+use crate::error::{Result, ResultExt};
+use crate::{interrupt, paths};
+use nix::fcntl::{Flock, FlockArg};
+use nix::sys::wait::{waitid, Id, WaitPidFlag};
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+
+/// The scratch project and its private cluster.
+pub struct Scratch {
+    /// An exclusive lock on `target/mutants/lock`: two runs (`mutants`,
+    /// `try`) would patch and rebuild one tree under each other's feet.
+    _lock: Flock<std::fs::File>,
+    /// The copy of the project's files.
+    tree: PathBuf,
+    /// Its build folder.
+    target: PathBuf,
+    /// The private cluster's folder (`LAB_CLUSTER_DIR` of every mutant run).
+    cluster_dir: PathBuf,
+    /// The private cluster's port (`LAB_PORT`).
+    port: u16,
+}
+
+/// A `lab` binary and the variables that point it at a cluster.
+type LabAt = (PathBuf, Vec<(String, String)>);
+
+/// The scratch `lab` binary and its cluster variables, for the cleanup that
+/// an interrupt runs (a plain `fn()` cannot capture them).
+static CLUSTER: Mutex<Option<LabAt>> = Mutex::new(None);
+
+impl Scratch {
+    /// Copies the project into the scratch tree, builds it unmutated, and
+    /// starts the private cluster.
+    pub fn prepare() -> Result<Scratch> {
+        let base = paths::root().join("target").join("mutants");
+        let place = paths::cluster_dir();
+        let name = place.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| paths::CLUSTER_NAME.into());
+        std::fs::create_dir_all(&base)?;
+        let _lock = lock(&base.join("lock"))?;
+        let scratch = Scratch {
+            _lock,
+            tree: base.join("tree"),
+            target: base.join("target"),
+            cluster_dir: place.with_file_name(format!("{name}-mutants")),
+            port: std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port(),
+        };
+        scratch.sync()?;
+        scratch.build()?.map_err(|e| format!("the unmutated scratch copy does not build:\n{e}"))?;
+        *CLUSTER.lock().unwrap_or_else(|p| p.into_inner()) = Some((scratch.lab_bin(), scratch.env()));
+        interrupt::on_stop(stop_cluster);
+        let out = scratch.lab(&["cluster", "start"])?;
+        if !out.status.success() {
+            return Err(format!("cannot start the mutants' cluster: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        Ok(scratch)
+    }
+
+    /// The scratch tree's `lab` binary.
+    pub fn lab_bin(&self) -> PathBuf {
+        self.target.join("debug").join("lab")
+    }
+
+    /// The variables that point a mutant's run at the private cluster.
+    fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("LAB_CLUSTER_DIR".into(), self.cluster_dir.display().to_string()),
+            ("LAB_PORT".into(), self.port.to_string()),
+        ]
+    }
+
+    /// Makes the scratch tree equal to the project's files. A file is
+    /// rewritten only when it differs, so unchanged files keep their times
+    /// and the build stays incremental.
+    fn sync(&self) -> Result<()> {
+        let root = paths::root();
+        let listed = Command::new("git")
+            .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+            .current_dir(&root)
+            .output()
+            .context("running git ls-files (the mutation harness copies what git tracks)")?;
+        if !listed.status.success() {
+            return Err(format!("git ls-files failed in {}: the mutation harness needs a git checkout", root.display()).into());
+        }
+        for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+            let name = Path::new(std::str::from_utf8(name)?);
+            let (from, to) = (root.join(name), self.tree.join(name));
+            let Ok(content) = std::fs::read(&from) else { continue }; // listed but deleted in the working tree
+            if std::fs::read(&to).ok().as_deref() != Some(content.as_slice()) {
+                std::fs::create_dir_all(to.parent().expect("a file has a folder"))?;
+                std::fs::write(&to, content).with_context(|| format!("copying {}", name.display()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies a patch to the scratch tree (`git apply`, which works
+    /// outside a repository too), and proves the reader's own copies of
+    /// the patched files did not change.
+    pub fn apply(&self, patch: &Path) -> Result<()> {
+        let text = std::fs::read_to_string(patch).with_context(|| format!("reading {}", patch.display()))?;
+        let touched: Vec<PathBuf> = text.lines().filter_map(|l| l.strip_prefix("+++ b/")).map(|f| paths::root().join(f)).collect();
+        let before: Vec<Option<Vec<u8>>> = touched.iter().map(|f| std::fs::read(f).ok()).collect();
+        self.git_apply(patch, false)?;
+        for (file, was) in touched.iter().zip(before) {
+            if std::fs::read(file).ok() != was {
+                return Err(format!("applying {} changed the reader's own {}: stopped", patch.display(), file.display()).into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a patch back out.
+    pub fn revert(&self, patch: &Path) -> Result<()> {
+        self.git_apply(patch, true)
+    }
+
+    fn git_apply(&self, patch: &Path, reverse: bool) -> Result<()> {
+        let mut cmd = Command::new("git");
+        cmd.arg("apply");
+        if reverse {
+            cmd.arg("-R");
+        }
+        // The scratch tree lies inside the reader's checkout: without a
+        // ceiling, git would find that repository and patch the reader's own
+        // files. Above the tree's folder, git must not look.
+        let ceiling = self.tree.parent().expect("target/mutants");
+        let out = cmd
+            .arg(patch)
+            .current_dir(&self.tree)
+            .env("GIT_CEILING_DIRECTORIES", ceiling)
+            .output()
+            .context("running git apply")?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} does not apply{} to the current code: {}",
+                patch.display(),
+                if reverse { " in reverse" } else { "" },
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Builds the scratch tree's binaries; `Ok(Err(stderr))` when the code
+    /// does not compile.
+    pub fn build(&self) -> Result<std::result::Result<(), String>> {
+        let mut cmd = Command::new("cargo");
+        cmd.args(["build", "--bins", "--quiet"]).current_dir(&self.tree).env("CARGO_TARGET_DIR", &self.target);
+        let out = run_child(cmd)?;
+        Ok(if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) })
+    }
+
+    /// Runs the scratch `lab` with `args` against the private cluster.
+    pub fn lab(&self, args: &[&str]) -> Result<Output> {
+        let mut cmd = Command::new(self.lab_bin());
+        cmd.args(args).envs(self.env());
+        run_child(cmd)
+    }
+
+    /// Replaces the scratch tree's own paths with stable names, so that a
+    /// mutant's transcript can be locked whatever the checkout's folder.
+    pub fn normalise(&self, text: &str) -> String {
+        text.replace(&self.cluster_dir.display().to_string(), "<mutants cluster>")
+            .replace(&self.tree.display().to_string(), "<scratch>")
+            .replace(&format!(":{}", self.port), ":<port>")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        stop_cluster();
+    }
+}
+
+/// Takes the scratch tree's lock without waiting; a second run is told
+/// which process holds it.
+fn lock(path: &Path) -> Result<Flock<std::fs::File>> {
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(mut lock) => {
+            lock.set_len(0)?;
+            write!(*lock, "{}", std::process::id())?;
+            Ok(lock)
+        }
+        Err((mut file, _)) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            Err(format!("another `mutants` or `try` run (pid {}) is using the scratch copy; wait for it to finish", pid.trim()).into())
+        }
+    }
+}
+
+/// Stops the private cluster (at the end of a run, or on Ctrl-C).
+fn stop_cluster() {
+    let taken = CLUSTER.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some((lab, env)) = taken {
+        let _ = Command::new(lab).args(["cluster", "stop"]).envs(env).output();
+    }
+}
+
+/// Runs a child in its own process group, registered with the interrupt
+/// handler while it runs, and returns its output.
+fn run_child(mut cmd: Command) -> Result<Output> {
+    if interrupt::requested() {
+        return Err("interrupted".into());
+    }
+    // Its own process group: Ctrl-C at the terminal reaches only the lab,
+    // whose interrupt handler then kills the registered children.
+    cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    interrupt::register_child(pid);
+    let (mut out_pipe, mut err_pipe) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    let (stdout, stderr, status) = std::thread::scope(|s| {
+        let out = s.spawn(move || read_all(&mut out_pipe));
+        let err = s.spawn(move || read_all(&mut err_pipe));
+        // Wait for the exit without reaping it (WNOWAIT), unregister, and
+        // only then reap: once reaped, the pid may be reused by an unrelated
+        // process, which must never receive the interrupt handler's SIGKILL.
+        let _ = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT);
+        interrupt::unregister_child(pid);
+        let status = child.wait();
+        (out.join(), err.join(), status)
+    });
+    let joined = |r: std::thread::Result<Vec<u8>>| r.map_err(|_| "a child's output reader panicked");
+    Ok(Output { status: status?, stdout: joined(stdout)?, stderr: joined(stderr)? })
+}
+
+/// Everything a pipe delivers until the writer closes it.
+fn read_all(pipe: &mut impl Read) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let _ = pipe.read_to_end(&mut bytes);
+    bytes
+}
