@@ -169,6 +169,54 @@ fn every_case_transcript_is_in_the_book() {
     }
 }
 
+/// Line breaks between two CJK characters inside a paragraph, as
+/// `book/<file>:<line>`: a browser shows each one as a stray space, so the
+/// book keeps one line per paragraph. Code fences, tables, lists, headings,
+/// quotes, HTML and includes are not paragraphs.
+fn cjk_breaks(name: &str, text: &str) -> Vec<String> {
+    let cjk = |c: char| matches!(c, '\u{3000}'..='\u{303f}' | '\u{3400}'..='\u{9fff}' | '\u{ff00}'..='\u{ffef}');
+    let plain = |line: &str| {
+        let s = line.trim();
+        !s.is_empty()
+            && !["#", "|", "- ", "* ", "+ ", ">", "<", "{{", "```", "~~~", "!["].iter().any(|p| s.starts_with(p))
+            && !s.split_once(". ").is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()))
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut fence = false;
+    let mut found = Vec::new();
+    for i in 0..lines.len().saturating_sub(1) {
+        if lines[i].trim_start().starts_with("```") || lines[i].trim_start().starts_with("~~~") {
+            fence = !fence;
+            continue;
+        }
+        let (a, b) = (lines[i].trim_end(), lines[i + 1].trim());
+        if !fence && plain(a) && plain(b) && a.chars().last().is_some_and(cjk) && b.chars().next().is_some_and(cjk) {
+            found.push(format!("{name}:{}", i + 1));
+        }
+    }
+    found
+}
+
+/// One line per paragraph: no line break between CJK characters inside a
+/// paragraph, in any chapter or in LIMITS.md.
+#[test]
+fn no_line_break_between_cjk_characters() {
+    let mut found = Vec::new();
+    for (name, text) in chapters() {
+        found.extend(cjk_breaks(&format!("book/{name}"), &text));
+    }
+    let limits = fs::read_to_string(root().join("evidence/26/LIMITS.md")).unwrap();
+    found.extend(cjk_breaks("evidence/26/LIMITS.md", &limits));
+    assert!(found.is_empty(), "line breaks between CJK characters inside a paragraph (a browser shows a stray space):\n{}", found.join("\n"));
+}
+
+/// The check finds a planted break, and ignores code, lists and a paragraph's end.
+#[test]
+fn a_planted_cjk_break_is_found() {
+    let text = "第一段的前半句，\n后半句。\n\n```text\n代码\n代码\n```\n- 列表\n- 列表\n\n段落。\n";
+    assert_eq!(cjk_breaks("x.md", text), vec!["x.md:1".to_owned()]);
+}
+
 /// Writes straight to the process's stderr, which the test harness does not
 /// capture: a check that did not run must be seen.
 fn loudly(text: &str) {
