@@ -26,7 +26,7 @@ usage: ./run.sh [command]
   book               build the book into target/book (installs the pinned mdbook first)
   serve              serve the book with live reload on http://127.0.0.1:3000
   list               the cases and what each shows
-  cluster start|stop|status|restart-immediate|reset
+  cluster start|stop|status|restart-immediate|reset|log
                      the lab's PostgreSQL cluster b3-26 (127.0.0.1:55426)
   psql [lease26|res26] [-- psql args]
                      psql on a running cluster (start it first: ./run.sh cluster start)

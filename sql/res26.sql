@@ -37,7 +37,8 @@ CREATE TABLE write_attempt (
 -- F9's stand-in for an external publisher ("the daily report is ready"). It
 -- knows nothing of tokens: it deduplicates by business key only. The
 -- source_version column is used only by the versioned rule that F9 shows as
--- the remedy (the downstream rebuilding a fence of its own).
+-- the remedy (the downstream keeping the newest version per key: the
+-- per-row fence's shape, which does not check a key's first publication).
 CREATE TABLE publication (
   business_key   text PRIMARY KEY,
   content        text NOT NULL,

@@ -111,6 +111,8 @@ enum ClusterAction {
     Status,
     /// Stop the server and delete the cluster's folder.
     Reset,
+    /// Print the server log (wherever the cluster lives).
+    Log,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -299,6 +301,13 @@ fn cluster(action: ClusterAction) -> Result<ExitCode> {
             if !cluster.is_running()? {
                 return Ok(ExitCode::FAILURE);
             }
+        }
+        ClusterAction::Log => {
+            let log = cluster.log_path();
+            let text = std::fs::read(&log).map_err(|e| format!("reading the server log {}: {e} (has the cluster been started?)", log.display()))?;
+            use std::io::Write;
+            // A closed pipe (`| head`) is not an error worth reporting.
+            let _ = std::io::stdout().write_all(&text);
         }
         ClusterAction::Reset => {
             cluster.reset()?;

@@ -5,7 +5,9 @@
 //! report job does not control: it offers idempotency by business key and
 //! nothing else. `PublishRule::NewestVersion` is what the downstream would have
 //! to adopt to be safe: keep the content with the highest source version,
-//! which is a fence rebuilt at the business layer.
+//! which rebuilds, at the business layer, the shape of the resource's
+//! per-row fence (FENCED_ROW): the compare rides on the conflict branch, so
+//! it guards a key once published and not its first publication.
 
 use crate::db;
 use crate::error::{Result, ResultExt};
@@ -33,7 +35,9 @@ const PUBLISH_FIRST_WINS: &str = "
 // ANCHOR: publish_newest_version
 /// The remedy, if the downstream can be changed: the publication carries the
 /// version of the data it was made from, and the downstream refuses a
-/// version lower than the one it holds. That is a fence, at the business layer.
+/// version lower than the one it holds. It has FENCED_ROW's shape: the
+/// compare rides on the conflict branch, so a key's first publication is
+/// stored unchecked, whatever its version.
 const PUBLISH_NEWEST_VERSION: &str = "
     INSERT INTO publication AS p (business_key, content, publisher, source_version)
     VALUES ($1, $2, $3, $4)

@@ -217,6 +217,75 @@ fn a_planted_cjk_break_is_found() {
     assert_eq!(cjk_breaks("x.md", text), vec!["x.md:1".to_owned()]);
 }
 
+/// The book's one vocabulary (defined in `book/glossary.md`): a variant
+/// the glossary rejects, and the term to use instead.
+const VOCABULARY: &[(&str, &str)] = &[
+    ("持有进程", "持有者进程"),
+    ("transcript", "运行记录"),
+    ("令牌", "token"),
+    ("围栏", "栅栏"),
+    ("篱笆", "栅栏"),
+    ("负面对照", "负向对照"),
+    ("反向对照", "负向对照"),
+    ("阴性对照", "负向对照"),
+    ("授予对象", "授予（Grant）"),
+    ("授权对象", "授予（Grant）"),
+    ("本地期限", "本地截止时间"),
+    ("本地过期时间", "本地截止时间"),
+    ("安全边际", "安全余量"),
+    ("安全裕量", "安全余量"),
+    ("续约", "续租"),
+    ("作用范围", "作用域"),
+    ("分块", "分片"),
+    ("地板值", "floor"),
+];
+
+/// Uses of rejected variants in the prose of `text` (code fences and inline
+/// code are not prose), as `<name>:<line>: <variant> → <term>`.
+fn vocabulary_slips(name: &str, text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut fence = false;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        if fence || line.trim_start().starts_with("{{#include") {
+            continue;
+        }
+        // Inline code spans are odd-numbered pieces between backticks.
+        let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        for (variant, term) in VOCABULARY {
+            if prose.to_lowercase().contains(&variant.to_lowercase()) {
+                found.push(format!("{name}:{}: {variant} → {term}", n + 1));
+            }
+        }
+    }
+    found
+}
+
+/// One vocabulary: no chapter (the glossary aside, which names the rejected
+/// variants), no LIMITS.md and no transcript label uses a rejected variant.
+#[test]
+fn one_vocabulary() {
+    let mut found = Vec::new();
+    for (name, text) in chapters().into_iter().filter(|(name, _)| name != "glossary.md") {
+        found.extend(vocabulary_slips(&format!("book/{name}"), &text));
+    }
+    let limits = fs::read_to_string(root().join("evidence/26/LIMITS.md")).unwrap();
+    found.extend(vocabulary_slips("evidence/26/LIMITS.md", &limits));
+    let snap = fs::read_to_string(root().join("evidence/26/output.txt")).unwrap();
+    found.extend(vocabulary_slips("evidence/26/output.txt", &snap));
+    assert!(found.is_empty(), "words the glossary rejects (variant → term to use):\n{}", found.join("\n"));
+}
+
+/// A planted variant is found in prose, and not inside code.
+#[test]
+fn a_planted_vocabulary_slip_is_found() {
+    let text = "持有进程会续约。\n`持有进程` 在代码里。\n```text\n续约\n```\n";
+    assert_eq!(vocabulary_slips("x.md", text), vec!["x.md:1: 持有进程 → 持有者进程".to_owned(), "x.md:1: 续约 → 续租".to_owned()]);
+}
+
 /// Writes straight to the process's stderr, which the test harness does not
 /// capture: a check that did not run must be seen.
 fn loudly(text: &str) {
@@ -258,15 +327,73 @@ fn book_builds_and_renders() {
         loudly("NOT RUN: headless Chromium is not installed, so the rendered-diagram check (c) did not run. Install it: apt-get install chromium");
         return;
     };
+    // Every page, as a reader's browser shows it after its scripts ran.
+    let mut problems = Vec::new();
+    let mut diagrams = 0;
+    for (name, text) in chapters() {
+        let Some(stem) = name.strip_suffix(".md").filter(|s| *s != "SUMMARY") else { continue };
+        let page = if stem == "preface" { "index.html".to_owned() } else { format!("{stem}.html") };
+        let dom = dump_dom(&chromium, &out_dir.join(&page));
+        let expected = text.lines().filter(|l| l.trim_start().starts_with("```mermaid")).count();
+        let drawn = dom.matches("aria-roledescription=\"").count() - dom.matches("aria-roledescription=\"error\"").count();
+        diagrams += drawn;
+        if drawn != expected {
+            problems.push(format!("{page}: {expected} mermaid diagram(s) in book/{name}, {drawn} drawn as SVG"));
+        }
+        if dom.contains("aria-roledescription=\"error\"") || dom.contains("Syntax error in text") {
+            problems.push(format!("{page}: mermaid rendered a syntax error"));
+        }
+        if dom.contains("{{#include") {
+            problems.push(format!("{page}: a raw {{{{#include}}}} is shown"));
+        }
+        for gap in stray_cjk_spaces(&dom) {
+            problems.push(format!("{page}: a paragraph shows a space between CJK characters: …{gap}…"));
+        }
+    }
+    assert!(problems.is_empty(), "rendered pages:\n{}", problems.join("\n"));
     for (page, kind) in [("05-state-machine.html", "stateDiagram"), ("07-lease-not-enough.html", "sequence")] {
         let dom = dump_dom(&chromium, &out_dir.join(page));
-        assert!(
-            dom.contains(&format!("aria-roledescription=\"{kind}\"")),
-            "{page}: no rendered {kind} diagram (an <svg aria-roledescription=\"{kind}\">) in the DOM after Chromium ran the page"
-        );
-        assert!(!dom.contains("aria-roledescription=\"error\""), "{page}: mermaid rendered a syntax error");
+        assert!(dom.contains(&format!("aria-roledescription=\"{kind}\"")), "{page}: no rendered {kind} diagram");
     }
-    loudly(&format!("RAN: headless Chromium ({}) drew the stateDiagram and sequence diagrams", chromium.display()));
+    loudly(&format!("RAN: headless Chromium ({}) rendered every page: {diagrams} diagrams drawn, no raw include, no stray CJK space", chromium.display()));
+}
+
+/// Text of the rendered paragraphs (`<p>…</p>`, tags removed) where a space
+/// stands between two CJK characters: a line break in the Markdown that the
+/// browser turned into a space.
+fn stray_cjk_spaces(dom: &str) -> Vec<String> {
+    let cjk = |c: char| matches!(c, '\u{3400}'..='\u{9fff}' | '\u{3000}'..='\u{303f}' | '\u{ff00}'..='\u{ffef}');
+    let mut found = Vec::new();
+    let mut rest = dom;
+    while let Some(start) = rest.find("<p>") {
+        let Some(len) = rest[start..].find("</p>") else { break };
+        let inner = &rest[start + 3..start + len];
+        rest = &rest[start + len..];
+        let mut text = String::new();
+        let mut in_tag = false;
+        for c in inner.chars() {
+            match c {
+                '<' => in_tag = true,
+                '>' => in_tag = false,
+                c if !in_tag => text.push(c),
+                _ => {}
+            }
+        }
+        let chars: Vec<char> = text.chars().collect();
+        for i in 1..chars.len().saturating_sub(1) {
+            if chars[i].is_whitespace() && cjk(chars[i - 1]) && cjk(chars[i + 1]) {
+                found.push(chars[i.saturating_sub(8)..(i + 8).min(chars.len())].iter().collect());
+            }
+        }
+    }
+    found
+}
+
+/// The rendered-page check finds a planted stray space, and only between CJK characters.
+#[test]
+fn a_planted_stray_space_is_found() {
+    assert_eq!(stray_cjk_spaces("<p>租约<code>x</code>过期 之后</p><p>an English sentence</p>").len(), 1);
+    assert!(stray_cjk_spaces("<p>用 <code>psql</code> 查看</p>").is_empty());
 }
 
 fn which(program: &str) -> Option<PathBuf> {

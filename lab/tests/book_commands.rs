@@ -1,8 +1,8 @@
 //! Every command the book tells the reader to type behaves as the book says.
 //!
 //! The way the Rust book compiles every listing, this test runs every line
-//! of every ```sh block of the chapters it covers, in reading order (the
-//! order of `book/SUMMARY.md`), from the project's root, exactly as printed.
+//! of every ```sh block of every chapter, in reading order (the order of
+//! `book/SUMMARY.md`), exactly as printed.
 //! A line's exit status must be 0, or the one its trailing comment promises
 //! (`# 退出码 2`: "exit status 2"; a variant run's `diff` is promised 1).
 //!
@@ -17,9 +17,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// The chapters whose commands are run (all of them, as the book is proofread).
-const CHAPTERS: &[&str] = &["03-parameters.md", "try-00-intro.md", "try-01-acquire.md", "try-02-renew-release.md", "try-03-fence.md", "try-04-client.md"];
 
 /// A command that takes longer than this is a hang, not a slow case.
 const COMMAND_BOUND: Duration = Duration::from_secs(300);
@@ -175,10 +172,13 @@ fn book_commands_behave_as_the_book_says() {
     let cluster = PrivateCluster::new();
     let mut problems = Vec::new();
     let mut ran = 0;
-    for chapter in order.iter().filter(|c| CHAPTERS.contains(c)) {
+    for chapter in &order {
         let text = std::fs::read_to_string(root().join("book").join(chapter)).unwrap();
         let list = commands(chapter, &text);
-        assert!(!list.is_empty(), "book/{chapter} has no ```sh command block");
+        if list.is_empty() {
+            continue;
+        }
+        eprintln!("book commands: {chapter} ({} commands)", list.len());
         cluster.reset();
         let copy = checkout_copy();
         for command in list {

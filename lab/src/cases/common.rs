@@ -88,6 +88,7 @@ pub fn pause_in_gap(store: ResourceStore) -> (ResourceStore, Arc<Latch>, Arc<Lat
     (store, inside, go)
 }
 
+// ANCHOR: lead
 /// How much earlier than the server's expiry a grant's local deadline lies,
 /// as far as one reading can tell.
 pub struct Lead {
@@ -103,6 +104,7 @@ impl Lead {
         self.at_least_ms + self.uncertainty_ms >= margin.as_secs_f64() * 1000.0
     }
 }
+// ANCHOR_END: lead
 
 impl Lead {
     /// What a failed check saw, in words that survive the redaction of the
@@ -119,6 +121,7 @@ impl Lead {
     }
 }
 
+// ANCHOR: deadline_lead
 /// Reads the lease's remaining time from the server's real clock and
 /// compares it with `grant`'s local deadline on this process's monotonic
 /// clock. The server read its clock at some moment between `t1` and `t2`,
@@ -135,3 +138,4 @@ pub fn deadline_lead(leases: &mut LeaseStore, grant: &Grant) -> Result<Lead> {
     };
     Ok(Lead { at_least_ms: remaining - local_remaining, uncertainty_ms: (t2 - t1).as_secs_f64() * 1000.0 })
 }
+// ANCHOR_END: deadline_lead

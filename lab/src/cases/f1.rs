@@ -33,12 +33,14 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let a = leases.acquire(LEASE, "holder-a", TTL, margin(TTL))?;
     t.check_eq("holder-a 获取租约，token=1", "1".to_owned(), token_of(&a));
     let mut a = a.ok_or("holder-a got no grant")?;
+    // ANCHOR: deadline_check
     let lead = deadline_lead(&mut leases, &a)?;
     t.check(
         lead.covers(margin(TTL)),
         format!("holder-a 的本地截止时间比 expires_at 早至少 margin={}ms（从请求发出时刻起算，再提前 margin）", ms(margin(TTL))),
         || lead.describe(margin(TTL)),
     );
+    // ANCHOR_END: deadline_check
     let held = leases.row(LEASE)?.ok_or("no lease row after the acquire")?;
     t.check_eq("租约行处于持有中：holder=holder-a，expires_at > now()", "holder-a held".to_owned(), format!("{} {}", held.holder, if held.held { "held" } else { "expired" }));
 

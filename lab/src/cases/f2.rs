@@ -64,8 +64,9 @@ fn renew_after_expiry(t: &mut Transcript, leases: &mut LeaseStore, mut a: Grant)
     let state = renewer.stop();
     t.check_eq(
         "后台续租线程的第一次续租即被拒：它报告租约已丢失，并自行停止",
-        "lost=true stopped=true renewals=0 error=none".to_owned(),
-        format!("lost={} stopped={stopped} renewals={} error={}", state.lost, state.renewals, state.error.as_deref().unwrap_or("none")),
+        // Whether it renewed, not how often: a count would vary with timing.
+        "lost=true stopped=true renewed=false error=none".to_owned(),
+        format!("lost={} stopped={stopped} renewed={} error={}", state.lost, state.renewals > 0, state.error.as_deref().unwrap_or("none")),
     );
 
     // TTL, not SHORT_TTL: the new holding must stay valid while its old

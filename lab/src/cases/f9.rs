@@ -2,7 +2,7 @@
 //! deduplicates by business key, so each key is published at most once, but
 //! it keeps whichever publication arrived first: when the stale holder gets
 //! there first, the stale content is what stays. The remedy shown last is
-//! the downstream comparing the data's source version: a fence again, moved
+//! the downstream comparing the data's source version: a per-row fence, moved
 //! into the business rule.
 
 use super::common::stale_and_fresh;

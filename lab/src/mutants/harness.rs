@@ -158,10 +158,15 @@ pub fn run_all(names: &[String], accept: bool) -> Result<bool> {
 
 /// `lab try`: the exercises, by chapter.
 pub fn list() {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`./run.sh try | head`) ends the list quietly.
     for m in MUTATIONS {
-        println!("{:<30} ./run.sh {:<26} {}", m.name, m.killer.join(" "), m.question);
+        if writeln!(out, "{:<30} ./run.sh {:<26} {}", m.name, m.killer.join(" "), m.question).is_err() {
+            return;
+        }
     }
-    println!("\nRun one with ./run.sh try NAME: it shows the patch, applies it in a scratch copy, runs the case and shows what broke.");
+    let _ = writeln!(out, "\nRun one with ./run.sh try NAME: it shows the patch, applies it in a scratch copy, runs the case and shows what broke.");
 }
 
 /// `lab try NAME`: the question, the patch, the broken run, its FAIL lines
