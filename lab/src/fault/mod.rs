@@ -7,9 +7,11 @@
 //!   flight until released (F12: a write delayed in the network), or delays
 //!   every request a little (the chaos run).
 //!
-//! Clock faults through `libfaketime` (a holder whose clock runs fast or
-//! slow) will come beside it.
+//! - [`clock`]: clocks that run wrong, through `libfaketime` preloaded into
+//!   one process: a holder whose clock runs slow, a server whose wall clock
+//!   steps ahead (F13).
 
+pub mod clock;
 pub mod proxy;
 
 pub use proxy::DelayProxy;

@@ -6,8 +6,10 @@
 //! sends its write; the write then stays on the wire while A's lease expires
 //! and B acquires and writes; only then does it reach the resource, which
 //! must refuse it. Nothing is paused: A is running, waiting for its answer,
-//! as it would behind a slow link. So A reaches `res26` through a
-//! [`DelayProxy`]; the parent calls [`hold`](DelayProxy::hold) before A
+//! as it would behind a slow link. So A reaches the database server (its
+//! lease sessions and its resource session alike: one slow link, on which
+//! its renewals stall too) through a [`DelayProxy`]; the parent calls
+//! [`hold`](DelayProxy::hold) before A
 //! sends, [`wait_until_held`](DelayProxy::wait_until_held) to see the write
 //! queued, and [`release`](DelayProxy::release) once B has written. The
 //! chaos run uses [`set_delay`](DelayProxy::set_delay) instead, to slow
