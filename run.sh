@@ -11,11 +11,13 @@ usage() {
   cat <<'EOF'
 usage: ./run.sh [command]
 
-  (no command)       build, run F1-F9, write evidence/26/output.txt; exit 0 only if failed=0
-  F1 … F9 [flags]    run some cases; each case's transcript is saved for `diff`
+  (no command)       build, run F1-F13, write evidence/26/output.txt; exit 0 only if failed=0
+  F1 … F13 [flags]   run some cases; each case's transcript is saved for `diff`
                      flags: --mode fenced-scope|fenced-row|unfenced|check-then-write (F4/F5)
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
+  stress F11 [--runs N]
+                     run a case N times (default 20): passes, failures, the slowest run
   try [NAME]         the "break it" exercises: list them, or break one guard in a
                      scratch copy, run the case that catches it, see what failed
   mutants [NAME…]    break every guard in turn; each must be caught by a case line
@@ -116,6 +118,20 @@ ensure_serve_tool() {
   fi
 }
 
+# libfaketime, through which F13 runs a holder with a slow clock and the
+# server with a clock that jumps (LD_PRELOAD into those processes only; the
+# machine's clock is never touched). Installed like PostgreSQL; without it
+# F13 fails and says what to install.
+ensure_faketime() {
+  ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: installing libfaketime for F13's clock faults (once)…" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q libfaketime >/dev/null
+  fi
+}
+
 # Chromium, for the book test's rendered-diagram check: installed when it is
 # missing and this is root with apt-get; otherwise the reader is told what to
 # install, and under CI its absence is a failure.
@@ -153,21 +169,21 @@ cmd=${1:-all}
 case "$cmd" in
   all)
     [ $# -le 1 ] || { usage >&2; exit 2; }
-    ensure_postgres; guard_cluster
+    ensure_postgres; ensure_faketime; guard_cluster
     "$LAB" run all --out evidence/26/output.txt
     ;;
   [Ff][0-9]*)
-    ensure_postgres; guard_cluster
+    ensure_postgres; ensure_faketime; guard_cluster
     "$LAB" run "$@"
     ;;
   -*)
     # Flags without a case: run them against every case.
-    ensure_postgres; guard_cluster
+    ensure_postgres; ensure_faketime; guard_cluster
     "$LAB" run all "$@"
     ;;
   test)
     shift
-    ensure_postgres; ensure_chromium; ensure_book_tools; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_chromium; ensure_book_tools; guard_cluster
     [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
     cargo test --quiet "$@"
     ;;
@@ -187,14 +203,19 @@ case "$cmd" in
     ;;
   accept)
     [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"
-    ensure_postgres; guard_cluster
+    ensure_postgres; ensure_faketime; guard_cluster
     INSTA_UPDATE=always cargo test --quiet --test cases
     "$LAB" mutants --accept
     echo "run.sh: snapshots re-locked (cases, variants, broken runs); review with git diff evidence/26/"
     ;;
+  stress)
+    shift
+    ensure_postgres; ensure_faketime; guard_cluster
+    "$LAB" stress "$@"
+    ;;
   mutants)
     shift
-    ensure_postgres
+    ensure_postgres; ensure_faketime
     "$LAB" mutants "$@"
     ;;
   try)

@@ -24,6 +24,9 @@ pub const TIMESTAMP: &str = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?[+-]\d{
 pub const REDACTIONS: &[(&str, &str)] = &[
     // Database timestamps (F2 prints now() twice).
     (TIMESTAMP, "<TS>"),
+    // Measured durations: how soon the server rolled back a killed
+    // holder's transaction (F10), how long a session waited (F11).
+    (r"\btook=\d+ms", "took=<DUR>"),
     // Measured milliseconds, printed with a decimal (a deadline's lead in a
     // FAIL line); parameters are whole numbers (TTL=1500ms) and stay.
     (r"-?\d+\.\dms", "<MS>ms"),

@@ -26,6 +26,10 @@ pub enum WaitPoint {
     /// Before the deadline check: the pause is then caught by the holder
     /// itself, which sees its local deadline passed and gives up.
     BeforeCheck,
+    /// Inside the fenced write: the floor advanced, the part and its audit
+    /// row written, the transaction not committed, the floor row locked
+    /// (F10 kills the holder there, F11 freezes it there).
+    InsideFence,
 }
 
 /// The holder's parameters.
@@ -59,15 +63,36 @@ pub struct HolderArgs {
     /// How the resource judges the write: fenced-scope, fenced-row, unfenced, check-then-write.
     #[arg(long, default_value = "fenced-scope", value_parser = parse_mode)]
     pub mode: FenceMode,
-    /// Where to wait for one line on stdin.
-    #[arg(long, value_enum, default_value_t = WaitPoint::None)]
-    pub wait: WaitPoint,
+    /// Where to wait for one line on stdin (repeat for several points).
+    #[arg(long = "wait", value_enum)]
+    pub waits: Vec<WaitPoint>,
+    /// Let the server end the resource session after this long idle inside
+    /// a transaction (idle_in_transaction_session_timeout); 0: never.
+    #[arg(long, default_value_t = 0)]
+    pub idle_timeout_ms: u64,
+    /// Run without the background renewer: the lease then ends one ttl
+    /// after the acquire, while the holder runs on (F13's clock faults).
+    #[arg(long)]
+    pub no_renewer: bool,
+}
+
+impl HolderArgs {
+    /// A holder with the command line's defaults (the article's parameters),
+    /// named `holder`, writing `content`.
+    pub fn new(holder: &str, content: &str) -> HolderArgs {
+        <HolderArgs as clap::Parser>::parse_from(["holder", "--holder", holder, "--content", content])
+    }
+
+    /// Whether the holder waits for a line at `point`.
+    pub fn waits_at(&self, point: WaitPoint) -> bool {
+        self.waits.contains(&point)
+    }
 }
 
 impl HolderArgs {
     /// The command line that makes `holder` parse back to `self`.
     pub fn to_argv(&self) -> Vec<String> {
-        vec![
+        let mut argv = vec![
             "--lease".into(), self.lease.clone(),
             "--holder".into(), self.holder.clone(),
             "--ttl-ms".into(), self.ttl_ms.to_string(),
@@ -77,8 +102,15 @@ impl HolderArgs {
             "--part".into(), self.part.clone(),
             "--content".into(), self.content.clone(),
             "--mode".into(), self.mode.cli_name().into(),
-            "--wait".into(), value_name(&self.wait),
-        ]
+            "--idle-timeout-ms".into(), self.idle_timeout_ms.to_string(),
+        ];
+        for point in &self.waits {
+            argv.extend(["--wait".into(), value_name(point)]);
+        }
+        if self.no_renewer {
+            argv.push("--no-renewer".into());
+        }
+        argv
     }
 
     // ANCHOR: validate
@@ -115,7 +147,7 @@ pub fn value_name(value: &impl clap::ValueEnum) -> String {
 
 // ANCHOR: step
 /// One protocol line of the holder, as printed on its stdout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     /// The acquire returned a token.
     Acquired { token: i64 },
@@ -127,8 +159,13 @@ pub enum Step {
     DeadlinePassed,
     /// Waiting for one line on stdin.
     Waiting,
+    /// Inside the fenced write, before the commit, waiting for one line.
+    InFence,
     /// The resource's answer to the write.
     Write { accepted: bool, token: i64 },
+    /// The write ended in an error from the server (its SQLSTATE), or in a
+    /// closed connection (`connection-closed`).
+    WriteFailed { code: String },
     /// The renewal right after the write.
     RenewAfterWrite { ok: bool },
     /// Released at the end of a normal run.
@@ -148,13 +185,35 @@ impl fmt::Display for Step {
             Step::DeadlineOk => f.write_str("DEADLINE_OK"),
             Step::DeadlinePassed => f.write_str("DEADLINE_PASSED"),
             Step::Waiting => f.write_str("WAITING"),
+            Step::InFence => f.write_str("IN_FENCE"),
             Step::Write { accepted, token } => write!(f, "WRITE accepted={accepted} token={token}"),
+            Step::WriteFailed { code } => write!(f, "WRITE failed code={code}"),
             Step::RenewAfterWrite { ok } => write!(f, "RENEW_AFTER_WRITE ok={ok}"),
             Step::Released => f.write_str("RELEASED"),
             Step::ReleaseRefused => f.write_str("RELEASE_REFUSED"),
             Step::LeaseLost => f.write_str("LEASE_LOST"),
         }
     }
+}
+
+/// What a failed write reports: the server's SQLSTATE when it sent one
+/// (e.g. 25P03, its idle-in-transaction timeout), `connection-closed` when
+/// the connection was gone; `None` for any other failure, which is the
+/// holder's own error.
+fn failure_code(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(pg) = e.downcast_ref::<postgres::Error>() {
+            if let Some(state) = pg.code() {
+                return Some(state.code().to_owned());
+            }
+            if pg.is_closed() {
+                return Some("connection-closed".into());
+            }
+        }
+        cause = e.source();
+    }
+    None
 }
 
 /// The exit status when the lease was held by someone else.
@@ -186,39 +245,54 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
     // Connected up front, so that nothing but the write itself lies between
     // the deadline check and the write.
     let mut report = ResourceStore::connect(args.mode, &args.holder)?;
+    if args.idle_timeout_ms > 0 {
+        report = report.with_idle_timeout(Duration::from_millis(args.idle_timeout_ms))?;
+    }
+    if args.waits_at(WaitPoint::InsideFence) {
+        report = report.with_gap(|| {
+            // Inside the fenced transaction: say so, and wait to be let go.
+            // A closed stdin lets the write go on (the parent has gone).
+            let _ = say(Step::InFence).and_then(|()| wait_for_line());
+        });
+    }
 
     let Some(mut grant) = lease.acquire(&args.lease, &args.holder, ttl, margin)? else {
         say(Step::NotAcquired)?;
         return Ok(EXIT_NOT_ACQUIRED);
     };
     say(Step::Acquired { token: grant.token })?;
-    let renewer = Renewer::start(&grant, Duration::from_millis(args.renew_ms))?;
+    let renewer = if args.no_renewer { None } else { Some(Renewer::start(&grant, Duration::from_millis(args.renew_ms))?) };
 
-    if args.wait == WaitPoint::BeforeCheck {
+    if args.waits_at(WaitPoint::BeforeCheck) {
         say(Step::Waiting)?;
         wait_for_line()?;
     }
-    grant.local_deadline = renewer.local_deadline();
+    if let Some(renewer) = &renewer {
+        grant.local_deadline = renewer.local_deadline();
+    }
     if !grant.within_deadline() {
         say(Step::DeadlinePassed)?;
         end_renewer(renewer, false)?;
         return Ok(0);
     }
     say(Step::DeadlineOk)?;
-    if args.wait == WaitPoint::BeforeWrite {
+    if args.waits_at(WaitPoint::BeforeWrite) {
         say(Step::Waiting)?;
         wait_for_line()?;
     }
     // No check between here and the write: whatever pause falls here is
     // invisible to this process. Only the resource can refuse the write.
-    let accepted = report.write(&PartWrite {
+    let written = report.write(&PartWrite {
         scope: &args.scope,
         part: &args.part,
         content: &args.content,
         writer: &args.holder,
         token: grant.token,
-    })?;
-    say(Step::Write { accepted, token: grant.token })?;
+    });
+    match written {
+        Ok(accepted) => say(Step::Write { accepted, token: grant.token })?,
+        Err(e) => say(Step::WriteFailed { code: failure_code(e.as_ref()).ok_or(e)? })?,
+    }
 
     let renewed = lease.renew(&mut grant)?;
     say(Step::RenewAfterWrite { ok: renewed })?;
@@ -238,7 +312,8 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
 /// the holder's error (the run must not look clean), and a renewer that lost
 /// a holding which the holder's own renewal just kept would mean the lease
 /// statements contradict each other.
-fn end_renewer(renewer: Renewer, renewed: bool) -> Result<()> {
+fn end_renewer(renewer: Option<Renewer>, renewed: bool) -> Result<()> {
+    let Some(renewer) = renewer else { return Ok(()) };
     let state = renewer.stop();
     if let Some(error) = state.error {
         return Err(format!("the renewer stopped on a database error: {error}").into());
@@ -255,7 +330,7 @@ mod tests {
     use clap::Parser;
 
     fn holder_a() -> HolderArgs {
-        HolderArgs::parse_from(["holder", "--holder", "holder-a", "--content", "rows=200(A)", "--wait", "before-write"])
+        HolderArgs::parse_from(["holder", "--holder", "holder-a", "--content", "rows=200(A)", "--wait", "before-write", "--wait", "inside-fence"])
     }
 
     /// The argv the parent builds parses back to the same parameters.

@@ -59,12 +59,18 @@ impl HolderGuard {
     // ANCHOR: spawn
     /// Starts `bin` with `args`.
     pub fn spawn(bin: &Path, args: &HolderArgs) -> Result<HolderGuard> {
+        HolderGuard::spawn_with_env(bin, args, &[])
+    }
+
+    /// Starts `bin` with `args` and extra environment variables: F12 points
+    /// `LAB_PORT` at a proxy, F13 preloads a fake clock.
+    pub fn spawn_with_env(bin: &Path, args: &HolderArgs, env: &[(&str, &str)]) -> Result<HolderGuard> {
         if interrupt::requested() {
             return Err("interrupted".into());
         }
         let argv = args.to_argv();
         let mut cmd = Command::new(bin);
-        cmd.args(&argv).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(&argv).envs(env.iter().copied()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         // Its own process group: a Ctrl-C at the terminal must not stop or
         // kill it behind the lab's back; the lab's cleanup decides.
         cmd.process_group(0);
@@ -157,6 +163,12 @@ impl HolderGuard {
         Ok((lines, self.wait_exit()?))
     }
 
+    /// The next `n` protocol lines, joined with ", ".
+    pub fn next_lines(&mut self, n: usize) -> Result<String> {
+        let lines: Vec<String> = (0..n).map(|_| self.next_line()).collect::<Result<_>>()?;
+        Ok(lines.join(", "))
+    }
+
     /// Reads the next line, which must be `step`.
     pub fn expect_step(&mut self, step: Step) -> Result<()> {
         let line = self.next_line()?;
@@ -184,6 +196,14 @@ impl HolderGuard {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+
+    /// Sends SIGKILL, as a crash would, and reaps the process. SIGKILL cannot
+    /// be caught: no cleanup of the holder's own runs, and whatever it had
+    /// open (a transaction, a lease) is left to the servers to notice.
+    pub fn kill(&mut self) -> Result<ExitStatus> {
+        kill(self.pid, Signal::SIGKILL)?;
+        self.wait_exit()
     }
 
     /// Sends SIGCONT: the holder resumes exactly where it was stopped.

@@ -30,6 +30,11 @@
 //! - [`db`]: how every client reaches the cluster (as the role `lab`), the
 //!   schema each case starts from, and the superuser's setup.
 //!
+//! Faults injected from outside, the way a real one happens:
+//! - [`fault`]: `DelayProxy`, a TCP proxy on the wire between a holder and
+//!   the resource's database that holds a request in flight (F12) or delays
+//!   every request (the chaos run).
+//!
 //! The lease side (database `lease26`):
 //! - [`lease`]: `LeaseStore` (acquire, renew, release: single autocommit
 //!   statements) and `Grant`, with the holder's local deadline.
@@ -56,9 +61,8 @@
 //! # Rooms for what is coming
 //!
 //! Not built yet; this is where each goes, so that the order above holds:
-//! - fault injection from outside, `fault/`: a delaying TCP proxy on the
-//!   wire and clock faults through `libfaketime`, between `db` and `holder`
-//!   (a holder's connection goes through the proxy);
+//! - clock faults through `libfaketime`, `fault/clock.rs`: a holder whose
+//!   clock runs fast or slow, beside the proxy in [`fault`];
 //! - replication, `cluster/replica.rs`: a streaming standby of the lease
 //!   store, promoted by the lab (it is the cluster's lifecycle, twice);
 //! - a second lease backend: `lease/` becomes a folder with the lease
@@ -78,6 +82,7 @@ pub mod latch;
 pub mod params;
 pub mod cluster;
 pub mod db;
+pub mod fault;
 pub mod lease;
 pub mod renewer;
 pub mod resource;

@@ -59,6 +59,15 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Color::Auto)]
         color: Color,
     },
+    /// Run one case many times; report passes, failures and the slowest run.
+    Stress {
+        /// The case, e.g. F11.
+        #[arg(value_parser = case_id)]
+        case: String,
+        /// How many runs.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        runs: u32,
+    },
     /// Print the folder of the PostgreSQL server binaries the lab uses; exit 3 if there are none.
     #[command(hide = true)]
     ServerBin,
@@ -195,6 +204,10 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(lab::mutants::harness::try_one(&name, color.on()).map(verdict))
         }
+        Command::Stress { case, runs } => {
+            interrupt::install();
+            report(stress(&case, runs))
+        }
         Command::ServerBin => report(Cluster::locate().map(|c| {
             println!("{}", c.bin_dir().display());
             ExitCode::SUCCESS
@@ -262,6 +275,37 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
     }
     drop(runner);
     Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `lab stress`: one case `runs` times on one cluster. A run passes when it
+/// has no FAIL line and its redacted transcript is the locked one.
+fn stress(id: &str, runs: u32) -> Result<ExitCode> {
+    let case = cases::find(id).ok_or("unknown case")?;
+    let holder_bin = std::env::current_exe()?.with_file_name("holder");
+    let runner = Runner::begin(holder_bin, Options::default())?;
+    let locked = std::fs::read_to_string(evidence::snapshot_path(case.id))?;
+    let locked = evidence::snapshot_body(&locked).ok_or("the evidence is not a snapshot")?.trim_end().to_owned();
+    let (mut failed, mut slowest) = (Vec::new(), std::time::Duration::ZERO);
+    for run in 1..=runs {
+        let mut t = Transcript::quiet();
+        runner.run_each(&[case], &mut t, |_, t, elapsed| {
+            slowest = slowest.max(elapsed);
+            let text = t.case_text();
+            let differs = evidence::redact(&text).trim_end() != locked;
+            let verdict = if t.case_failed() > 0 || differs { "FAILED" } else { "ok" };
+            eprintln!("stress {}: run {run}/{runs} {verdict} ({:.1}s)", case.id, elapsed.as_secs_f64());
+            if verdict != "ok" {
+                let diff = evidence::unified_diff(&locked, &evidence::redact(&text), "evidence", &format!("run {run}"), false);
+                failed.push(format!("run {run}:\n{diff}"));
+            }
+            Ok(())
+        })?;
+    }
+    println!("stress {}: {} of {runs} runs passed, {} failed; slowest run {:.1}s", case.id, runs as usize - failed.len(), failed.len(), slowest.as_secs_f64());
+    for f in &failed {
+        println!("\n{f}");
+    }
+    Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn cluster(action: ClusterAction) -> Result<ExitCode> {

@@ -5,7 +5,6 @@
 
 use lab::holder::{HolderArgs, WaitPoint};
 use lab::holder_guard::HolderGuard;
-use lab::resource::FenceMode;
 use std::net::TcpListener;
 use std::path::Path;
 
@@ -14,18 +13,7 @@ use std::path::Path;
 fn a_failing_holder_is_reported_with_argv_status_and_stderr() {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     std::env::set_var("LAB_PORT", port.to_string());
-    let args = HolderArgs {
-        lease: "report-job".into(),
-        holder: "holder-a".into(),
-        ttl_ms: 1500,
-        renew_ms: 400,
-        margin_ms: 300,
-        scope: "daily-report".into(),
-        part: "summary".into(),
-        content: "rows=200(A)".into(),
-        mode: FenceMode::FencedScope,
-        wait: WaitPoint::BeforeWrite,
-    };
+    let args = HolderArgs { waits: vec![WaitPoint::BeforeWrite], ..HolderArgs::new("holder-a", "rows=200(A)") };
     let mut holder = HolderGuard::spawn(Path::new(env!("CARGO_BIN_EXE_holder")), &args).unwrap();
     let err = holder.next_line().expect_err("a holder without a database prints no protocol line").to_string();
     for want in [

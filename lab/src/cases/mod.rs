@@ -24,6 +24,10 @@ pub mod f6;
 pub mod f7;
 pub mod f8;
 pub mod f9;
+pub mod f10;
+pub mod f11;
+pub mod f12;
+pub mod f13;
 pub mod paused_holder;
 pub mod runner;
 
@@ -164,7 +168,10 @@ pub fn variants() -> Vec<Variant> {
 }
 
 /// Every case, in the article's order.
-pub const ALL: [&Case; 9] = [&f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE];
+pub const ALL: [&Case; 13] = [
+    &f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE, &f10::CASE, &f11::CASE, &f12::CASE,
+    &f13::CASE,
+];
 
 /// The case with this id (case-insensitive).
 pub fn find(id: &str) -> Option<&'static Case> {

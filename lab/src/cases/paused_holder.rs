@@ -17,7 +17,7 @@ use super::Lab;
 use crate::error::Result;
 use crate::holder::{HolderArgs, Step, WaitPoint};
 use crate::holder_guard::HolderGuard;
-use crate::params::{margin, ms, LEASE, OBSERVE, PART_SUMMARY, RENEW_EVERY, SCOPE, TTL};
+use crate::params::{ms, LEASE, OBSERVE, PART_SUMMARY, SCOPE, TTL};
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
 
@@ -39,18 +39,8 @@ pub fn pause_point(pause_before_check: bool) -> &'static str {
 }
 
 fn holder(name: &str, content: &str, mode: FenceMode, wait: WaitPoint) -> HolderArgs {
-    HolderArgs {
-        lease: LEASE.into(),
-        holder: name.into(),
-        ttl_ms: ms(TTL) as u64,
-        renew_ms: ms(RENEW_EVERY) as u64,
-        margin_ms: ms(margin(TTL)) as u64,
-        scope: SCOPE.into(),
-        part: PART_SUMMARY.into(),
-        content: content.into(),
-        mode,
-        wait,
-    }
+    // The defaults are the article's F4 parameters (params.rs).
+    HolderArgs { mode, waits: vec![wait], ..HolderArgs::new(name, content) }
 }
 
 // ANCHOR: timeline

@@ -35,6 +35,21 @@ impl Cluster {
     /// cluster that is not its own.
     pub fn start(&self) -> Result<()> {
         let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
+        self.start_locked(&[])
+    }
+
+    /// Restarts the server (a clean stop, then a start) with extra variables
+    /// in the server processes' environment — F13 preloads a fake clock this
+    /// way, and restarts again with none. The run's ownership of the server
+    /// is unchanged.
+    pub fn restart_with(&self, env: &[(String, String)]) -> Result<()> {
+        let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
+        self.stop_locked("fast", false)?;
+        self.start_locked(env)
+    }
+
+    /// The start itself, under the lifecycle lock.
+    fn start_locked(&self, env: &[(String, String)]) -> Result<()> {
         // Checked under the lifecycle lock: after Ctrl-C nothing starts again.
         if interrupt::requested() {
             return Err("interrupted".into());
@@ -60,6 +75,7 @@ impl Cluster {
             .arg(self.log_path())
             .arg("-o")
             .arg(format!("-p {}", self.port))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .output()?;
         if !out.status.success() {
             return Err(diagnose::command_error("pg_ctl start", &out, Some(&self.log_path())).into());
@@ -87,11 +103,13 @@ impl Cluster {
 
     fn stop_with(&self, mode: &str) -> Result<()> {
         let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
-        self.stop_locked(mode)
+        // A crash-stop (F8) is followed by a start within the same run: the
+        // owner stays. A clean stop ends the server's life: nobody owns it.
+        self.stop_locked(mode, mode == "fast")
     }
 
     /// The stop itself, under the lifecycle lock.
-    fn stop_locked(&self, mode: &str) -> Result<()> {
+    fn stop_locked(&self, mode: &str, clear_owner: bool) -> Result<()> {
         if !self.is_running()? {
             return Ok(());
         }
@@ -103,9 +121,7 @@ impl Cluster {
         if !out.status.success() {
             return Err(diagnose::command_error(&format!("pg_ctl stop -m {mode}"), &out, Some(&self.log_path())).into());
         }
-        // A crash-stop (F8) is followed by a start within the same run: the
-        // owner stays. A clean stop ends the server's life: nobody owns it.
-        if mode == "fast" {
+        if clear_owner {
             owner::clear(&self.dir);
         }
         Ok(())
@@ -132,7 +148,7 @@ impl Cluster {
             "lab: {} was made by an older lab that let any local account in without a password; recreating it with passwords",
             self.dir.display()
         );
-        self.stop_locked("fast")?;
+        self.stop_locked("fast", true)?;
         fs::remove_dir_all(&self.dir).with_context(|| format!("removing {}", self.dir.display()))
     }
 

@@ -55,6 +55,13 @@ pub const MUTATIONS: &[Mutation] = &[
         question: "获取语句的过期条件换成了 WHERE true。F1 里 holder-b 在 A 的租约有效期内去获取，会拿到什么？",
     },
     Mutation {
+        name: "acquire-reentrant-by-name",
+        group: Group::Acquire,
+        guards: "I1: a crash does not release the lease, not even to a restarted instance of the same name",
+        killer: &["F10"],
+        question: "获取语句多了一个条件：同名的持有者随时可以重新获取（OR l.holder = EXCLUDED.holder）。F10 里 holder-a 被 SIGKILL 后马上重启，它在租约过期前去获取，会怎样？",
+    },
+    Mutation {
         name: "acquire-reuses-token",
         group: Group::Acquire,
         guards: "I2: every acquire issues a larger token",
@@ -158,6 +165,13 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "compare, advance and write are one transaction under the floor row lock",
         killer: &["F6"],
         question: "推进 floor 之后先提交，再在新事务里写数据。F6(b) 里 A 停在空隙中时，B 的写入还会排队等锁吗？",
+    },
+    Mutation {
+        name: "resource-ignores-idle-timeout",
+        group: Group::Fence,
+        guards: "the resource's sessions end a transaction left idle for a ttl: a stalled holder cannot hold the floor row lock forever",
+        killer: &["F11"],
+        question: "资源会话的 idle_in_transaction_session_timeout 没有被设置。F11 后半段里 A 停在栅栏事务里，B 的写入会怎样？",
     },
     Mutation {
         name: "row-fence-accepts-any-token",

@@ -90,10 +90,11 @@ pub struct PartWrite<'a> {
 
 // ANCHOR: gap
 /// A hook run inside a write at the point where a race can strike: for
-/// `FencedScope` after the floor UPDATE and before the data write (the
-/// transaction still open, the floor row still locked); for `CheckThenWrite`
-/// after the check and before the writes. F6 and F8 use it to force an
-/// interleaving with latches. In production code it is absent.
+/// `FencedScope` inside the fence, after the floor UPDATE, the data write
+/// and its audit row and before the commit (nothing visible to anyone yet,
+/// the floor row still locked); for `CheckThenWrite` after the check and
+/// before the writes. F6 and F8 force interleavings with it from threads;
+/// a holder process stops in it on request (F10, F11: `--wait inside-fence`).
 pub type Gap = Box<dyn FnMut() + Send>;
 // ANCHOR_END: gap
 
@@ -154,14 +155,32 @@ pub struct ResourceStore {
     client: Client,
     /// How writes are judged.
     mode: FenceMode,
-    /// The test-only hook; `None` in the holder process.
+    /// The hook at the race point; `None` in a normal write.
     gap: Option<Gap>,
 }
+
+// ANCHOR: idle_timeout_sql
+/// How long the server lets this session sit inside an open transaction
+/// before it ends the session (rolling the transaction back, releasing its
+/// locks). A writer that stalls inside its fenced transaction holds the
+/// scope's floor row lock, and every other writer of the scope waits for it
+/// (F11); with this set from the lease's ttl, the server itself ends the
+/// stall. `set_config(…, false)`: for the whole session, not one transaction.
+const SET_IDLE_TIMEOUT: &str = "SELECT set_config('idle_in_transaction_session_timeout', $1, false)";
+// ANCHOR_END: idle_timeout_sql
 
 impl ResourceStore {
     /// Connects to `res26`; `who` names the session in `pg_stat_activity`.
     pub fn connect(mode: FenceMode, who: &str) -> Result<ResourceStore> {
         Ok(ResourceStore { client: db::connect(db::RES_DB, who)?, mode, gap: None })
+    }
+
+    /// Lets the server end this session when it sits idle inside a
+    /// transaction for longer than `timeout` (see SET_IDLE_TIMEOUT).
+    pub fn with_idle_timeout(mut self, timeout: std::time::Duration) -> Result<ResourceStore> {
+        let ms = format!("{}ms", timeout.as_millis());
+        self.client.query_one(SET_IDLE_TIMEOUT, &[&ms]).context("setting idle_in_transaction_session_timeout")?;
+        Ok(self)
     }
 
     /// Installs the gap hook (F6, F8).
@@ -200,13 +219,14 @@ impl ResourceStore {
             record(&mut self.client, w, FenceMode::FencedScope, false)?;
             return Ok(false);
         }
-        if let Some(gap) = self.gap.as_mut() {
-            gap();
-        }
         tx.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
         // Accepted: recorded inside the transaction, still under the floor
         // lock, so write_attempt.id follows the order of acceptance.
         record(&mut tx, w, FenceMode::FencedScope, true)?;
+        // Everything written, nothing committed, the floor row still locked.
+        if let Some(gap) = self.gap.as_mut() {
+            gap();
+        }
         tx.commit()?;
         Ok(true)
     }

@@ -75,6 +75,53 @@ impl ResourceView {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
+    /// The server process of `who`'s session on `res26` (its
+    /// `application_name`), as `pg_stat_activity` lists it; `None` once the
+    /// session is gone.
+    pub fn session_of(&mut self, who: &str) -> Result<Option<i32>> {
+        let row = self
+            .client
+            .query_opt("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1", &[&who])
+            .context("reading pg_stat_activity")?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// A session's state (`active`, `idle`, `idle in transaction`, …) and
+    /// how long, by the server's clock, it has been in its current
+    /// statement or transaction wait (`clock_timestamp() - state_change`).
+    pub fn session_state(&mut self, pid: i32) -> Result<Option<(String, f64)>> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT state, extract(epoch FROM clock_timestamp() - state_change)::float8 * 1000 FROM pg_stat_activity WHERE pid = $1",
+                &[&pid],
+            )
+            .context("reading pg_stat_activity")?;
+        Ok(row.map(|r| (r.get(0), r.get(1))))
+    }
+
+    /// The sessions that block `pid`'s lock wait (`pg_blocking_pids`).
+    pub fn blocking_pids(&mut self, pid: i32) -> Result<Vec<i32>> {
+        Ok(self.client.query_one("SELECT pg_blocking_pids($1)", &[&pid]).context("reading pg_blocking_pids")?.get(0))
+    }
+
+    /// Whether some transaction holds the scope's floor row lock right now:
+    /// `FOR UPDATE NOWAIT` fails at once with lock_not_available (55P03)
+    /// instead of waiting. When the row is free, this autocommit statement
+    /// takes the lock and lets it go at its own end.
+    pub fn floor_locked(&mut self, scope: &str) -> Result<bool> {
+        match self.client.query_opt("SELECT 1 FROM fence_floor WHERE scope = $1 FOR UPDATE NOWAIT", &[&scope]) {
+            Ok(_) => Ok(false),
+            Err(e) if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => Ok(true),
+            Err(e) => Err(e).context("probing the floor row lock"),
+        }
+    }
+
+    /// How many attempts `writer` made, accepted or not.
+    pub fn attempts_by(&mut self, writer: &str) -> Result<i64> {
+        Ok(self.attempts(writer, true)? + self.attempts(writer, false)?)
+    }
+
     /// The wait event of a server process, as `pg_stat_activity` shows it:
     /// `Some("Lock")` while it queues for a row lock.
     pub fn wait_event_type(&mut self, pid: i32) -> Result<Option<String>> {
