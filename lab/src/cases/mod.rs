@@ -11,11 +11,14 @@
 //! | F7 | a per-row fence lets a stale holder create new rows | component, negative control |
 //! | F8 | immediate shutdown and WAL recovery keep lease, floor and token | crash recovery |
 //! | F9 | a side effect with no token: idempotency keeps the first arrival | component, negative control |
+//! | F14 | the lease store fails over to an async standby: a token is issued twice; sync keeps it, at a price | primary + streaming standby, failover, negative control |
 //!
-//! Every case starts from fresh schemas in both databases.
+//! Every case starts from fresh schemas in both databases (F14 makes its
+//! own lease store on servers of its own, and uses `res26` like the others).
 
 pub mod common;
 pub mod f1;
+pub mod f14;
 pub mod f2;
 pub mod f3;
 pub mod f4;
@@ -97,7 +100,7 @@ impl Lab {
 
 /// One experiment.
 pub struct Case {
-    /// `F1` … `F9`.
+    /// `F1` … `F9`, `F14`.
     pub id: &'static str,
     /// The header's title, which may name the reader's knobs.
     pub title: fn(&Options) -> String,
@@ -164,7 +167,8 @@ pub fn variants() -> Vec<Variant> {
 }
 
 /// Every case, in the article's order.
-pub const ALL: [&Case; 9] = [&f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE];
+pub const ALL: [&Case; 10] =
+    [&f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE, &f14::CASE];
 
 /// The case with this id (case-insensitive).
 pub fn find(id: &str) -> Option<&'static Case> {
