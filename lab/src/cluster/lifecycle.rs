@@ -126,9 +126,9 @@ impl Cluster {
             });
         }
         let mut child = cmd.spawn().with_context(|| format!("starting the postmaster of {}", self.name))?;
-        // Ready when the postmaster's pid file says so: `ready` for a
-        // primary, `standby` for a hot standby that accepts connections (what
-        // `pg_ctl start -w` waits for).
+        // Ready when the postmaster's pid file says so, as `pg_ctl start -w`
+        // waits: `ready` once it takes connections (read-only ones on a hot
+        // standby), `standby` for a standby that takes none.
         let mut exited = None;
         let ready = poll::poll_until(START_BOUND, poll::EVERY, || -> Result<bool> {
             if let Some(status) = child.try_wait()? {
