@@ -216,11 +216,6 @@ impl Endpoint {
     }
 }
 
-/// The password of `role` for the lab's cluster (see [`credentials`]).
-pub fn password(role: &str) -> Result<String> {
-    credentials::password(&paths::cluster_dir(), role)
-}
-
 /// The credentials file of the lab's cluster, for `psql` (`PGPASSFILE`).
 pub fn credentials_file() -> PathBuf {
     credentials::path(&paths::cluster_dir())
