@@ -20,11 +20,11 @@
 //! durability of its own; a failover of the lock service rolls back the
 //! lock service's memory, not the resource's `fence_floor`. So the resource
 //! remembers token 2 while the lease store, having lost it, issues 2 again.
-//! Had it lost more than one increment, the reissued tokens would fall below
-//! the floor and be refused: the holders would stall, but nothing stale
-//! would be accepted. One lost increment, the case shown here, is the one
-//! the fence cannot see. Token monotonicity is a property of the lease
-//! store's durability and failover, not of the acquire's SQL.
+//! A reissued token below the floor would be refused (its holder stalls,
+//! nothing stale gets in); one equal to the floor, as here, where the lost
+//! increment is the last token the resource accepted, passes the fence.
+//! Token monotonicity is a property of the lease store's durability and
+//! failover, not of the acquire's SQL.
 
 use super::common::{acquire, part_write, require, token_of};
 use super::{Case, Lab};
