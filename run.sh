@@ -11,8 +11,8 @@ usage() {
   cat <<'EOF'
 usage: ./run.sh [command]
 
-  (no command)       build, run F1-F13, write evidence/26/output.txt; exit 0 only if failed=0
-  F1 … F13 [flags]   run some cases; each case's transcript is saved for `diff`
+  (no command)       build, run F1-F14, write evidence/26/output.txt; exit 0 only if failed=0
+  F1 … F14 [flags]   run some cases; each case's transcript is saved for `diff`
                      flags: --mode fenced-scope|fenced-row|unfenced|check-then-write (F4/F5)
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap

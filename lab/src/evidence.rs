@@ -28,8 +28,12 @@ pub const REDACTIONS: &[(&str, &str)] = &[
     // holder's transaction (F10), how long a session waited (F11).
     (r"\btook=\d+ms", "took=<DUR>"),
     // Measured milliseconds, printed with a decimal (a deadline's lead in a
-    // FAIL line); parameters are whole numbers (TTL=1500ms) and stay.
+    // FAIL line; F14's base backup, promotion and acquire latencies);
+    // parameters are whole numbers (TTL=1500ms) and stay.
     (r"-?\d+\.\dms", "<MS>ms"),
+    // WAL positions, which F14 prints as `lsn=0/3000148`: where the WAL
+    // stands depends on everything the server wrote before.
+    (r"lsn=[0-9A-F]{1,8}/[0-9A-F]{1,8}\b", "lsn=<LSN>"),
 ];
 // ANCHOR_END: redactions
 
@@ -147,6 +151,8 @@ mod tests {
     fn redaction_masks_only_what_varies() {
         let line = "now() (expected=2026-10-19 13:06:49.33416+08, actual=2026-12-02 01:02:03+00) TTL=1500ms 等待 3000ms";
         assert_eq!(redact(line), "now() (expected=<TS>, actual=<TS>) TTL=1500ms 等待 3000ms");
+        let line = "备库收到 lsn=0/3000148，主库 lsn=1A/FF000028；用时 412.3ms；token=1/2 holder-a/2";
+        assert_eq!(redact(line), "备库收到 lsn=<LSN>，主库 lsn=<LSN>；用时 <MS>ms；token=1/2 holder-a/2");
     }
 
     /// The transcript is what follows insta's metadata header.

@@ -8,6 +8,7 @@
 //! for its local deadline, which can make it stop early but never makes it
 //! valid longer.
 
+use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
 use crate::{db, poll};
 use postgres::Client;
@@ -126,12 +127,33 @@ impl std::fmt::Display for LeaseRow {
 pub struct LeaseStore {
     /// Autocommit by construction: this type never opens a transaction.
     client: Client,
+    /// What the server said besides results: F14's cancelled synchronous
+    /// commit answers with a row *and* a WARNING.
+    notices: db::Notices,
 }
 
 impl LeaseStore {
-    /// Connects to `lease26`; `who` names the session in `pg_stat_activity`.
+    /// Connects to `lease26` on the lab's cluster; `who` names the session
+    /// in `pg_stat_activity`.
     pub fn connect(who: &str) -> Result<LeaseStore> {
-        Ok(LeaseStore { client: db::connect(db::LEASE_DB, who)? })
+        LeaseStore::connect_to(&Endpoint::lab()?, who)
+    }
+
+    /// Connects to `lease26` on `server`: F14's lease store lives on a
+    /// primary and, after the failover, on the promoted standby.
+    pub fn connect_to(server: &Endpoint, who: &str) -> Result<LeaseStore> {
+        let notices = db::Notices::default();
+        let client = db::open(server, credentials::ROLE, db::LEASE_DB, who, Some(notices.clone()))?;
+        Ok(LeaseStore { client, notices })
+    }
+
+    /// The server's notices on this session since the last call, oldest
+    /// first. A notice that follows a statement's result (the WARNING of a
+    /// commit, which the server sends after the row) reaches the driver only
+    /// when it reads the session again: one empty round trip first.
+    pub fn take_notices(&mut self) -> Result<Vec<String>> {
+        self.client.simple_query("").context("reading the session's notices")?;
+        Ok(std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner())))
     }
 
     // ANCHOR: acquire

@@ -3,8 +3,9 @@
 //! A daily report job runs as several instances; a lease table in PostgreSQL
 //! lets one of them work at a time, and a fencing token issued with every
 //! acquire lets the protected resource refuse a holder that paused past its
-//! lease. This crate runs the experiments (cases F1–F9) against a real,
-//! throw-away PostgreSQL cluster and prints their transcripts.
+//! lease. This crate runs the experiments (cases F1–F9, and F14 beyond the
+//! article) against a real, throw-away PostgreSQL cluster and prints their
+//! transcripts.
 //!
 //! # Layout
 //!
@@ -26,9 +27,13 @@
 //!
 //! The database server:
 //! - [`cluster`]: the `b3-26` cluster's lifecycle (binaries, initdb, start,
-//!   stop, immediate stop), its credentials, and a run's ownership of it.
-//! - [`db`]: how every client reaches the cluster (as the role `lab`), the
-//!   schema each case starts from, and the superuser's setup.
+//!   stop, immediate stop), its credentials, and a run's ownership of it;
+//!   `cluster/replica.rs`: F14's lease store on a primary and its streaming
+//!   standby beside it (the same lifecycle, twice, plus a base backup and a
+//!   promotion), tied to the run.
+//! - [`db`]: how every client reaches a server (as the role `lab`), the
+//!   schema each case starts from, and the superuser's setup;
+//!   `db/replication.rs`: F14's replication setup, fault and checks in SQL.
 //!
 //! Faults injected from outside, the way a real one happens:
 //! - [`fault`]: `DelayProxy`, a TCP proxy on the wire between a holder and
@@ -53,7 +58,7 @@
 //! The experiments and their evidence:
 //! - [`transcript`]: the `ok`/`note`/`FAIL` format.
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
-//! - [`cases`]: one module per case, `F1` … `F9`, what they share, and the
+//! - [`cases`]: one module per case, `F1` … `F14`, what they share, and the
 //!   one runner that `lab run` and the snapshot test both use.
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
@@ -61,10 +66,6 @@
 //! # Rooms for what is coming
 //!
 //! Not built yet; this is where each goes, so that the order above holds:
-//! - clock faults through `libfaketime`, `fault/clock.rs`: a holder whose
-//!   clock runs fast or slow, beside the proxy in [`fault`];
-//! - replication, `cluster/replica.rs`: a streaming standby of the lease
-//!   store, promoted by the lab (it is the cluster's lifecycle, twice);
 //! - a second lease backend: `lease/` becomes a folder with the lease
 //!   interface, `lease/postgres.rs` and `lease/etcd.rs` (an etcd cluster
 //!   the lab starts like `b3-26`, in `cluster/etcd.rs`);

@@ -15,7 +15,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The lease + fencing lab: cases F1–F9 against a throw-away PostgreSQL.
+/// The lease + fencing lab: cases F1–F9 and F14 against a throw-away PostgreSQL.
 #[derive(Parser)]
 #[command(name = "lab", version, about, after_help = "Most readers use ./run.sh, which builds first and calls this.")]
 struct Cli {
@@ -86,7 +86,7 @@ enum Command {
 
 #[derive(Args)]
 struct RunArgs {
-    /// Cases to run: F1 … F9, or all.
+    /// Cases to run: F1 … F9, F14, or all.
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
     /// F4/F5: judge writes with this resource mode instead of the case's own
@@ -137,7 +137,7 @@ enum Color {
     Never,
 }
 
-/// Accepts F1 … F9 in any case, and says which ids exist otherwise.
+/// Accepts F1 … F9, F14 in any case, and says which ids exist otherwise.
 fn case_id(text: &str) -> std::result::Result<String, String> {
     match cases::find(text) {
         Some(case) => Ok(case.id.to_owned()),

@@ -30,7 +30,8 @@ pub const SHORT_TTL: Duration = Duration::from_millis(300);
 
 /// F8's ttl for the holder whose lease must outlast a crash-restart of the
 /// server (1–4 s here, under load): the recovered row is then checked as
-/// still held, and its holder releases it.
+/// still held, and its holder releases it. F14's holders use it too: their
+/// leases must outlast a failover, and a standby's return.
 pub const CRASH_TTL: Duration = Duration::from_secs(15);
 
 /// The background renewal period of the holder process: about a quarter of

@@ -78,6 +78,6 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     proxy.release();
     let (a_lines, _) = a.rest_of_output()?;
     t.note(format!("{mode}：代理放行后，A：{}", a_lines.join("；")));
-    Ok(lab.view()?.part_text(SCOPE, PART_SUMMARY)?)
+    lab.view()?.part_text(SCOPE, PART_SUMMARY)
 }
 // ANCHOR_END: f12_timeline

@@ -11,8 +11,14 @@
 //! | F7 | a per-row fence lets a stale holder create new rows | component, negative control |
 //! | F8 | immediate shutdown and WAL recovery keep lease, floor and token | crash recovery |
 //! | F9 | a side effect with no token: idempotency keeps the first arrival | component, negative control |
+//! | F10 | a holder killed (SIGKILL) inside its fenced write: nothing left, the lease not released | process, SIGKILL |
+//! | F11 | a holder frozen inside the fence blocks every writer; the idle-in-transaction timeout ends it | processes, SIGSTOP, lock wait |
+//! | F12 | a write delayed in the network goes stale in flight; the fence refuses it | a delaying proxy, negative control |
+//! | F13 | clocks that run wrong: a slow holder clock, a server clock that jumps | libfaketime |
+//! | F14 | the lease store fails over to an async standby: a token is issued twice; sync keeps it, at a price | primary + streaming standby, failover, negative control |
 //!
-//! Every case starts from fresh schemas in both databases.
+//! Every case starts from fresh schemas in both databases (F14 makes its
+//! own lease store on servers of its own, and uses `res26` like the others).
 
 pub mod common;
 pub mod f1;
@@ -28,6 +34,7 @@ pub mod f10;
 pub mod f11;
 pub mod f12;
 pub mod f13;
+pub mod f14;
 pub mod paused_holder;
 pub mod runner;
 
@@ -101,7 +108,7 @@ impl Lab {
 
 /// One experiment.
 pub struct Case {
-    /// `F1` … `F9`.
+    /// `F1` … `F9`, `F14`.
     pub id: &'static str,
     /// The header's title, which may name the reader's knobs.
     pub title: fn(&Options) -> String,
@@ -168,9 +175,9 @@ pub fn variants() -> Vec<Variant> {
 }
 
 /// Every case, in the article's order.
-pub const ALL: [&Case; 13] = [
+pub const ALL: [&Case; 14] = [
     &f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE, &f10::CASE, &f11::CASE, &f12::CASE,
-    &f13::CASE,
+    &f13::CASE, &f14::CASE,
 ];
 
 /// The case with this id (case-insensitive).

@@ -7,7 +7,8 @@
 //! TCP or socket, needs `scram-sha-256`. The superuser `lab_admin` exists
 //! for the cluster's own setup (roles, databases, replication); the cases,
 //! the holders and `./run.sh psql` connect as `lab`, an ordinary role that
-//! owns `lease26` and `res26` and nothing else.
+//! owns `lease26` and `res26` and nothing else. F14's primary holds a
+//! third, the replication role `lab_replica`, for its standby.
 //!
 //! The file is in libpq's password-file format, so `psql` reads it through
 //! `PGPASSFILE` and the reader never types a password. It is created with
@@ -26,6 +27,11 @@ pub const ADMIN: &str = "lab_admin";
 
 /// The role every client of the experiments connects as.
 pub const ROLE: &str = "lab";
+
+/// F14's replication role on its primary: LOGIN REPLICATION and nothing
+/// else. The base backup and the standby's WAL receiver connect as it, so
+/// that neither needs the superuser.
+pub const REPLICATOR: &str = "lab_replica";
 
 /// The credentials file of the cluster in `dir`.
 pub fn path(dir: &Path) -> PathBuf {
@@ -49,6 +55,20 @@ pub fn create(dir: &Path) -> Result<String> {
     // one cluster, whatever port it is started on.
     write!(out, "*:*:*:{ADMIN}:{admin}\n*:*:*:{ROLE}:{role}\n")?;
     Ok(admin)
+}
+
+/// The password of `role` from `dir`'s credentials file, adding a fresh
+/// random one for it when the file has none yet (F14's replication role,
+/// on the primary made by an earlier run).
+pub fn ensure(dir: &Path, role: &str) -> Result<String> {
+    if let Ok(password) = password(dir, role) {
+        return Ok(password);
+    }
+    let password = random_password()?;
+    let file = path(dir);
+    let mut out = fs::OpenOptions::new().append(true).open(&file).with_context(|| format!("opening {}", file.display()))?;
+    writeln!(out, "*:*:*:{role}:{password}")?;
+    Ok(password)
 }
 
 /// The password of `role` from `dir`'s credentials file.
@@ -92,6 +112,9 @@ mod tests {
         assert_ne!(admin, role);
         assert_eq!(fs::metadata(path(&dir)).unwrap().permissions().mode() & 0o777, 0o600);
         assert!(password(&dir, "nobody").is_err());
+        let replicator = ensure(&dir, REPLICATOR).unwrap();
+        assert_eq!(ensure(&dir, REPLICATOR).unwrap(), replicator, "a second ensure keeps the first password");
+        assert_eq!(password(&dir, ROLE).unwrap(), role);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

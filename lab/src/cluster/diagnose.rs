@@ -41,12 +41,14 @@ pub fn command_error(what: &str, out: &Output, log: Option<&Path>) -> String {
         }
     }
     if let Some(log) = log {
-        let tail = fs::read_to_string(log).unwrap_or_default();
-        let tail: Vec<&str> = tail.lines().rev().take(8).collect();
-        text.push_str(&format!("\nserver log {}:", log.display()));
-        for line in tail.into_iter().rev() {
-            text.push_str(&format!("\n  {line}"));
-        }
+        text.push_str(&format!("\nserver log {}:\n{}", log.display(), log_tail(log)));
     }
     text
+}
+
+/// The last lines of a server log, indented.
+pub fn log_tail(log: &Path) -> String {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(8).collect();
+    tail.into_iter().rev().map(|line| format!("  {line}")).collect::<Vec<_>>().join("\n")
 }

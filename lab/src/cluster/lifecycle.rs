@@ -2,18 +2,35 @@
 
 use super::{credentials, diagnose, owner, Cluster, HOST, NAME};
 use crate::error::{Result, ResultExt};
-use crate::{interrupt, paths};
+use crate::{interrupt, paths, poll};
+use nix::sys::signal::Signal;
 use std::fs;
 use std::io::Write;
 use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Serialises start and stop, so that Ctrl-C arriving during a start waits
 /// for it and then stops the server, instead of racing it.
 static LIFECYCLE: Mutex<()> = Mutex::new(());
+
+/// How long a start may take, as `pg_ctl start -t 60` allows.
+const START_BOUND: Duration = Duration::from_secs(60);
+
+/// Who runs the postmaster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Launch {
+    /// `pg_ctl start`: a daemon that outlives the lab (`b3-26`, which the
+    /// reader may keep running; a killed run's server is taken over by the
+    /// next run, see [`super::owner`]).
+    Daemon,
+    /// The lab's own child, which the kernel stops when the lab dies (F14's
+    /// servers, which only a run of F14 ever uses).
+    Tied,
+}
 
 impl Cluster {
     /// Whether the server of this data directory is running (`pg_ctl status`).
@@ -34,8 +51,15 @@ impl Cluster {
     /// when the port is held by anything else: the lab never touches a
     /// cluster that is not its own.
     pub fn start(&self) -> Result<()> {
+        self.start_as(Launch::Daemon).map(drop)
+    }
+
+    /// Starts the server the way `launch` says; the postmaster's process
+    /// when it is this process's child (`Launch::Tied`), `None` when it is
+    /// pg_ctl's daemon or was running already.
+    pub(super) fn start_as(&self, launch: Launch) -> Result<Option<Child>> {
         let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
-        self.start_locked(&[])
+        self.start_locked(launch, &[])
     }
 
     /// Restarts the server (a clean stop, then a start) with extra variables
@@ -45,17 +69,18 @@ impl Cluster {
     pub fn restart_with(&self, env: &[(String, String)]) -> Result<()> {
         let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
         self.stop_locked("fast", false)?;
-        self.start_locked(env)
+        self.start_locked(Launch::Daemon, env).map(drop)
     }
 
-    /// The start itself, under the lifecycle lock.
-    fn start_locked(&self, env: &[(String, String)]) -> Result<()> {
+    /// The start itself, under the lifecycle lock; `env` goes into the
+    /// server processes' environment (pg_ctl's daemon only).
+    fn start_locked(&self, launch: Launch, env: &[(String, String)]) -> Result<Option<Child>> {
         // Checked under the lifecycle lock: after Ctrl-C nothing starts again.
         if interrupt::requested() {
             return Err("interrupted".into());
         }
         if self.is_running()? {
-            return Ok(());
+            return Ok(None);
         }
         // The port first: a port held by something else ends the start before
         // anything is written to disk.
@@ -67,20 +92,87 @@ impl Cluster {
         }
         self.replace_trust_cluster()?;
         self.ensure_initialized()?;
-        let out = self
-            .server_command("pg_ctl")
-            .args(["start", "-w", "-t", "60", "-s", "-D"])
-            .arg(self.data_dir())
-            .arg("-l")
-            .arg(self.log_path())
-            .arg("-o")
-            .arg(format!("-p {}", self.port))
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .output()?;
-        if !out.status.success() {
-            return Err(diagnose::command_error("pg_ctl start", &out, Some(&self.log_path())).into());
+        match launch {
+            Launch::Daemon => {
+                let out = self
+                    .server_command("pg_ctl")
+                    .args(["start", "-w", "-t", "60", "-s", "-D"])
+                    .arg(self.data_dir())
+                    .arg("-l")
+                    .arg(self.log_path())
+                    .arg("-o")
+                    .arg(format!("-p {}", self.port))
+                    .envs(env.iter().map(|(k, v)| (k, v)))
+                    .output()?;
+                if !out.status.success() {
+                    return Err(diagnose::command_error("pg_ctl start", &out, Some(&self.log_path())).into());
+                }
+                Ok(None)
+            }
+            Launch::Tied => self.launch_tied().map(Some),
         }
-        Ok(())
+    }
+
+    // ANCHOR: launch_tied
+    /// Runs the postmaster as this process's own child, as pg_ctl would
+    /// (same data, port and log), with one difference: the kernel sends it
+    /// SIGQUIT, PostgreSQL's immediate shutdown, when the thread that
+    /// started it ends. A run killed with SIGKILL cannot clean up, so its
+    /// servers end with it instead of waiting for the next run.
+    fn launch_tied(&self) -> Result<Child> {
+        // Mode 0600, like the log pg_ctl makes.
+        let log = fs::OpenOptions::new().create(true).append(true).mode(0o600).open(self.log_path())?;
+        self.give_to_server_account(&self.log_path())?;
+        let mut cmd = self.server_command("postgres");
+        cmd.arg("-D").arg(self.data_dir()).arg("-p").arg(self.port.to_string());
+        cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+        let parent = nix::unistd::getpid();
+        // SAFETY: the closure runs in the forked child before exec (after std
+        // has switched to the server account, so the setting survives it) and
+        // calls only prctl(2) and getppid(2), both async-signal-safe; it
+        // allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGQUIT)?;
+                // The lab may have died between fork and prctl: then no
+                // signal will ever come, so do not start at all.
+                if nix::unistd::getppid() != parent {
+                    return Err(std::io::Error::other("the lab exited while starting a server"));
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().with_context(|| format!("starting the postmaster of {}", self.name))?;
+        // Ready when the postmaster's pid file says so, as `pg_ctl start -w`
+        // waits: `ready` once it takes connections (read-only ones on a hot
+        // standby), `standby` for a standby that takes none.
+        let mut exited = None;
+        let ready = poll::poll_until(START_BOUND, poll::EVERY, || -> Result<bool> {
+            if let Some(status) = child.try_wait()? {
+                exited = Some(status);
+                return Ok(true);
+            }
+            Ok(self.pid_file_status(child.id()).is_some_and(|s| s == "ready" || s == "standby"))
+        })?;
+        if let Some(status) = exited {
+            return Err(format!("the postmaster of {} exited while starting ({status}); its log {}:\n{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path())).into());
+        }
+        if !ready {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{} did not become ready within {START_BOUND:?}; its log {}:\n{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path())).into());
+        }
+        Ok(child)
+    }
+    // ANCHOR_END: launch_tied
+
+    /// The status line of `postmaster.pid` (`starting`, `ready`, `standby`,
+    /// `stopping`) when the file belongs to the postmaster `pid`.
+    fn pid_file_status(&self, pid: u32) -> Option<String> {
+        let text = fs::read_to_string(self.data_dir().join("postmaster.pid")).ok()?;
+        let lines: Vec<&str> = text.lines().collect();
+        // Line 1: the pid; line 8: the status (pidfile.h, LOCK_FILE_LINE_PM_STATUS).
+        (lines.first()?.trim() == pid.to_string()).then(|| lines.get(7).map(|s| s.trim().to_owned()))?
     }
 
     /// Stops the server cleanly (`-m fast`: a checkpoint, then exit); does
@@ -101,7 +193,7 @@ impl Cluster {
         self.start()
     }
 
-    fn stop_with(&self, mode: &str) -> Result<()> {
+    pub(super) fn stop_with(&self, mode: &str) -> Result<()> {
         let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
         // A crash-stop (F8) is followed by a start within the same run: the
         // owner stays. A clean stop ends the server's life: nobody owns it.
@@ -177,28 +269,14 @@ impl Cluster {
             )
             .into());
         }
-        fs::create_dir_all(self.socket_dir()).with_context(|| format!("creating {}", self.dir.display()))?;
-        for dir in [&self.dir, &self.socket_dir()] {
-            // The cluster's folder and its socket are the server account's
-            // alone: no other account may enter them.
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
-            if let Some(user) = &self.run_as {
-                nix::unistd::chown(dir.as_path(), Some(user.uid), Some(user.gid))
-                    .with_context(|| format!("giving {} to {}", dir.display(), user.name))?;
-            }
-        }
-        if self.run_as.is_some() {
-            self.check_server_user_can_write()?;
-        }
+        self.make_folder()?;
         let admin_password = credentials::create(&self.dir)?;
         // initdb reads the superuser's password from a file, as the server
         // account: a copy it can read, removed as soon as initdb is done.
         let pwfile = self.dir.join("initdb-password");
         fs::write(&pwfile, format!("{admin_password}\n"))?;
         fs::set_permissions(&pwfile, fs::Permissions::from_mode(0o600))?;
-        if let Some(user) = &self.run_as {
-            nix::unistd::chown(pwfile.as_path(), Some(user.uid), Some(user.gid))?;
-        }
+        self.give_to_server_account(&pwfile)?;
         let out = self
             .server_command("initdb")
             .arg("-D")
@@ -216,14 +294,37 @@ impl Cluster {
         let mut conf = fs::OpenOptions::new().append(true).open(self.data_dir().join("postgresql.conf"))?;
         writeln!(
             conf,
-            "\n# {NAME}: the lease + fencing lab's throw-away cluster\n\
+            "\n# {}: the lease + fencing lab's throw-away cluster\n\
              listen_addresses = '{}'\n\
              unix_socket_directories = '{}'\n\
              # F3 holds three rounds of racers' connections at once.\n\
              max_connections = 250\n",
+            self.name,
             HOST,
             self.socket_dir().display()
         )?;
+        Ok(())
+    }
+
+    /// Creates the cluster's folder and its socket folder, the server
+    /// account's alone: no other account may enter them.
+    pub(super) fn make_folder(&self) -> Result<()> {
+        fs::create_dir_all(self.socket_dir()).with_context(|| format!("creating {}", self.dir.display()))?;
+        for dir in [&self.dir, &self.socket_dir()] {
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+            self.give_to_server_account(dir)?;
+        }
+        if self.run_as.is_some() {
+            self.check_server_user_can_write()?;
+        }
+        Ok(())
+    }
+
+    /// Makes the server account the owner of `path` when the lab runs as root.
+    pub(super) fn give_to_server_account(&self, path: &std::path::Path) -> Result<()> {
+        if let Some(user) = &self.run_as {
+            nix::unistd::chown(path, Some(user.uid), Some(user.gid)).with_context(|| format!("giving {} to {}", path.display(), user.name))?;
+        }
         Ok(())
     }
 

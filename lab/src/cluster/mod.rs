@@ -20,16 +20,20 @@
 //!   (via [`crate::interrupt`]) on Ctrl-C; a cluster the reader started by
 //!   hand with `lab cluster start` is left running, so the tables can be
 //!   inspected;
-//! - [`diagnose`]: what a failed server command or a held port tells the reader.
+//! - [`diagnose`]: what a failed server command or a held port tells the reader;
+//! - [`replica`]: F14's lease store on two servers of its own, a primary and
+//!   its streaming standby, beside `b3-26`: the same lifecycle, twice, plus a
+//!   base backup and a promotion; tied to the run, so no kill leaves them up.
 //!
 //! Nothing here speaks SQL: the `db` module, one layer up, connects to the
-//! running server.
+//! running server ([`Endpoint`] says where, and with whose passwords).
 
 mod binaries;
 pub mod credentials;
 mod diagnose;
 mod lifecycle;
 pub mod owner;
+pub mod replica;
 mod session;
 
 pub use session::{lock_runs, stop_owned, Session};
@@ -63,6 +67,8 @@ pub fn port() -> Result<u16> {
 /// The lab's cluster: where it lives and how to run its server commands.
 #[derive(Clone, Debug)]
 pub struct Cluster {
+    /// `b3-26`, or one of F14's servers (`b3-26-primary`, `b3-26-standby`).
+    name: String,
     /// Holds `data/`, `socket/` and `postgres.log`.
     dir: PathBuf,
     /// The folder with `initdb`, `pg_ctl`, `postgres`, `pg_controldata`.
@@ -88,7 +94,17 @@ impl Cluster {
         } else {
             None
         };
-        Ok(Cluster { dir: paths::cluster_dir(), bin, major, run_as, port: port()? })
+        Ok(Cluster { name: NAME.into(), dir: paths::cluster_dir(), bin, major, run_as, port: port()? })
+    }
+
+    /// The server's name: `b3-26`, `b3-26-primary`, `b3-26-standby`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where clients reach this server, and whose passwords they prove.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint { name: self.name.clone(), port: self.port, dir: self.dir.clone() }
     }
 
     /// The cluster's folder.
@@ -153,7 +169,8 @@ impl Cluster {
     pub fn describe(&self) -> Result<String> {
         let state = if self.is_running()? { "running" } else { "stopped" };
         let mut text = format!(
-            "cluster {NAME}: {state}\n  server:  PostgreSQL {} ({})\n  listens: {}:{} and {}\n  data:    {}\n  log:     {}",
+            "cluster {}: {state}\n  server:  PostgreSQL {} ({})\n  listens: {}:{} and {}\n  data:    {}\n  log:     {}",
+            self.name,
             self.major,
             self.bin.display(),
             HOST,
@@ -172,9 +189,31 @@ impl Cluster {
     }
 }
 
-/// The password of `role` for the lab's cluster (see [`credentials`]).
-pub fn password(role: &str) -> Result<String> {
-    credentials::password(&paths::cluster_dir(), role)
+/// Where a client reaches one of the lab's servers: `b3-26` on `LAB_PORT`,
+/// or F14's primary and standby beside it. Each server has its own
+/// credentials file in its folder (a standby has a copy of its primary's:
+/// physical replication copies the roles too).
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// The server's name, for messages.
+    pub name: String,
+    /// Its port on [`HOST`].
+    pub port: u16,
+    /// Its folder, which holds its credentials file.
+    pub dir: PathBuf,
+}
+
+impl Endpoint {
+    /// The lab's cluster `b3-26`, where this process's `LAB_PORT` and
+    /// `LAB_CLUSTER_DIR` put it (no server binaries needed: a holder uses it).
+    pub fn lab() -> Result<Endpoint> {
+        Ok(Endpoint { name: NAME.into(), port: port()?, dir: paths::cluster_dir() })
+    }
+
+    /// The password of `role` on this server.
+    pub fn password(&self, role: &str) -> Result<String> {
+        credentials::password(&self.dir, role)
+    }
 }
 
 /// The credentials file of the lab's cluster, for `psql` (`PGPASSFILE`).

@@ -4,13 +4,19 @@
 //! Clients use TCP on 127.0.0.1 rather than the Unix socket, so that a holder
 //! started from any working directory reaches the same server. Every client
 //! proves a password (see [`crate::cluster::credentials`]): the experiments
-//! connect as the ordinary role `lab`; only [`setup`] uses the superuser.
+//! connect as the ordinary role `lab`; only [`setup`] and the replication
+//! setup in [`replication`] use the superuser.
+//!
+//! Every server is an [`Endpoint`]: `b3-26` for all cases, and F14's
+//! primary and standby, whose lease store is the same `lease26` schema.
 
+pub mod replication;
 pub mod setup;
 
-use crate::cluster::{self, credentials};
+use crate::cluster::{self, credentials, Endpoint};
 use crate::error::{Result, ResultExt};
 use postgres::{Client, NoTls};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The database that holds the lease table.
@@ -23,6 +29,10 @@ pub const LEASE_SCHEMA: &str = include_str!("../../../sql/lease26.sql");
 /// The schema of `res26`.
 pub const RES_SCHEMA: &str = include_str!("../../../sql/res26.sql");
 
+/// What the server said on a session besides results and errors: its
+/// notices (`WARNING: …`, with `DETAIL: …` on a line of its own), in order.
+pub type Notices = Arc<Mutex<Vec<String>>>;
+
 /// Opens an autocommit connection to one of the lab's databases, as `lab`.
 ///
 /// `who` becomes the session's `application_name`, so that a reader looking
@@ -33,15 +43,23 @@ pub fn connect(dbname: &str, who: &str) -> Result<Client> {
 
 /// Opens a connection as `role` (the superuser only for the cluster's setup).
 pub fn connect_as(role: &str, dbname: &str, who: &str) -> Result<Client> {
-    let port = cluster::port()?;
+    open(&Endpoint::lab()?, role, dbname, who, None)
+}
+
+/// Opens a connection to `server` as `role`. The server's notices on it go
+/// into `notices` when given; otherwise they are dropped (the driver would
+/// hand them to a logger, and the lab installs none).
+pub fn open(server: &Endpoint, role: &str, dbname: &str, who: &str, notices: Option<Notices>) -> Result<Client> {
+    let port = server.port;
     let unreachable = || {
-        format!(
-            "cannot reach the lab's PostgreSQL at {}:{port} (database {dbname}); \
-             start it with `./run.sh cluster start`, or run cases with `./run.sh`, which starts and stops it",
-            cluster::HOST
-        )
+        let hint = if server.name == cluster::NAME {
+            "; start it with `./run.sh cluster start`, or run cases with `./run.sh`, which starts and stops it"
+        } else {
+            ""
+        };
+        format!("cannot reach {} at {}:{port} (database {dbname}){hint}", server.name, cluster::HOST)
     };
-    let password = cluster::password(role).with_context(unreachable)?;
+    let password = server.password(role).with_context(unreachable)?;
     let mut config = Client::configure();
     config
         .host(cluster::HOST)
@@ -51,6 +69,15 @@ pub fn connect_as(role: &str, dbname: &str, who: &str) -> Result<Client> {
         .dbname(dbname)
         .application_name(who)
         .connect_timeout(Duration::from_secs(5));
+    config.notice_callback(move |notice| {
+        if let Some(sink) = &notices {
+            let mut text = format!("{}: {}", notice.severity(), notice.message());
+            if let Some(detail) = notice.detail() {
+                text.push_str(&format!("\nDETAIL: {detail}"));
+            }
+            sink.lock().unwrap_or_else(|p| p.into_inner()).push(text);
+        }
+    });
     config.connect(NoTls).with_context(unreachable)
 }
 

@@ -1,5 +1,6 @@
-//! The cluster's setup, the one place that connects as the superuser: the
-//! experiments' role, and the two databases it owns.
+//! The cluster's setup, where the superuser connects: the experiments'
+//! role, and the two databases it owns. (F14's primary gets the same role
+//! and `lease26`, plus its replication role: [`super::replication`].)
 //!
 //! `lab` is an ordinary role: it owns `lease26` and `res26` (so it may
 //! drop and recreate their schema) and has no other privilege. Nothing the
@@ -8,8 +9,8 @@
 //! every role. Above all it cannot run `COPY … TO PROGRAM`, which runs a
 //! program as the server's operating-system account.
 
-use super::{connect_as, reset_schema, LEASE_DB, LEASE_SCHEMA, RES_DB, RES_SCHEMA};
-use crate::cluster::{self, credentials};
+use super::{connect_as, open, reset_schema, LEASE_DB, LEASE_SCHEMA, RES_DB, RES_SCHEMA};
+use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
 use postgres::Client;
 
@@ -17,21 +18,29 @@ fn admin() -> Result<Client> {
     connect_as(credentials::ADMIN, "postgres", "lab setup")
 }
 
+/// The superuser's setup session on `server`.
+pub(super) fn admin_on(server: &Endpoint) -> Result<Client> {
+    open(server, credentials::ADMIN, "postgres", "lab setup", None)
+}
+
 /// Creates the role `lab` with its password if it does not exist yet.
 fn ensure_role(admin: &mut Client) -> Result<()> {
+    ensure_login_role(admin, &Endpoint::lab()?, credentials::ROLE, "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION")
+}
+
+/// Creates `role` with the password `server`'s credentials file holds for
+/// it, and exactly the attributes `attributes`, if it does not exist yet.
+pub(super) fn ensure_login_role(admin: &mut Client, server: &Endpoint, role: &str, attributes: &str) -> Result<()> {
     // pg_roles: one row per role of the cluster.
-    let exists = admin.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&credentials::ROLE])?.is_some();
+    let exists = admin.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&role])?.is_some();
     if !exists {
-        let password = cluster::password(credentials::ROLE)?;
+        let password = server.password(role)?;
         // CREATE ROLE takes no bind parameters; the password is 32 hex
         // digits (credentials.rs), so it needs no quoting beyond the quotes.
         assert!(password.chars().all(|c| c.is_ascii_hexdigit()), "a generated password is hex");
         admin
-            .batch_execute(&format!(
-                "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD '{password}'",
-                credentials::ROLE
-            ))
-            .context("creating the experiments' role")?;
+            .batch_execute(&format!("CREATE ROLE {role} LOGIN {attributes} PASSWORD '{password}'"))
+            .with_context(|| format!("creating the role {role} on {}", server.name))?;
     }
     Ok(())
 }
@@ -70,7 +79,7 @@ pub fn ensure_databases() -> Result<()> {
     Ok(())
 }
 
-fn create_database(admin: &mut Client, name: &str) -> Result<()> {
+pub(super) fn create_database(admin: &mut Client, name: &str) -> Result<()> {
     admin
         .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", credentials::ROLE))
         .with_context(|| format!("creating database {name}"))

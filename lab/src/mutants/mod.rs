@@ -43,6 +43,9 @@ pub enum Group {
     Fence,
     /// Decisions of the holder's own code.
     Client,
+    /// What the lease store's commits wait for, which decides whether a
+    /// failover can lose a token (F14).
+    Failover,
 }
 
 /// Every mutation, in the book's order.
@@ -221,6 +224,13 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "a holder that finds its local deadline passed does not write",
         killer: &["F4", "--pause-before-check"],
         question: "持有者跳过本地截止时间检查。A 在检查之前被暂停、恢复时租约早已被 B 接手，它还会写吗？栅栏会怎样？",
+    },
+    Mutation {
+        name: "lease-store-commits-locally",
+        group: Group::Failover,
+        guards: "I2 across a failover: a synchronous lease store's commit returns only once its standby has it",
+        killer: &["F14"],
+        question: "同步时间线里，租约库的 synchronous_commit 从 remote_apply 改成了 local（synchronous_standby_names 照旧）。备库断开之后，holder-c 的获取还会等它吗？这时切换主备，token 会怎样？",
     },
 ];
 

@@ -1,0 +1,306 @@
+//! F14's lease store: a primary and its streaming standby, two servers of
+//! the lab's own beside `b3-26`, so that failing the lease store over never
+//! pulls the shared `lease26` away from the other cases.
+//!
+//! | server | port | folder |
+//! |---|---|---|
+//! | `b3-26-primary` | `LAB_PORT` + 1 | `<cluster folder>-primary` |
+//! | `b3-26-standby` | `LAB_PORT` + 2 | `<cluster folder>-standby` |
+//!
+//! Ports and folders follow `LAB_PORT` and `LAB_CLUSTER_DIR`, so a test's
+//! private cluster gets private replicas. The primary is made once, like
+//! `b3-26` (initdb with passwords), and kept between runs. The standby is
+//! made afresh for every timeline from a base backup of the primary: a
+//! standby that has been promoted has left the primary's history for good.
+//! The base backup and the standby's WAL receiver connect as the replication
+//! role [`credentials::REPLICATOR`] (LOGIN REPLICATION, no superuser), whose
+//! password only the server account can read on the standby's side.
+//!
+//! Only a run of F14 uses these servers, so they live exactly as long as the
+//! run does. Each postmaster is the lab's own child ([`Launch::Tied`]), with
+//! three nets, as for the holders: the pair's `Drop` stops both (an error, a
+//! failed check, a panic); the interrupt handler stops both on Ctrl-C; and
+//! when the run is killed outright (SIGKILL), the kernel's parent-death
+//! signal gives each postmaster SIGQUIT, PostgreSQL's immediate shutdown.
+//! That signal follows the *thread* that started the server, so the pair is
+//! started from the thread that runs the case (the run's main thread). A
+//! server found running in these folders anyway can only be the leftover of
+//! a run that died past all three (the run lock keeps every other run out):
+//! it is stopped, with a line on stderr.
+//!
+//! Nothing here speaks SQL: the replication role, the lease database, the
+//! cut of the standby's link and every check are `db::replication`'s.
+
+use super::lifecycle::Launch;
+use super::{credentials, diagnose, Cluster, HOST, NAME};
+use crate::error::{Result, ResultExt};
+use crate::{interrupt, poll};
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::PathBuf;
+use std::process::Child;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a promotion may take, as `pg_ctl promote -t 60` allows.
+const PROMOTE_BOUND: Duration = Duration::from_secs(60);
+
+/// The postmasters this process started as its children, to stop and reap.
+static TIED: Mutex<Vec<(Cluster, Child)>> = Mutex::new(Vec::new());
+
+/// F14's lease store: a primary and its streaming standby.
+pub struct FailoverPair {
+    /// `b3-26-primary`, on `LAB_PORT` + 1.
+    primary: Cluster,
+    /// `b3-26-standby`, on `LAB_PORT` + 2; also its `application_name` on
+    /// the primary (`pg_stat_replication`, `synchronous_standby_names`).
+    standby: Cluster,
+}
+
+impl FailoverPair {
+    /// The pair's places beside `cluster` (nothing is started yet).
+    pub fn beside(cluster: &Cluster) -> Result<FailoverPair> {
+        Ok(FailoverPair { primary: cluster.sibling("primary", 1)?, standby: cluster.sibling("standby", 2)? })
+    }
+
+    /// The primary.
+    pub fn primary(&self) -> &Cluster {
+        &self.primary
+    }
+
+    /// The standby.
+    pub fn standby(&self) -> &Cluster {
+        &self.standby
+    }
+
+    /// Starts the primary if it is not running, initialising it the first
+    /// time; returns the replication role's password (made the first time).
+    pub fn start_primary(&self) -> Result<String> {
+        start_tied(&self.primary)?;
+        credentials::ensure(self.primary.dir(), credentials::REPLICATOR)
+    }
+
+    // ANCHOR: build_standby
+    /// Makes a fresh standby of the running primary and starts it: the old
+    /// standby's folder goes, `pg_basebackup` copies the primary (as the
+    /// server account, connecting as the replication role) together with the
+    /// WAL written meanwhile, and the copy starts in standby mode, streaming
+    /// from the primary. Returns how long the base backup took.
+    pub fn build_standby(&self) -> Result<Duration> {
+        let standby = &self.standby;
+        stop_tied(standby, "immediate")?;
+        if standby.dir().exists() {
+            fs::remove_dir_all(standby.dir()).with_context(|| format!("removing {}", standby.dir().display()))?;
+        }
+        standby.make_folder()?;
+        // Clients prove the same passwords on both: the roles are replicated.
+        fs::copy(credentials::path(self.primary.dir()), credentials::path(standby.dir()))?;
+        self.write_passfile()?;
+        let started = Instant::now();
+        let out = standby
+            .server_command("pg_basebackup")
+            .arg("-D")
+            .arg(standby.data_dir())
+            .args(["-h", HOST, "-p", &self.primary.port().to_string(), "-U", credentials::REPLICATOR])
+            // -X stream: the WAL written during the copy comes along, so the
+            // copy is consistent on its own; -c fast: the backup's checkpoint
+            // at once, not spread; --no-sync: a throw-away copy (F14 crashes
+            // the primary's processes, not the machine); -w: never a prompt.
+            .args(["-X", "stream", "-c", "fast", "--no-sync", "-w"])
+            .env("PGPASSFILE", self.passfile())
+            .output()?;
+        let took = started.elapsed();
+        if !out.status.success() {
+            return Err(diagnose::command_error("pg_basebackup", &out, Some(&self.primary.log_path())).into());
+        }
+        let data = standby.data_dir();
+        let mut conf = fs::OpenOptions::new().append(true).open(data.join("postgresql.conf"))?;
+        writeln!(
+            conf,
+            "\n# {}: F14's streaming standby of {}\n\
+             unix_socket_directories = '{}'\n\
+             primary_conninfo = '{}'\n",
+            standby.name(),
+            self.primary.name(),
+            conf_quote(&standby.socket_dir().display().to_string()),
+            conf_quote(&self.primary_conninfo()),
+        )?;
+        // The copy brought the primary's ALTER SYSTEM settings (its
+        // synchronous_standby_names, say): they are the primary's, not the
+        // standby's, which starts from its own file alone.
+        fs::write(data.join("postgresql.auto.conf"), "# Do not edit this file manually!\n# It will be overwritten by the ALTER SYSTEM command.\n")?;
+        // Its presence makes the server start as a standby; promotion removes it.
+        fs::write(data.join("standby.signal"), "")?;
+        standby.give_to_server_account(&data.join("standby.signal"))?;
+        start_tied(standby)?;
+        Ok(took)
+    }
+    // ANCHOR_END: build_standby
+
+    /// How the standby reaches its primary: the replication role, its
+    /// password from a file only the server account reads, and the name the
+    /// primary knows it by.
+    pub fn primary_conninfo(&self) -> String {
+        format!(
+            "host={HOST} port={} user={} passfile={} application_name={}",
+            self.primary.port(),
+            credentials::REPLICATOR,
+            conninfo_quote(&self.passfile().display().to_string()),
+            self.standby.name()
+        )
+    }
+
+    /// A link to the primary that leads nowhere: a socket folder that does
+    /// not exist, so every attempt fails at once and none can ever succeed.
+    pub fn unreachable_conninfo(&self) -> String {
+        format!(
+            "host={} port={} user={} application_name={}",
+            conninfo_quote(&self.standby.dir().join("no-primary").display().to_string()),
+            self.primary.port(),
+            credentials::REPLICATOR,
+            self.standby.name()
+        )
+    }
+
+    // ANCHOR: failover
+    /// The primary's crash: `pg_ctl stop -m immediate` sends the postmaster
+    /// SIGQUIT, and every server process exits at once, without a
+    /// checkpoint and without sending the standby anything more.
+    pub fn crash_primary(&self) -> Result<()> {
+        stop_tied(&self.primary, "immediate")
+    }
+
+    /// Promotes the standby: `pg_ctl promote` asks it to end recovery with
+    /// the WAL it has, start a new timeline and take writes. Returns how
+    /// long until its control file said `in production`, asked every few
+    /// milliseconds (`pg_ctl promote -w` asks the same, but only every
+    /// 100 ms, which would be most of what it measured).
+    pub fn promote_standby(&self) -> Result<Duration> {
+        let started = Instant::now();
+        let out = self.standby.server_command("pg_ctl").args(["promote", "-W", "-s", "-D"]).arg(self.standby.data_dir()).output()?;
+        if !out.status.success() {
+            return Err(diagnose::command_error("pg_ctl promote", &out, Some(&self.standby.log_path())).into());
+        }
+        let mut state = String::new();
+        let promoted = poll::poll_until(PROMOTE_BOUND, poll::EVERY, || -> Result<bool> {
+            state = self.standby.control_state()?;
+            Ok(state == "in production")
+        })?;
+        if !promoted {
+            return Err(format!("{} is still {state} {PROMOTE_BOUND:?} after pg_ctl promote; its log {}:\n{}", self.standby.name(), self.standby.log_path().display(), diagnose::log_tail(&self.standby.log_path())).into());
+        }
+        Ok(started.elapsed())
+    }
+    // ANCHOR_END: failover
+
+    /// The replication role's password file on the standby's side.
+    fn passfile(&self) -> PathBuf {
+        self.standby.dir().join("replication.pgpass")
+    }
+
+    /// Writes the replication role's password where the server account
+    /// (pg_basebackup, then the standby's WAL receiver) reads it, mode 0600
+    /// as libpq demands.
+    fn write_passfile(&self) -> Result<()> {
+        let password = credentials::password(self.primary.dir(), credentials::REPLICATOR)?;
+        let file = self.passfile();
+        let mut out = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&file)?;
+        writeln!(out, "*:*:*:{}:{password}", credentials::REPLICATOR)?;
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o600))?;
+        self.standby.give_to_server_account(&file)
+    }
+}
+
+impl Drop for FailoverPair {
+    fn drop(&mut self) {
+        // The standby is rebuilt by every run; the primary is kept, so it is
+        // stopped cleanly, and the next run starts it without a recovery.
+        for (server, mode) in [(&self.standby, "immediate"), (&self.primary, "fast")] {
+            if let Err(e) = stop_tied(server, mode) {
+                eprintln!("lab: could not stop {}: {}", server.name(), crate::error::chain(e.as_ref()));
+            }
+        }
+    }
+}
+
+impl Cluster {
+    /// A server of F14's pair beside this cluster: `<folder>-<role>` on
+    /// this port + `offset`.
+    fn sibling(&self, role: &str, offset: u16) -> Result<Cluster> {
+        let folder = self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| NAME.into());
+        let port = self.port.checked_add(offset).ok_or_else(|| format!("LAB_PORT={} leaves no room for F14's {role} at +{offset}", self.port))?;
+        Ok(Cluster { name: format!("{NAME}-{role}"), dir: self.dir.with_file_name(format!("{folder}-{role}")), port, ..self.clone() })
+    }
+}
+
+/// Starts `server` as this process's child, unless it already is one.
+fn start_tied(server: &Cluster) -> Result<()> {
+    let tied = TIED.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|(s, _)| s.dir() == server.dir());
+    if tied {
+        return Ok(());
+    }
+    if server.is_running()? {
+        eprintln!("lab: {} ({}) was left running by a lab run that died; stopping it", server.name(), server.data_dir().display());
+        server.stop_with("immediate")?;
+    }
+    // Registered first: Ctrl-C during the start finds nothing to stop yet,
+    // and the process's exit then ends the new server (parent-death signal).
+    interrupt::on_stop(stop_all);
+    if let Some(child) = server.start_as(Launch::Tied)? {
+        TIED.lock().unwrap_or_else(|p| p.into_inner()).push((server.clone(), child));
+    }
+    Ok(())
+}
+
+/// Stops `server` with `pg_ctl stop -m <mode>` if it runs, and reaps its
+/// postmaster if it was this process's child.
+fn stop_tied(server: &Cluster, mode: &str) -> Result<()> {
+    let child = {
+        let mut tied = TIED.lock().unwrap_or_else(|p| p.into_inner());
+        tied.iter().position(|(s, _)| s.dir() == server.dir()).map(|at| tied.remove(at).1)
+    };
+    let stopped = server.stop_with(mode);
+    if let Some(mut child) = child {
+        if stopped.is_err() {
+            // A server that would not stop: its postmaster goes, and the
+            // other server processes follow once they notice it is gone.
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
+    stopped
+}
+
+/// Stops every server this process started as its child (Ctrl-C).
+fn stop_all() {
+    let all: Vec<(Cluster, Child)> = std::mem::take(&mut *TIED.lock().unwrap_or_else(|p| p.into_inner()));
+    for (server, mut child) in all {
+        if server.stop_with("immediate").is_err() {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
+}
+
+/// A value for a libpq connection string: quoted, with `\` and `'` escaped.
+fn conninfo_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// Text inside a single-quoted postgresql.conf value: `'` doubled.
+fn conf_quote(value: &str) -> String {
+    value.replace('\'', "''")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Connection-string values survive spaces and quotes; config values double quotes.
+    #[test]
+    fn quoting_keeps_odd_paths_whole() {
+        assert_eq!(conninfo_quote("/tmp/a b/it's"), r"'/tmp/a b/it\'s'");
+        assert_eq!(conf_quote("host='/x'"), "host=''/x''");
+    }
+}

@@ -1,0 +1,285 @@
+//! F14's replicated lease store, in SQL: its setup, the fault (the
+//! standby's link to the primary cut, and mended), and the reads with which
+//! the case watches both servers.
+//!
+//! Who does what (least privilege):
+//! - `lab_admin`, the superuser, only for setup and for the fault: the
+//!   roles, `lease26`, the replication settings and the standby's
+//!   `primary_conninfo` (ALTER SYSTEM needs it), and the first look at the
+//!   walsender's `state`/`sync_state`, which PostgreSQL shows only to
+//!   superusers and `pg_read_all_stats`.
+//! - `lab_replica` (LOGIN REPLICATION, nothing else): the base backup and
+//!   the standby's WAL receiver.
+//! - the server account: `pg_basebackup`, `pg_ctl promote` and the
+//!   immediate stop, like every server command (`cluster::replica`).
+//! - `lab`: the leases, and every check the transcript prints. Every role
+//!   may read the WAL positions (`pg_current_wal_*_lsn()`,
+//!   `pg_last_wal_receive_lsn()`), `pg_is_in_recovery()`, whether a
+//!   walsender or a WAL receiver exists (their pid and name are public,
+//!   their state is not), the wait event of its own role's sessions, and
+//!   may cancel them (`pg_cancel_backend`).
+//!
+//! No replication slot: the standby is started right after its base
+//! backup, which carries the WAL written during the copy, and it is thrown
+//! away at the end of its timeline; a slot would only outlive it on the
+//! primary and hold WAL for a standby that never comes back.
+
+use super::setup::{admin_on, create_database, ensure_login_role};
+use super::{open, reset_schema, LEASE_DB, LEASE_SCHEMA};
+use crate::cluster::replica::FailoverPair;
+use crate::cluster::{credentials, Endpoint};
+use crate::error::{Result, ResultExt};
+use crate::poll;
+use postgres::types::PgLsn;
+use postgres::Client;
+use std::time::Duration;
+
+/// How the primary commits with respect to its standby.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// A commit returns once it is in the primary's own WAL; the standby
+    /// follows when it can (PostgreSQL's default).
+    Async,
+    /// A commit returns once the standby has it ([`SYNCHRONOUS_COMMIT`]).
+    Sync,
+}
+
+// ANCHOR: sync_settings
+/// The lease store's commit rule in the synchronous timeline: a commit
+/// returns only after the standby has written, flushed *and replayed* it, so
+/// the token an acquire returns is already readable on the standby, and a
+/// promotion cannot lose it. (`on` would wait for the standby's flush
+/// only: as safe for a failover, but the case could not read the token on
+/// the standby at the moment the acquire returns.)
+pub const SYNCHRONOUS_COMMIT: &str = "remote_apply";
+
+/// `synchronous_standby_names` in the synchronous timeline: the one standby,
+/// by the `application_name` it streams with. The name holds `-`, so it is
+/// double-quoted.
+pub fn synchronous_standby_names(pair: &FailoverPair) -> String {
+    format!("FIRST 1 (\"{}\")", pair.standby().name())
+}
+// ANCHOR_END: sync_settings
+
+/// The walsender serving `application_name`, as `state/sync_state`
+/// (`streaming/async`, `streaming/sync`). Superuser or pg_read_all_stats
+/// only: other roles see these columns as NULL.
+const WALSENDER_STATE: &str =
+    "SELECT state || '/' || sync_state FROM pg_stat_replication WHERE application_name = $1";
+
+/// The settings a session of the primary now runs with. A backend re-reads
+/// the configuration at its next statement after the postmaster passes on
+/// a reload, so the setup's own session seeing the new values means the
+/// postmaster, and every server process with it, has been told.
+const COMMIT_SETTINGS: &str =
+    "SELECT current_setting('synchronous_standby_names'), current_setting('synchronous_commit')";
+
+/// Makes a fresh replicated lease store: the primary started (made the
+/// first time), its roles and an empty `lease26` created, a standby made
+/// from a base backup and streaming, and, for [`Mode::Sync`], the primary
+/// switched to synchronous commits. Returns how long the base backup took.
+pub fn build(pair: &FailoverPair, mode: Mode) -> Result<Duration> {
+    pair.start_primary()?;
+    let primary = pair.primary().endpoint();
+    let mut admin = admin_on(&primary)?;
+    // First of all, back to asynchronous: a primary that a synchronous
+    // timeline left behind would make every commit below wait for a
+    // standby that does not exist yet. ALTER SYSTEM commits nothing.
+    admin.batch_execute("ALTER SYSTEM RESET synchronous_standby_names")?;
+    admin.batch_execute("ALTER SYSTEM RESET synchronous_commit")?;
+    reload_and_wait(&mut admin, &primary, "", "on")?;
+    ensure_login_role(&mut admin, &primary, credentials::ROLE, "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION")?;
+    ensure_login_role(&mut admin, &primary, credentials::REPLICATOR, "REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE")?;
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {LEASE_DB} WITH (FORCE)"))?;
+    create_database(&mut admin, LEASE_DB)?;
+    reset_schema(&mut open(&primary, credentials::ROLE, LEASE_DB, "lab setup", None)?, LEASE_SCHEMA)?;
+
+    let base_backup = pair.build_standby()?;
+    wait_for_walsender(&mut admin, pair, "streaming/async")?;
+    if mode == Mode::Sync {
+        // ANCHOR: make_synchronous
+        let names = synchronous_standby_names(pair);
+        admin.batch_execute(&format!("ALTER SYSTEM SET synchronous_standby_names = {}", literal(&names)))?;
+        admin.batch_execute(&format!("ALTER SYSTEM SET synchronous_commit = {}", literal(SYNCHRONOUS_COMMIT)))?;
+        // ANCHOR_END: make_synchronous
+        reload_and_wait(&mut admin, &primary, &names, SYNCHRONOUS_COMMIT)?;
+        wait_for_walsender(&mut admin, pair, "streaming/sync")?;
+    }
+    Ok(base_backup)
+}
+
+/// The walsender that serves the standby, as `state/sync_state`, read as
+/// the superuser; `none` when there is none.
+pub fn walsender_state(pair: &FailoverPair) -> Result<String> {
+    let mut admin = admin_on(&pair.primary().endpoint())?;
+    read_walsender_state(&mut admin, pair)
+}
+
+fn read_walsender_state(admin: &mut Client, pair: &FailoverPair) -> Result<String> {
+    let row = admin.query_opt(WALSENDER_STATE, &[&pair.standby().name()]).context("reading pg_stat_replication")?;
+    Ok(row.and_then(|r| r.get::<_, Option<String>>(0)).unwrap_or_else(|| "none".into()))
+}
+
+fn wait_for_walsender(admin: &mut Client, pair: &FailoverPair, wanted: &str) -> Result<()> {
+    let mut seen = String::new();
+    let reached = poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+        seen = read_walsender_state(admin, pair)?;
+        Ok(seen == wanted)
+    })?;
+    if !reached {
+        return Err(format!("{}'s walsender for {} is {seen}, not {wanted}, after {:?}", pair.primary().name(), pair.standby().name(), poll::BOUND).into());
+    }
+    Ok(())
+}
+
+/// `pg_reload_conf()`, then waits until this session runs with the new
+/// `synchronous_standby_names` and `synchronous_commit`.
+fn reload_and_wait(admin: &mut Client, server: &Endpoint, names: &str, commit: &str) -> Result<()> {
+    admin.batch_execute("SELECT pg_reload_conf()")?;
+    let mut seen = (String::new(), String::new());
+    let reloaded = poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+        let row = admin.query_one(COMMIT_SETTINGS, &[])?;
+        seen = (row.get(0), row.get(1));
+        Ok(seen.0 == names && seen.1 == commit)
+    })?;
+    if !reloaded {
+        return Err(format!("{} still runs with {seen:?} after a reload to ({names:?}, {commit:?})", server.name).into());
+    }
+    Ok(())
+}
+
+// ANCHOR: cut
+/// The fault: the standby's `primary_conninfo` now leads nowhere
+/// ([`FailoverPair::unreachable_conninfo`]) and the standby reloads its
+/// configuration. Its startup process ends the WAL receiver at once and
+/// every new attempt fails, as if the link to the primary were cut. Returns
+/// once both servers show the link gone: no walsender for the standby on
+/// the primary, no WAL receiver on the standby.
+pub fn cut_standby(pair: &FailoverPair) -> Result<()> {
+    let mut admin = admin_on(&pair.standby().endpoint())?;
+    admin.batch_execute(&format!("ALTER SYSTEM SET primary_conninfo = {}", literal(&pair.unreachable_conninfo())))?;
+    admin.batch_execute("SELECT pg_reload_conf()")?;
+    let mut primary = ReplicationView::connect(&pair.primary().endpoint())?;
+    let mut standby = ReplicationView::connect(&pair.standby().endpoint())?;
+    let gone = poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+        Ok(primary.walsenders(pair.standby().name())? == 0 && standby.wal_receivers()? == 0)
+    })?;
+    if !gone {
+        return Err(format!("{} still streams from {} {:?} after its primary_conninfo was cut", pair.standby().name(), pair.primary().name(), poll::BOUND).into());
+    }
+    Ok(())
+}
+// ANCHOR_END: cut
+
+/// Mends the link: the standby's own `primary_conninfo` (the one written at
+/// its base backup) is back, and it reloads; the WAL receiver reconnects
+/// and fetches what it missed. Returns once the walsender is `wanted`
+/// again (`streaming/sync` on a synchronous primary).
+pub fn mend_standby(pair: &FailoverPair, wanted: &str) -> Result<()> {
+    let mut admin = admin_on(&pair.standby().endpoint())?;
+    admin.batch_execute("ALTER SYSTEM RESET primary_conninfo")?;
+    admin.batch_execute("SELECT pg_reload_conf()")?;
+    wait_for_walsender(&mut admin_on(&pair.primary().endpoint())?, pair, wanted)
+}
+
+/// A SQL string literal (ALTER SYSTEM takes no bind parameters).
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// How many walsenders serve `application_name` on this primary. Every
+/// role sees the rows, and their pid and name; not their state.
+const WALSENDERS: &str = "SELECT count(*) FROM pg_stat_replication WHERE application_name = $1";
+
+/// Whether this standby runs a WAL receiver: the view has a row only while
+/// one runs, and every role sees its pid.
+const WAL_RECEIVERS: &str = "SELECT count(*) FROM pg_stat_wal_receiver";
+
+/// Where the primary inserts its next WAL record: every record written
+/// after this reading lies beyond it.
+const INSERT_LSN: &str = "SELECT pg_current_wal_insert_lsn()";
+
+/// How far the primary's WAL is flushed to its disk: a commit that has
+/// returned lies at or before it.
+const FLUSH_LSN: &str = "SELECT pg_current_wal_flush_lsn()";
+
+/// How far this standby has received and flushed the primary's WAL; it
+/// stays where it was while no WAL receiver runs.
+const RECEIVED_LSN: &str = "SELECT pg_last_wal_receive_lsn()";
+
+/// Whether the server is a standby (`true`) or takes writes.
+const IN_RECOVERY: &str = "SELECT pg_is_in_recovery()";
+
+/// What a session waits for, as `type/event` (`IPC/SyncRep`: a commit
+/// waiting for its synchronous standby); open to the session's own role.
+const WAIT_EVENT: &str =
+    "SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE pid = $1";
+
+/// Asks a session to cancel what it is doing (SIGINT to its backend);
+/// allowed on sessions of one's own role.
+const CANCEL: &str = "SELECT pg_cancel_backend($1)";
+
+/// Ends a session (SIGTERM to its backend); the case's net when a cancel
+/// would not end a wait.
+const TERMINATE: &str = "SELECT pg_terminate_backend($1)";
+
+/// The reads with which F14 watches one server of the pair, as `lab`, on
+/// an autocommit session of its own.
+pub struct ReplicationView {
+    /// Connected to `lease26` of the watched server.
+    client: Client,
+}
+
+impl ReplicationView {
+    /// Connects an observer session to `server`.
+    pub fn connect(server: &Endpoint) -> Result<ReplicationView> {
+        Ok(ReplicationView { client: open(server, credentials::ROLE, LEASE_DB, "lab observer", None)? })
+    }
+
+    /// How many walsenders serve the standby named `standby`.
+    pub fn walsenders(&mut self, standby: &str) -> Result<i64> {
+        Ok(self.client.query_one(WALSENDERS, &[&standby]).context("reading pg_stat_replication")?.get(0))
+    }
+
+    /// How many WAL receivers run (0 or 1).
+    pub fn wal_receivers(&mut self) -> Result<i64> {
+        Ok(self.client.query_one(WAL_RECEIVERS, &[]).context("reading pg_stat_wal_receiver")?.get(0))
+    }
+
+    /// The primary's insert position.
+    pub fn insert_lsn(&mut self) -> Result<PgLsn> {
+        Ok(self.client.query_one(INSERT_LSN, &[])?.get(0))
+    }
+
+    /// The primary's flush position.
+    pub fn flush_lsn(&mut self) -> Result<PgLsn> {
+        Ok(self.client.query_one(FLUSH_LSN, &[])?.get(0))
+    }
+
+    /// The standby's received position; `None` if it never streamed.
+    pub fn received_lsn(&mut self) -> Result<Option<PgLsn>> {
+        Ok(self.client.query_one(RECEIVED_LSN, &[])?.get(0))
+    }
+
+    /// Whether the server is still a standby.
+    pub fn in_recovery(&mut self) -> Result<bool> {
+        Ok(self.client.query_one(IN_RECOVERY, &[])?.get(0))
+    }
+
+    /// The wait of session `pid`, e.g. `IPC/SyncRep`; `None` when it waits
+    /// for nothing (or is gone).
+    pub fn wait_event(&mut self, pid: i32) -> Result<Option<String>> {
+        let row = self.client.query_opt(WAIT_EVENT, &[&pid]).context("reading pg_stat_activity")?;
+        Ok(row.and_then(|r| r.get(0)))
+    }
+
+    /// Cancels what session `pid` is doing; `true` when the signal was sent.
+    pub fn cancel(&mut self, pid: i32) -> Result<bool> {
+        Ok(self.client.query_one(CANCEL, &[&pid])?.get(0))
+    }
+
+    /// Ends session `pid`; `true` when the signal was sent.
+    pub fn terminate(&mut self, pid: i32) -> Result<bool> {
+        Ok(self.client.query_one(TERMINATE, &[&pid])?.get(0))
+    }
+}
