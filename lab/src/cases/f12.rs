@@ -61,7 +61,7 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     proxy.hold();
     a.send_line("go")?;
     let in_flight = proxy.wait_until_held(poll::BOUND);
-    t.check(in_flight, format!("{mode}：A 的写请求离开了 A，停在代理里"), || "the proxy holds nothing");
+    t.check(in_flight, format!("{mode}：放行后 A 发出的请求（它写入事务的第一条）停在代理里，没有到达服务器"), || "the proxy holds nothing");
     leases.wait_until_expired(LEASE)?;
     t.check_eq(format!("{mode}：A 的续租也卡在代理里，租约按数据库时钟过期；A 一直在运行，没有被暂停（/proc 状态 S）"), 'S', a.state()?);
 

@@ -155,7 +155,7 @@ fn jump_timeline(lab: &Lab, t: &mut Transcript, jump: &JumpFile, token: i64) -> 
         format!("skew {skew:.1}s")
     });
     let row = leases.row(LEASE)?.ok_or("no lease row")?;
-    t.check(!row.held && row.holder == "holder-a", "A 的租约按数据库时钟提前过期，而 A 刚通过本地检查，它的本地截止时间还在前面", || &row);
+    t.check(!row.held && row.holder == "holder-a", "A 的租约按数据库时钟提前过期：TTL 还没过完，A 刚刚通过本地检查", || &row);
 
     let b_token = token + 1;
     let mut b = HolderGuard::spawn(&lab.holder_bin, &HolderArgs::new("holder-b", "rows=711(B)"))?;
