@@ -13,7 +13,8 @@ usage: ./run.sh [command]
 
   (no command)       build, run F1-F9, write evidence/26/output.txt; exit 0 only if failed=0
   F1 … F9 [flags]    run some cases; each case's transcript is saved for `diff`
-                     flags: --mode fenced-scope|fenced-row|unfenced|check-then-write (F4/F5)
+                     flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-row|
+                                    unfenced|check-then-write; F6/F7: fenced-scope|fenced-scope-cte)
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
   try [NAME]         the "break it" exercises: list them, or break one guard in a

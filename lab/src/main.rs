@@ -81,7 +81,8 @@ struct RunArgs {
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
     /// F4/F5: judge writes with this resource mode instead of the case's own
-    /// (fenced-scope, fenced-row, unfenced, check-then-write).
+    /// (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write);
+    /// F6/F7: the scope fence of (b) and of the scope half (fenced-scope, fenced-scope-cte).
     #[arg(long, value_parser = parse_mode)]
     mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its local deadline check instead of after it.
@@ -238,6 +239,16 @@ fn report(outcome: Result<ExitCode>) -> ExitCode {
 
 fn run_cases(args: RunArgs) -> Result<ExitCode> {
     let selected = cases::select(&args.cases);
+    if let Some(picked) = args.mode {
+        // A case named on the command line that cannot run the picked mode
+        // is refused, not silently run in its own.
+        let named = |c: &cases::Case| args.cases.iter().any(|id| id.eq_ignore_ascii_case(c.id));
+        if let Some(case) = selected.iter().find(|c| named(c) && !c.modes.is_empty() && !c.takes_mode(picked)) {
+            let takes: Vec<&str> = case.modes.iter().map(|m| m.cli_name()).collect();
+            eprintln!("lab: {} takes --mode {} only", case.id, takes.join(" or "));
+            return Ok(ExitCode::from(2));
+        }
+    }
     let holder_bin = std::env::current_exe()?.with_file_name("holder");
     let options = Options { mode: args.mode, pause_before_check: args.pause_before_check, threads: args.threads.into() };
     let runner = Runner::begin(holder_bin, options)?;

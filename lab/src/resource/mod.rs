@@ -8,8 +8,9 @@
 //! the receiver compares a sequencer with the newest one it has seen, with no
 //! session to the lock service.
 //!
-//! `FenceMode::FencedScope` is the real design. The other three are broken on
-//! purpose and exist so that the negative controls really run them: F5
+//! `FenceMode::FencedScope` is the real design, and `FencedScopeCte` is the
+//! same guarantee in one statement. The other three are broken on purpose
+//! and exist so that the negative controls really run them: F5
 //! (`Unfenced`), F6(a) (`CheckThenWrite`), F7 (`FencedRow`). [`view`] holds
 //! the read-only queries with which a case observes the resource.
 
@@ -28,6 +29,9 @@ pub enum FenceMode {
     /// One conditional UPDATE of the scope's `fence_floor` and the data write,
     /// in one transaction: the design this book argues for.
     FencedScope,
+    /// The same compare, advance and data write as `FencedScope`, in one
+    /// autocommit statement (a data-modifying CTE): one round trip.
+    FencedScopeCte,
     /// Compares the token only with the row being overwritten (F7: a new row
     /// has nothing to compare with).
     FencedRow,
@@ -39,12 +43,17 @@ pub enum FenceMode {
 
 impl FenceMode {
     /// Every mode, the real one first.
-    pub const ALL: [FenceMode; 4] = [FenceMode::FencedScope, FenceMode::FencedRow, FenceMode::Unfenced, FenceMode::CheckThenWrite];
+    pub const ALL: [FenceMode; 5] =
+        [FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedRow, FenceMode::Unfenced, FenceMode::CheckThenWrite];
+
+    /// The modes that fence the whole scope: the two forms of the real design.
+    pub const SCOPE_FENCES: [FenceMode; 2] = [FenceMode::FencedScope, FenceMode::FencedScopeCte];
 
     /// The name transcripts and `write_attempt.mode` use.
     pub fn name(self) -> &'static str {
         match self {
             FenceMode::FencedScope => "FENCED_SCOPE",
+            FenceMode::FencedScopeCte => "FENCED_SCOPE_CTE",
             FenceMode::FencedRow => "FENCED_ROW",
             FenceMode::Unfenced => "UNFENCED",
             FenceMode::CheckThenWrite => "CHECK_THEN_WRITE",
@@ -55,6 +64,7 @@ impl FenceMode {
     pub fn cli_name(self) -> &'static str {
         match self {
             FenceMode::FencedScope => "fenced-scope",
+            FenceMode::FencedScopeCte => "fenced-scope-cte",
             FenceMode::FencedRow => "fenced-row",
             FenceMode::Unfenced => "unfenced",
             FenceMode::CheckThenWrite => "check-then-write",
@@ -94,6 +104,9 @@ pub struct PartWrite<'a> {
 /// transaction still open, the floor row still locked); for `CheckThenWrite`
 /// after the check and before the writes. F6 and F8 use it to force an
 /// interleaving with latches. In production code it is absent.
+/// `FencedScopeCte` has no such point: its fence and data write are one
+/// statement, so F6 stops it from outside (see `cases::common::PartHold`),
+/// and a store in that mode refuses to run with a gap installed.
 pub type Gap = Box<dyn FnMut() + Send>;
 // ANCHOR_END: gap
 
@@ -120,6 +133,52 @@ const UPSERT: &str = "
        SET content = EXCLUDED.content, writer = EXCLUDED.writer,
            token = EXCLUDED.token, written_at = clock_timestamp()";
 // ANCHOR_END: upsert_sql
+
+// ANCHOR: cte_sql
+/// FENCED_SCOPE_CTE: ADVANCE_FENCE, UPSERT and the audit record as one
+/// autocommit statement, a data-modifying CTE: one round trip, one commit.
+///
+/// - `fence` is ADVANCE_FENCE itself: it takes the scope's `fence_floor` row
+///   lock and holds it until the statement commits, which in autocommit is
+///   the end of this statement. A concurrent writer of the scope queues on
+///   that lock and, under Read Committed, re-evaluates `max_token <= $5`
+///   against the row version the first one committed, as in FENCED_SCOPE:
+///   the lock serialises writers exactly as the transaction form does, only
+///   its holding ends at the statement's commit instead of an explicit one.
+/// - `RETURNING scope` is the one channel by which the fence's outcome
+///   reaches its siblings: every sub-statement of a WITH runs on the same
+///   snapshot, so none of them could see the floor's new value by reading
+///   the table (PostgreSQL manual, "Data-Modifying Statements in WITH"). `part` selects its one row FROM `fence`, so the upsert runs
+///   only when the floor row was updated, under its lock, into the scope
+///   whose floor was advanced; a refused write inserts nothing.
+/// - `attempt` always inserts one row (VALUES, not FROM fence), so a refused
+///   write is recorded in the same statement; its `accepted` is whether
+///   `fence` returned the row. The primary SELECT reads `fence`, so the
+///   UPDATE runs first and the audit row's id is drawn under the floor row
+///   lock: for accepted writes, `id` order is still acceptance order.
+/// - Data-modifying CTEs run to completion whether or not the primary query
+///   reads them, and commit or fail together: no other session ever sees
+///   the floor advanced without the part written.
+/// - The upsert's conflict check sees rows committed after the snapshot (a
+///   part written by the writer this one queued behind): Read Committed's
+///   ON CONFLICT DO UPDATE locks and overwrites the newest version.
+const FENCE_AND_WRITE: &str = "
+    WITH fence AS (
+        UPDATE fence_floor SET max_token = $5
+         WHERE scope = $1 AND max_token <= $5
+        RETURNING scope
+    ), part AS (
+        INSERT INTO report_part (scope, part, content, writer, token)
+        SELECT fence.scope, $2, $3, $4, $5 FROM fence
+        ON CONFLICT (scope, part) DO UPDATE
+           SET content = EXCLUDED.content, writer = EXCLUDED.writer,
+               token = EXCLUDED.token, written_at = clock_timestamp()
+    ), attempt AS (
+        INSERT INTO write_attempt (scope, part, writer, token, mode, accepted)
+        VALUES ($1, $2, $4, $5, $6, EXISTS (SELECT FROM fence))
+    )
+    SELECT EXISTS (SELECT FROM fence)";
+// ANCHOR_END: cte_sql
 
 // ANCHOR: row_fence_sql
 /// FENCED_ROW: the comparison rides on the upsert's conflict branch, so it
@@ -182,6 +241,7 @@ impl ResourceStore {
         let what = || format!("{mode} write of {}/{} by {} token={}", w.scope, w.part, w.writer, w.token);
         let result = match self.mode {
             FenceMode::FencedScope => self.write_fenced_scope(w),
+            FenceMode::FencedScopeCte => self.write_fenced_scope_cte(w),
             FenceMode::FencedRow => self.write_fenced_row(w),
             FenceMode::Unfenced => self.write_unfenced(w),
             FenceMode::CheckThenWrite => self.write_check_then_write(w),
@@ -211,6 +271,20 @@ impl ResourceStore {
         Ok(true)
     }
     // ANCHOR_END: fenced_scope
+
+    // ANCHOR: fenced_scope_cte
+    fn write_fenced_scope_cte(&mut self, w: &PartWrite) -> Result<bool> {
+        if self.gap.is_some() {
+            // A hook between the fence and the write cannot exist here;
+            // running without it would fake the interleaving a case asked for.
+            return Err("FENCED_SCOPE_CTE is one statement: there is no gap to stop it in".into());
+        }
+        // One autocommit statement: compare, advance, write and record, or
+        // only record the refusal (see FENCE_AND_WRITE).
+        let row = self.client.query_one(FENCE_AND_WRITE, &[&w.scope, &w.part, &w.content, &w.writer, &w.token, &FenceMode::FencedScopeCte.name()])?;
+        Ok(row.get(0))
+    }
+    // ANCHOR_END: fenced_scope_cte
 
     fn write_fenced_row(&mut self, w: &PartWrite) -> Result<bool> {
         // One autocommit statement; 0 rows means the conflict branch's WHERE
