@@ -20,7 +20,8 @@ pub use view::{PartRow, ResourceView};
 
 use crate::db;
 use crate::error::{Result, ResultExt};
-use postgres::{Client, GenericClient};
+use postgres::{Client, GenericClient, Statement};
+use std::collections::HashMap;
 use std::fmt;
 
 /// How the resource decides whether to accept a write.
@@ -125,7 +126,8 @@ const ADVANCE_FENCE: &str =
 
 // ANCHOR: upsert_sql
 /// The data write: insert the part or overwrite it, whoever wrote it before.
-/// Safe only behind ADVANCE_FENCE in the same transaction.
+/// Safe only behind ADVANCE_FENCE in the same transaction (FENCED_SCOPE).
+/// UNFENCED runs the same upsert with nothing before it (UNFENCED_WRITE).
 const UPSERT: &str = "
     INSERT INTO report_part (scope, part, content, writer, token)
     VALUES ($1, $2, $3, $4, $5)
@@ -185,14 +187,42 @@ const FENCE_AND_WRITE: &str = "
 /// only constrains a row that already exists. A part that the newer holder
 /// has not written yet goes down the INSERT branch, with no old token to
 /// compare against (F7).
+///
+/// The audit record is in the same autocommit statement: `part` returns a
+/// row only when it inserted or updated one, so `accepted` is whether the
+/// conflict branch's WHERE let the write through. One round trip and one
+/// commit per write, like FENCED_SCOPE_CTE, so that `lab bench` compares
+/// fences and not numbers of commits.
 const UPSERT_IF_ROW_TOKEN: &str = "
-    INSERT INTO report_part AS r (scope, part, content, writer, token)
-    VALUES ($1, $2, $3, $4, $5)
-    ON CONFLICT (scope, part) DO UPDATE
-       SET content = EXCLUDED.content, writer = EXCLUDED.writer,
-           token = EXCLUDED.token, written_at = clock_timestamp()
-     WHERE r.token <= EXCLUDED.token";
+    WITH part AS (
+        INSERT INTO report_part AS r (scope, part, content, writer, token)
+        VALUES ($1, $2, $3, $4, $5)
+        ON CONFLICT (scope, part) DO UPDATE
+           SET content = EXCLUDED.content, writer = EXCLUDED.writer,
+               token = EXCLUDED.token, written_at = clock_timestamp()
+         WHERE r.token <= EXCLUDED.token
+        RETURNING true
+    )
+    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted)
+    VALUES ($1, $2, $4, $5, $6, EXISTS (SELECT FROM part))
+    RETURNING accepted";
 // ANCHOR_END: row_fence_sql
+
+/// UNFENCED: UPSERT with no fence before it, and its audit record, in one
+/// autocommit statement. The token is stored but never compared: the last
+/// writer wins (F5). One round trip and one commit per write: the baseline
+/// of `lab bench` is the cheapest unfenced write that keeps the record every
+/// mode keeps, so a fenced mode's ratio to it is the price of its fence.
+const UNFENCED_WRITE: &str = "
+    WITH part AS (
+        INSERT INTO report_part (scope, part, content, writer, token)
+        VALUES ($1, $2, $3, $4, $5)
+        ON CONFLICT (scope, part) DO UPDATE
+           SET content = EXCLUDED.content, writer = EXCLUDED.writer,
+               token = EXCLUDED.token, written_at = clock_timestamp()
+    )
+    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted)
+    VALUES ($1, $2, $4, $5, $6, true)";
 
 /// CHECK_THEN_WRITE's read: a snapshot of the floor that is already history
 /// by the time the decision is acted on.
@@ -215,12 +245,17 @@ pub struct ResourceStore {
     mode: FenceMode,
     /// The test-only hook; `None` in the holder process.
     gap: Option<Gap>,
+    /// The statements this session has prepared, by their text: each is
+    /// parsed and planned once per session. (Given a text, rust-postgres
+    /// prepares an unnamed statement on every call: one more round trip per
+    /// statement, and a parse and plan on the server each time.)
+    prepared: HashMap<&'static str, Statement>,
 }
 
 impl ResourceStore {
     /// Connects to `res26`; `who` names the session in `pg_stat_activity`.
     pub fn connect(mode: FenceMode, who: &str) -> Result<ResourceStore> {
-        Ok(ResourceStore { client: db::connect(db::RES_DB, who)?, mode, gap: None })
+        Ok(ResourceStore { client: db::connect(db::RES_DB, who)?, mode, gap: None, prepared: HashMap::new() })
     }
 
     /// Installs the gap hook (F6, F8).
@@ -232,6 +267,16 @@ impl ResourceStore {
     /// The server process of this store's session, to find it in `pg_stat_activity`.
     pub fn backend_pid(&mut self) -> Result<i32> {
         Ok(self.client.query_one("SELECT pg_backend_pid()", &[])?.get(0))
+    }
+
+    /// `sql` as a statement this session has prepared (see `prepared`).
+    fn prepared(&mut self, sql: &'static str) -> Result<Statement> {
+        if let Some(statement) = self.prepared.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).context("preparing a statement")?;
+        self.prepared.insert(sql, statement.clone());
+        Ok(statement)
     }
 
     /// Writes one part; `true` when the resource accepted it. Every attempt
@@ -251,22 +296,23 @@ impl ResourceStore {
 
     // ANCHOR: fenced_scope
     fn write_fenced_scope(&mut self, w: &PartWrite) -> Result<bool> {
+        let (advance, upsert, record) = (self.prepared(ADVANCE_FENCE)?, self.prepared(UPSERT)?, self.prepared(RECORD_ATTEMPT)?);
         let mut tx = self.client.transaction()?;
         // Compare and advance in one statement; holds the floor row lock from
         // here to commit (see ADVANCE_FENCE).
-        if tx.execute(ADVANCE_FENCE, &[&w.token, &w.scope])? == 0 {
+        if tx.execute(&advance, &[&w.token, &w.scope])? == 0 {
             tx.rollback()?;
             // Refused: recorded after the rollback, on the autocommit session.
-            record(&mut self.client, w, FenceMode::FencedScope, false)?;
+            record_attempt(&mut self.client, &record, w, FenceMode::FencedScope, false)?;
             return Ok(false);
         }
         if let Some(gap) = self.gap.as_mut() {
             gap();
         }
-        tx.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
+        tx.execute(&upsert, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
         // Accepted: recorded inside the transaction, still under the floor
         // lock, so write_attempt.id follows the order of acceptance.
-        record(&mut tx, w, FenceMode::FencedScope, true)?;
+        record_attempt(&mut tx, &record, w, FenceMode::FencedScope, true)?;
         tx.commit()?;
         Ok(true)
     }
@@ -281,33 +327,34 @@ impl ResourceStore {
         }
         // One autocommit statement: compare, advance, write and record, or
         // only record the refusal (see FENCE_AND_WRITE).
-        let row = self.client.query_one(FENCE_AND_WRITE, &[&w.scope, &w.part, &w.content, &w.writer, &w.token, &FenceMode::FencedScopeCte.name()])?;
+        let statement = self.prepared(FENCE_AND_WRITE)?;
+        let row = self.client.query_one(&statement, &[&w.scope, &w.part, &w.content, &w.writer, &w.token, &FenceMode::FencedScopeCte.name()])?;
         Ok(row.get(0))
     }
     // ANCHOR_END: fenced_scope_cte
 
     fn write_fenced_row(&mut self, w: &PartWrite) -> Result<bool> {
-        // One autocommit statement; 0 rows means the conflict branch's WHERE
-        // found a larger token on the existing row.
-        let accepted =
-            self.client.execute(UPSERT_IF_ROW_TOKEN, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])? == 1;
-        record(&mut self.client, w, FenceMode::FencedRow, accepted)?;
-        Ok(accepted)
+        // One autocommit statement, the write and its record; `accepted` is
+        // false when the conflict branch's WHERE found a larger token.
+        let statement = self.prepared(UPSERT_IF_ROW_TOKEN)?;
+        let row = self.client.query_one(&statement, &[&w.scope, &w.part, &w.content, &w.writer, &w.token, &FenceMode::FencedRow.name()])?;
+        Ok(row.get(0))
     }
 
     fn write_unfenced(&mut self, w: &PartWrite) -> Result<bool> {
-        // The token is stored but never compared: the last writer wins.
-        self.client.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
-        record(&mut self.client, w, FenceMode::Unfenced, true)?;
+        // One autocommit statement, the write and its record (UNFENCED_WRITE).
+        let statement = self.prepared(UNFENCED_WRITE)?;
+        self.client.execute(&statement, &[&w.scope, &w.part, &w.content, &w.writer, &w.token, &FenceMode::Unfenced.name()])?;
         Ok(true)
     }
 
     // ANCHOR: check_then_write
     fn write_check_then_write(&mut self, w: &PartWrite) -> Result<bool> {
+        let record = self.prepared(RECORD_ATTEMPT)?;
         // Step 1, autocommit: read the floor. Nothing holds it still afterwards.
         let floor: i64 = self.client.query_one(READ_FLOOR, &[&w.scope])?.get(0);
         if w.token < floor {
-            record(&mut self.client, w, FenceMode::CheckThenWrite, false)?;
+            record_attempt(&mut self.client, &record, w, FenceMode::CheckThenWrite, false)?;
             return Ok(false);
         }
         // Between the check and the writes, another writer may commit.
@@ -317,14 +364,15 @@ impl ResourceStore {
         // Steps 2 and 3, each autocommit: act on a decision that may be stale.
         self.client.execute(SET_FLOOR, &[&w.token, &w.scope])?;
         self.client.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
-        record(&mut self.client, w, FenceMode::CheckThenWrite, true)?;
+        record_attempt(&mut self.client, &record, w, FenceMode::CheckThenWrite, true)?;
         Ok(true)
     }
     // ANCHOR_END: check_then_write
 }
 
-fn record(db: &mut impl GenericClient, w: &PartWrite, mode: FenceMode, accepted: bool) -> Result<()> {
-    db.execute(RECORD_ATTEMPT, &[&w.scope, &w.part, &w.writer, &w.token, &mode.name(), &accepted])
+/// Inserts the audit record of one attempt with the prepared RECORD_ATTEMPT.
+fn record_attempt(db: &mut impl GenericClient, record: &Statement, w: &PartWrite, mode: FenceMode, accepted: bool) -> Result<()> {
+    db.execute(record, &[&w.scope, &w.part, &w.writer, &w.token, &mode.name(), &accepted])
         .context("recording the write attempt")?;
     Ok(())
 }
