@@ -43,6 +43,18 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Measure what fencing costs: writes/s and latency per resource mode, contended acquires/s (minutes).
+    Bench {
+        /// Seconds each cell runs, per run.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=600))]
+        seconds: u32,
+        /// Runs of every cell; the table shows their median.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=99))]
+        runs: u32,
+        /// The table's markdown file (a CSV is written beside it) [default: evidence/26/bench.md].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Break each guard in a scratch copy and see which case line catches it.
     Mutants {
         /// Only these mutations (default: all).
@@ -178,6 +190,11 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(run_cases(args))
         }
+        Command::Bench { seconds, runs, out } => {
+            interrupt::install();
+            let out = out.unwrap_or_else(|| lab::paths::evidence_dir().join("bench.md"));
+            report(bench(&lab::bench::Options { seconds, runs, out }))
+        }
         Command::Mutants { names, accept } => {
             interrupt::install();
             if accept && std::env::var("CI").as_deref() == Ok("true") {
@@ -271,6 +288,14 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
     }
     drop(runner);
     Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn bench(options: &lab::bench::Options) -> Result<ExitCode> {
+    let results = lab::bench::run(options)?;
+    print!("{}", lab::bench::report::markdown(&results));
+    lab::bench::report::write_files(&results, &options.out)?;
+    eprintln!("bench: wrote {} and {}", options.out.display(), options.out.with_extension("csv").display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn cluster(action: ClusterAction) -> Result<ExitCode> {

@@ -1,5 +1,5 @@
 //! The cluster's setup, the one place that connects as the superuser: the
-//! experiments' role, and the two databases it owns.
+//! experiments' role, the two databases it owns, and the bench's checkpoints.
 //!
 //! `lab` is an ordinary role: it owns `lease26` and `res26` (so it may
 //! drop and recreate their schema) and has no other privilege. Nothing the
@@ -74,4 +74,12 @@ fn create_database(admin: &mut Client, name: &str) -> Result<()> {
     admin
         .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", credentials::ROLE))
         .with_context(|| format!("creating database {name}"))
+}
+
+/// Writes every dirty buffer to disk now. `CHECKPOINT` is a superuser's
+/// command (the role `lab` may not run it); the bench runs one before each
+/// cell, so that no cell pays for the dirty pages of the one before, and the
+/// full-page images that follow every checkpoint fall on each cell alike.
+pub fn checkpoint() -> Result<()> {
+    admin()?.batch_execute("CHECKPOINT").context("CHECKPOINT")
 }
