@@ -41,11 +41,12 @@ fn a_one_second_bench_writes_the_whole_table() {
     let seen: Vec<String> = rows.iter().map(|r| r[..3].join(" ")).collect();
     assert_eq!(seen, expected, "{md}");
     for row in &rows {
-        assert_eq!(row.len(), 8, "a row of 8 columns: {row:?}");
+        assert_eq!(row.len(), 9, "a row of 9 columns: {row:?}");
         assert!(row[3].parse::<f64>().is_ok_and(|w| w > 0.0), "writes/s of {row:?}");
         assert!(row[4].ends_with('×'), "a ratio in {row:?}");
         assert!(row[5].ends_with("ms") && row[6].ends_with("ms"), "latencies in {row:?}");
-        assert_eq!(row[7], "0", "every write of the bench holds the current token and must be accepted: {row:?}");
+        assert!(row[7].parse::<f64>().is_ok_and(|b| b > 0.0), "WAL bytes per write of {row:?}");
+        assert_eq!(row[8], "0", "every write of the bench holds the current token and must be accepted: {row:?}");
     }
     assert!(rows.iter().filter(|r| r[2] == "unfenced").all(|r| r[4] == "1.00×"), "the baseline's ratio is 1");
     assert!(md.contains("| 16 |") && md.contains("尝试/秒"), "the acquire table is missing:\n{md}");
@@ -53,12 +54,13 @@ fn a_one_second_bench_writes_the_whole_table() {
 
     let csv = std::fs::read_to_string(out.with_extension("csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines[0], "kind,mode,writers,scopes,per_second,ratio_to_unfenced,p50_ms,p99_ms,refused,granted");
+    assert_eq!(lines[0], "kind,mode,writers,scopes,per_second,ratio_to_unfenced,p50_ms,p99_ms,wal_bytes_per_write,refused,granted");
     assert_eq!(lines.len(), 1 + expected.len() + 1, "{csv}");
-    assert!(lines[1..=expected.len()].iter().all(|l| l.starts_with("write,") && l.split(',').count() == 10), "{csv}");
+    assert!(lines[1..=expected.len()].iter().all(|l| l.starts_with("write,") && l.split(',').count() == 11), "{csv}");
     assert!(lines.last().unwrap().starts_with("acquire,,16,"), "{csv}");
 
-    assert!(stderr(&run).contains(&format!("[{}/{}]", expected.len() + 1, expected.len() + 1)), "no progress on stderr:\n{}", stderr(&run));
+    // Progress: one line per group of cells (2 scope counts × 3 writer counts) and one for the acquires.
+    assert!(stderr(&run).contains("[7/7]"), "no progress on stderr:\n{}", stderr(&run));
     // The bench started the cluster, so it stopped it again.
     assert_exit(&cluster.lab(&["cluster", "status"]), 1, "cluster status after the bench");
     let left = leftovers(cluster.dir.path());

@@ -24,10 +24,19 @@
 //! - **Every write is checked.** After a cell the bench counts the cell's
 //!   rows in `write_attempt` and compares them with what the writers
 //!   counted; refusals (none expected) are shown in the table.
-//! - **Fair order.** Each cell starts from a fresh resource schema and a
-//!   `CHECKPOINT`, so no cell pays for the previous one's dirty pages. A run
-//!   measures every cell once, the modes in an order rotated from run to
-//!   run; the table shows the median of the runs.
+//! - **Why a mode costs what it costs.** With `fsync` on, a commit waits
+//!   for its WAL to reach the disk, and with many writers the server is
+//!   mostly writing and flushing WAL. The table shows the WAL bytes each
+//!   mode's write generates (the WAL insert position before and after each
+//!   slice), which is where a fence's price shows.
+//! - **Fair order.** The four modes of one concurrency are measured
+//!   together: each has its own team of writers, and the teams take turns in
+//!   slices of a quarter of a second until each has written for the cell's
+//!   time (see [`writers`]), so a disk or a neighbour that slows the machine
+//!   slows every mode alike. Each group starts from a fresh resource schema
+//!   and a `CHECKPOINT`. The whole table is measured `--runs` times; the
+//!   table shows the median of the runs, and each mode's ratio to
+//!   `unfenced` is the median of the ratios within each run.
 //! - **Acquires.** 16 threads contend for one lease; a winner releases at
 //!   once, so the lease changes hands all the time and both outcomes of the
 //!   acquire statement run. The tokens issued must equal the grants counted.
@@ -91,6 +100,8 @@ pub struct Sample {
     pub p99: Duration,
     /// Writes the resource refused, by `write_attempt` (none expected).
     pub refused: u64,
+    /// WAL bytes the server wrote per write: what a commit must flush.
+    pub wal_per_write: f64,
 }
 
 /// What the acquire cell measured in one run.
@@ -143,18 +154,21 @@ pub fn run(options: &Options) -> Result<Results> {
     let table = cells();
     let mut cells: Vec<(Cell, Vec<Sample>)> = table.iter().map(|c| (*c, Vec::new())).collect();
     let mut acquires = Vec::new();
-    let total = (table.len() + 1) * options.runs as usize;
+    let groups = SCOPES.len() * WRITERS.len();
+    let total = (groups + 1) * options.runs as usize;
     let mut done = 0;
     for run in 0..options.runs as usize {
-        for group in table.chunks(MODES.len()) {
-            // Rotated, so that no mode always runs first (or last) in a group.
-            for k in 0..group.len() {
-                let cell = group[(k + run) % group.len()];
+        for scopes in SCOPES {
+            for writers in WRITERS {
                 done += 1;
-                eprint!("bench: [{done}/{total}] run {}/{}: {} writers on {} scope(s), {} … ", run + 1, options.runs, cell.writers, cell.scopes, cell.mode.cli_name());
-                let sample = writers::measure(cell, seconds)?;
-                eprintln!("{:.0} writes/s, p50 {}, p99 {}", sample.per_second, report::ms(sample.p50), report::ms(sample.p99));
-                cells.iter_mut().find(|(c, _)| *c == cell).expect("a cell of the table").1.push(sample);
+                eprint!("bench: [{done}/{total}] run {}/{}: {writers} writer(s) on {scopes} scope(s), every mode … ", run + 1, options.runs);
+                let samples = writers::measure_group(writers, scopes, seconds)?;
+                let shown: Vec<String> = MODES.iter().zip(&samples).map(|(m, s)| format!("{} {:.0}/s", m.cli_name(), s.per_second)).collect();
+                eprintln!("{}", shown.join(", "));
+                for (mode, sample) in MODES.iter().zip(samples) {
+                    let cell = Cell { mode: *mode, writers, scopes };
+                    cells.iter_mut().find(|(c, _)| *c == cell).expect("a cell of the table").1.push(sample);
+                }
             }
         }
         done += 1;

@@ -96,40 +96,41 @@ pub struct Row {
     pub cell: Cell,
     /// Median writes per second.
     pub per_second: f64,
-    /// `per_second` over the `unfenced` row's at the same writers and scopes.
+    /// The median, over the runs, of writes per second over `unfenced`'s at
+    /// the same writers and scopes in the same run.
     pub ratio: f64,
     /// Median p50 and p99 latency.
     pub p50: Duration,
     pub p99: Duration,
     /// Refused writes over all runs (none expected).
     pub refused: u64,
+    /// Median WAL bytes per write.
+    pub wal_per_write: f64,
 }
 
-/// The table's rows, in the order of [`super::cells`].
+/// The table's rows, in the order of [`super::cells`]. A ratio is the
+/// median over the runs of the mode's writes per second over `unfenced`'s in
+/// the same run and group: the two were measured in alternating slices.
 pub fn rows(results: &Results) -> Vec<Row> {
     let med = |xs: Vec<f64>| median(&xs);
-    let medians: Vec<(Cell, f64, Duration, Duration, u64)> = results
+    let baseline = |cell: &Cell| {
+        results.cells.iter().find(|(c, _)| c.mode == FenceMode::Unfenced && c.writers == cell.writers && c.scopes == cell.scopes).map(|(_, s)| s)
+    };
+    results
         .cells
         .iter()
         .map(|(cell, samples)| {
-            (
-                *cell,
-                med(samples.iter().map(|s| s.per_second).collect()),
-                Duration::from_secs_f64(med(samples.iter().map(|s| s.p50.as_secs_f64()).collect())),
-                Duration::from_secs_f64(med(samples.iter().map(|s| s.p99.as_secs_f64()).collect())),
-                samples.iter().map(|s| s.refused).sum(),
-            )
+            let ratios = baseline(cell).map_or(vec![f64::NAN], |base| samples.iter().zip(base).map(|(s, b)| s.per_second / b.per_second).collect());
+            Row {
+                cell: *cell,
+                per_second: med(samples.iter().map(|s| s.per_second).collect()),
+                ratio: med(ratios),
+                p50: Duration::from_secs_f64(med(samples.iter().map(|s| s.p50.as_secs_f64()).collect())),
+                p99: Duration::from_secs_f64(med(samples.iter().map(|s| s.p99.as_secs_f64()).collect())),
+                refused: samples.iter().map(|s| s.refused).sum(),
+                wal_per_write: med(samples.iter().map(|s| s.wal_per_write).collect()),
+            }
         })
-        .collect();
-    let baseline = |cell: &Cell| {
-        medians
-            .iter()
-            .find(|(c, ..)| c.mode == FenceMode::Unfenced && c.writers == cell.writers && c.scopes == cell.scopes)
-            .map_or(f64::NAN, |m| m.1)
-    };
-    medians
-        .iter()
-        .map(|(cell, per_second, p50, p99, refused)| Row { cell: *cell, per_second: *per_second, ratio: per_second / baseline(cell), p50: *p50, p99: *p99, refused: *refused })
         .collect()
 }
 
@@ -155,15 +156,15 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(md, "- 持久性（SHOW 读出）：fsync={}，synchronous_commit={}，wal_sync_method={}", f.fsync, f.synchronous_commit, f.wal_sync_method);
     let _ = writeln!(
         md,
-        "- 测法：`lab bench --seconds {} --runs {}`，客户端为 {} 构建；每格 {} s，取 {} 次运行的中位数；每个写入者一个线程、一条连接；所有写入者持同一个 token（一次持有、多次写入），各自轮流改写自己的 4 个分片；写入者 i 写作用域 i mod 作用域数\n",
+        "- 测法：`lab bench --seconds {} --runs {}`，客户端为 {} 构建；每种模式每格写 {} s，同一并发下的四种模式以 0.25 s 为片轮流写；取 {} 次运行的中位数，“相对 unfenced”是各次运行内比值的中位数；每个写入者一个线程、一条连接；所有写入者持同一个 token（一次持有、多次写入），各自轮流改写自己的 4 个分片；写入者 i 写作用域 i mod 作用域数\n",
         o.seconds, o.runs, f.client_build, o.seconds, o.runs
     );
-    let _ = writeln!(md, "| 作用域 | 写入者 | 模式 | 写入/秒 | 相对 unfenced | p50 | p99 | 被拒 |");
-    let _ = writeln!(md, "|---:|---:|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "| 作用域 | 写入者 | 模式 | 写入/秒 | 相对 unfenced | p50 | p99 | WAL 字节/写入 | 被拒 |");
+    let _ = writeln!(md, "|---:|---:|---|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.0} | {:.2}× | {} | {} | {} |",
+            "| {} | {} | {} | {:.0} | {:.2}× | {} | {} | {:.0} | {} |",
             r.cell.scopes,
             r.cell.writers,
             r.cell.mode.cli_name(),
@@ -171,6 +172,7 @@ pub fn markdown(results: &Results) -> String {
             r.ratio,
             ms(r.p50),
             ms(r.p99),
+            r.wal_per_write,
             r.refused
         );
     }
@@ -193,12 +195,12 @@ pub fn markdown(results: &Results) -> String {
 
 /// The table as CSV, one line per cell and one for the acquires, for a chart.
 pub fn csv(results: &Results) -> String {
-    let mut out = String::from("kind,mode,writers,scopes,per_second,ratio_to_unfenced,p50_ms,p99_ms,refused,granted\n");
+    let mut out = String::from("kind,mode,writers,scopes,per_second,ratio_to_unfenced,p50_ms,p99_ms,wal_bytes_per_write,refused,granted\n");
     let msf = |d: Duration| d.as_secs_f64() * 1000.0;
     for r in rows(results) {
         let _ = writeln!(
             out,
-            "write,{},{},{},{:.1},{:.3},{:.3},{:.3},{},",
+            "write,{},{},{},{:.1},{:.3},{:.3},{:.3},{:.0},{},",
             r.cell.mode.cli_name(),
             r.cell.writers,
             r.cell.scopes,
@@ -206,6 +208,7 @@ pub fn csv(results: &Results) -> String {
             r.ratio,
             msf(r.p50),
             msf(r.p99),
+            r.wal_per_write,
             r.refused
         );
     }
@@ -213,7 +216,7 @@ pub fn csv(results: &Results) -> String {
     let m = |f: &dyn Fn(&super::AcquireSample) -> f64| median(&a.iter().map(f).collect::<Vec<_>>());
     let _ = writeln!(
         out,
-        "acquire,,{ACQUIRERS},,{:.1},,{:.3},{:.3},,{:.0}",
+        "acquire,,{ACQUIRERS},,{:.1},,{:.3},{:.3},,,{:.0}",
         m(&|s| s.per_second),
         m(&|s| msf(s.p50)),
         m(&|s| msf(s.p99)),

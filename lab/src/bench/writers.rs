@@ -1,13 +1,23 @@
-//! One write cell: its writers, each a thread with its own connection,
-//! released together and writing for a fixed time; then the resource's own
-//! count of what they did.
+//! One group of write cells: every mode with the same writers on the same
+//! scopes. Each mode has its own team of writers (a thread and a connection
+//! each); the teams take turns in short slices until each has written for
+//! the cell's time; then the resource's own count of what they did.
+//!
+//! Why slices: this machine is shared, and a flush's latency moves with
+//! whatever else is writing to the disk. A mode measured for three seconds
+//! and the next mode three seconds later can see two different machines;
+//! modes that alternate every quarter of a second see the same one, so
+//! their ratio holds even when the absolute figures drift.
 
-use super::{quantile, Cell, Sample, SCOPES};
+use super::{quantile, Sample, MODES, SCOPES};
 use crate::db;
 use crate::error::{Result, ResultExt};
-use crate::resource::{PartWrite, ResourceStore};
+use crate::resource::{FenceMode, PartWrite, ResourceStore};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+
+/// How long one team writes before the next takes over.
+const SLICE: Duration = Duration::from_millis(250);
 
 /// The grant every writer writes with: one holding, written many times
 /// (equal tokens pass every fence), above the seeded floor of 0.
@@ -23,103 +33,185 @@ const SEED_SCOPES: &str = "
     INSERT INTO fence_floor (scope, max_token)
     SELECT format('scope-%s', lpad(i::text, 2, '0')), 0 FROM generate_series(0, $1 - 1) AS i";
 
-/// The cell's attempts as the resource recorded them, all and accepted. The
-/// schema is fresh for every cell, so every row is this cell's.
-const COUNT_ATTEMPTS: &str = "SELECT count(*), count(*) FILTER (WHERE accepted) FROM write_attempt";
+/// One mode's attempts as the resource recorded them, all and accepted. The
+/// schema is fresh for every group, so every row is this group's.
+const COUNT_ATTEMPTS: &str = "SELECT count(*), count(*) FILTER (WHERE accepted) FROM write_attempt WHERE mode = $1";
 
-/// What one writer did.
-struct Tally {
-    /// Timed writes, and how long each took.
+/// Where the server will insert its next WAL record, as a byte position:
+/// the difference over a slice is the WAL that slice's writes generated
+/// (only one team writes at a time). Unlike `pg_stat_wal`, which backends
+/// report at most once a second, it is exact at every moment.
+const WAL_POSITION: &str = "SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint";
+
+/// One writer of a team: its connection and what it writes.
+struct Writer {
+    /// Its own session, judging writes in the team's mode.
+    store: ResourceStore,
+    /// `scope-<i mod scopes>`.
+    scope: String,
+    /// `writer-<i>`.
+    name: String,
+    /// The parts it rewrites in turn, and the next one.
+    parts: Vec<String>,
+    next: usize,
+}
+
+impl Writer {
+    /// Writes its next part; `true` when accepted.
+    fn write_next(&mut self) -> Result<bool> {
+        let part = &self.parts[self.next % self.parts.len()];
+        self.next += 1;
+        self.store.write(&PartWrite { scope: &self.scope, part, content: "rows=200", writer: &self.name, token: TOKEN })
+    }
+}
+
+/// What one writer did in one slice.
+struct Slice {
     latencies: Vec<Duration>,
-    /// Timed writes the resource refused.
     refused: u64,
-    /// Writes before the barrier, one per part (the parts' first inserts).
-    warm_up: u64,
-    /// When its timed writes began and ended.
     started: Instant,
     ended: Instant,
 }
 
-/// The scope writer `i` writes when `scopes` are in use.
-fn scope_of(i: usize, scopes: usize) -> String {
-    format!("scope-{:02}", i % scopes)
+/// One mode's writers and everything they measured so far.
+struct Team {
+    mode: FenceMode,
+    writers: Vec<Writer>,
+    /// Every timed write's latency.
+    latencies: Vec<Duration>,
+    /// Timed writes refused.
+    refused: u64,
+    /// The sum of the slices' lengths, first start to last end.
+    elapsed: Duration,
+    /// Untimed writes (each part's first write).
+    warm_up: u64,
+    /// WAL bytes generated during the team's slices.
+    wal_bytes: i64,
 }
 
-/// Measures one cell for `seconds` from a fresh resource schema.
-pub fn measure(cell: Cell, seconds: Duration) -> Result<Sample> {
+impl Team {
+    fn connect(mode: FenceMode, writers: usize, scopes: usize) -> Result<Team> {
+        let writers = (0..writers)
+            .map(|i| {
+                Ok(Writer {
+                    store: ResourceStore::connect(mode, &format!("bench {} writer-{i:02}", mode.cli_name()))?,
+                    scope: format!("scope-{:02}", i % scopes),
+                    name: format!("writer-{i:02}"),
+                    parts: (0..PARTS).map(|p| format!("w{i:02}-part-{p}")).collect(),
+                    next: 0,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Team { mode, writers, latencies: Vec::new(), refused: 0, elapsed: Duration::ZERO, warm_up: 0, wal_bytes: 0 })
+    }
+
+    /// Each writer writes each of its parts once, untimed: the first write of
+    /// a part is an insert, every later one an overwrite.
+    fn warm_up(&mut self) -> Result<()> {
+        for writer in &mut self.writers {
+            for _ in 0..PARTS {
+                writer.write_next()?;
+                self.warm_up += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// All writers at once, released together, for `length`; `observer`
+    /// reads the WAL position before and after.
+    fn slice(&mut self, length: Duration, observer: &mut postgres::Client) -> Result<()> {
+        let wal_before: i64 = observer.query_one(WAL_POSITION, &[]).context("reading the WAL position")?.get(0);
+        let barrier = Barrier::new(self.writers.len());
+        let slices: Vec<Result<Slice>> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .writers
+                .iter_mut()
+                .map(|writer| {
+                    let barrier = &barrier;
+                    s.spawn(move || write_for(writer, barrier, length))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a bench writer panicked".into()))).collect()
+        });
+        let slices = slices.into_iter().collect::<Result<Vec<_>>>()?;
+        let wal_after: i64 = observer.query_one(WAL_POSITION, &[]).context("reading the WAL position")?.get(0);
+        self.wal_bytes += wal_after - wal_before;
+        let start = slices.iter().map(|s| s.started).min().expect("a team has writers");
+        let end = slices.iter().map(|s| s.ended).max().expect("a team has writers");
+        self.elapsed += end - start;
+        for slice in slices {
+            self.refused += slice.refused;
+            self.latencies.extend(slice.latencies);
+        }
+        Ok(())
+    }
+
+    /// Compares the team's count with `write_attempt`'s, then sums it up.
+    fn sample(mut self, client: &mut postgres::Client) -> Result<Sample> {
+        let timed = self.latencies.len() as u64;
+        let made = timed + self.warm_up;
+        let row = client.query_one(COUNT_ATTEMPTS, &[&self.mode.name()]).context("counting write_attempt")?;
+        let (recorded, accepted): (i64, i64) = (row.get(0), row.get(1));
+        if recorded as u64 != made || (recorded - accepted) as u64 != self.refused {
+            return Err(format!(
+                "{} with {} writers: the writers made {made} writes ({} refused) but write_attempt holds {recorded} ({} refused)",
+                self.mode,
+                self.writers.len(),
+                self.refused,
+                recorded - accepted
+            )
+            .into());
+        }
+        self.latencies.sort_unstable();
+        Ok(Sample {
+            per_second: timed as f64 / self.elapsed.as_secs_f64(),
+            p50: quantile(&self.latencies, 0.5),
+            p99: quantile(&self.latencies, 0.99),
+            refused: self.refused,
+            wal_per_write: self.wal_bytes as f64 / timed as f64,
+        })
+    }
+}
+
+/// Measures every mode with `writers` writers on `scopes` scopes, each mode
+/// for about `seconds`, from a fresh resource schema; one sample per mode,
+/// in [`MODES`] order.
+pub fn measure_group(writers: usize, scopes: usize, seconds: Duration) -> Result<Vec<Sample>> {
     let mut setup = db::connect(db::RES_DB, "lab bench")?;
     db::reset_schema(&mut setup, db::RES_SCHEMA)?;
     let seeded = SCOPES.iter().copied().max().unwrap_or(1) as i32;
     setup.execute(SEED_SCOPES, &[&seeded]).context("seeding the bench's scopes")?;
-    db::setup::checkpoint()?;
-    let mut stores = (0..cell.writers)
-        .map(|i| ResourceStore::connect(cell.mode, &format!("bench writer-{i:02}")))
-        .collect::<Result<Vec<_>>>()?;
-    // Every writer and this thread: the timed writes start together.
-    let barrier = Barrier::new(cell.writers + 1);
-    let tallies: Vec<Result<Tally>> = std::thread::scope(|s| {
-        let handles: Vec<_> = stores
-            .iter_mut()
-            .enumerate()
-            .map(|(i, store)| {
-                let barrier = &barrier;
-                s.spawn(move || write_for(store, i, cell.scopes, barrier, seconds))
-            })
-            .collect();
-        barrier.wait();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a bench writer panicked".into()))).collect()
-    });
-    let tallies = tallies.into_iter().collect::<Result<Vec<_>>>()?;
-
-    let timed: u64 = tallies.iter().map(|t| t.latencies.len() as u64).sum();
-    let made = timed + tallies.iter().map(|t| t.warm_up).sum::<u64>();
-    let refused: u64 = tallies.iter().map(|t| t.refused).sum();
-    let row = setup.query_one(COUNT_ATTEMPTS, &[]).context("counting write_attempt")?;
-    let (recorded, accepted): (i64, i64) = (row.get(0), row.get(1));
-    if recorded as u64 != made || (recorded - accepted) as u64 != refused {
-        return Err(format!(
-            "{} with {} writers: the writers made {made} writes ({refused} refused) but write_attempt holds {recorded} ({} refused)",
-            cell.mode,
-            cell.writers,
-            recorded - accepted
-        )
-        .into());
+    let mut teams = MODES.iter().map(|&mode| Team::connect(mode, writers, scopes)).collect::<Result<Vec<_>>>()?;
+    for team in &mut teams {
+        team.warm_up()?;
     }
-    let start = tallies.iter().map(|t| t.started).min().expect("at least one writer");
-    let end = tallies.iter().map(|t| t.ended).max().expect("at least one writer");
-    let mut latencies: Vec<Duration> = tallies.into_iter().flat_map(|t| t.latencies).collect();
-    latencies.sort_unstable();
-    Ok(Sample {
-        per_second: timed as f64 / (end - start).as_secs_f64(),
-        p50: quantile(&latencies, 0.5),
-        p99: quantile(&latencies, 0.99),
-        refused,
-    })
+    // After the warm-up's inserts: no team pays for the dirty pages of another's.
+    db::setup::checkpoint()?;
+    let rounds = (seconds.as_secs_f64() / SLICE.as_secs_f64()).ceil() as usize;
+    for round in 0..rounds {
+        // Rotated, so that no team always follows the same one.
+        for k in 0..teams.len() {
+            let team = (k + round) % teams.len();
+            teams[team].slice(SLICE, &mut setup)?;
+        }
+    }
+    teams.into_iter().map(|team| team.sample(&mut setup)).collect()
 }
 
-/// Writer `i`: writes each of its parts once, waits at the barrier, then
-/// rewrites them in turn until `seconds` have passed.
-fn write_for(store: &mut ResourceStore, i: usize, scopes: usize, barrier: &Barrier, seconds: Duration) -> Result<Tally> {
-    let (scope, writer) = (scope_of(i, scopes), format!("writer-{i:02}"));
-    let parts: Vec<String> = (0..PARTS).map(|p| format!("w{i:02}-part-{p}")).collect();
-    let write = |store: &mut ResourceStore, part: &str| store.write(&PartWrite { scope: &scope, part, content: "rows=200", writer: &writer, token: TOKEN });
-    // The warm-up's outcome is kept until after the barrier: a writer that
-    // failed must still arrive there, or the others would wait for ever.
-    let warm_up = parts.iter().try_for_each(|p| write(store, p).map(|_| ()));
+/// One writer's slice: waits for the others, then writes until `length` has passed.
+fn write_for(writer: &mut Writer, barrier: &Barrier, length: Duration) -> Result<Slice> {
     barrier.wait();
-    warm_up?;
     let started = Instant::now();
-    let deadline = started + seconds;
-    let (mut latencies, mut refused) = (Vec::with_capacity(1 << 14), 0);
-    for part in parts.iter().cycle() {
+    let deadline = started + length;
+    let (mut latencies, mut refused) = (Vec::with_capacity(1024), 0);
+    loop {
         let before = Instant::now();
-        let accepted = write(store, part)?;
+        let accepted = writer.write_next()?;
         let after = Instant::now();
         latencies.push(after - before);
         refused += u64::from(!accepted);
         if after >= deadline {
-            return Ok(Tally { latencies, refused, warm_up: PARTS as u64, started, ended: after });
+            return Ok(Slice { latencies, refused, started, ended: after });
         }
     }
-    unreachable!("cycle() over a non-empty list never ends")
 }
