@@ -34,9 +34,11 @@
 //!   slices of a quarter of a second until each has written for the cell's
 //!   time (see [`writers`]), so a disk or a neighbour that slows the machine
 //!   slows every mode alike. Each group starts from a fresh resource schema
-//!   and a `CHECKPOINT`. The whole table is measured `--runs` times; the
-//!   table shows the median of the runs, and each mode's ratio to
-//!   `unfenced` is the median of the ratios within each run.
+//!   and a `CHECKPOINT`. The whole table is measured `--runs` times and
+//!   shows the median of the runs. A mode's ratio to `unfenced` is the
+//!   median, over every round of every run, of its slice's rate over the
+//!   `unfenced` slice's of the same round: pairs measured within a second of
+//!   each other, and a stall that hits one slice moves one pair only.
 //! - **Acquires.** 16 threads contend for one lease; a winner releases at
 //!   once, so the lease changes hands all the time and both outcomes of the
 //!   acquire statement run. The tokens issued must equal the grants counted.
@@ -102,6 +104,9 @@ pub struct Sample {
     pub refused: u64,
     /// WAL bytes the server wrote per write: what a commit must flush.
     pub wal_per_write: f64,
+    /// Writes per second in each of the mode's slices, round by round: the
+    /// slices of one round of all modes lie within about a second.
+    pub slice_rates: Vec<f64>,
 }
 
 /// What the acquire cell measured in one run.

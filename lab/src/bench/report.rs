@@ -96,8 +96,8 @@ pub struct Row {
     pub cell: Cell,
     /// Median writes per second.
     pub per_second: f64,
-    /// The median, over the runs, of writes per second over `unfenced`'s at
-    /// the same writers and scopes in the same run.
+    /// The median, over every round of every run, of the mode's slice rate
+    /// over `unfenced`'s in the same round, at the same writers and scopes.
     pub ratio: f64,
     /// Median p50 and p99 latency.
     pub p50: Duration,
@@ -109,8 +109,8 @@ pub struct Row {
 }
 
 /// The table's rows, in the order of [`super::cells`]. A ratio is the
-/// median over the runs of the mode's writes per second over `unfenced`'s in
-/// the same run and group: the two were measured in alternating slices.
+/// median over all rounds of all runs of the mode's slice rate over
+/// `unfenced`'s in the same round (see [`super`]).
 pub fn rows(results: &Results) -> Vec<Row> {
     let med = |xs: Vec<f64>| median(&xs);
     let baseline = |cell: &Cell| {
@@ -120,7 +120,9 @@ pub fn rows(results: &Results) -> Vec<Row> {
         .cells
         .iter()
         .map(|(cell, samples)| {
-            let ratios = baseline(cell).map_or(vec![f64::NAN], |base| samples.iter().zip(base).map(|(s, b)| s.per_second / b.per_second).collect());
+            let ratios: Vec<f64> = baseline(cell).map_or(vec![f64::NAN], |base| {
+                samples.iter().zip(base).flat_map(|(s, b)| s.slice_rates.iter().zip(&b.slice_rates).map(|(x, y)| x / y)).collect()
+            });
             Row {
                 cell: *cell,
                 per_second: med(samples.iter().map(|s| s.per_second).collect()),
@@ -156,7 +158,7 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(md, "- 持久性（SHOW 读出）：fsync={}，synchronous_commit={}，wal_sync_method={}", f.fsync, f.synchronous_commit, f.wal_sync_method);
     let _ = writeln!(
         md,
-        "- 测法：`lab bench --seconds {} --runs {}`，客户端为 {} 构建；每种模式每格写 {} s，同一并发下的四种模式以 0.25 s 为片轮流写；取 {} 次运行的中位数，“相对 unfenced”是各次运行内比值的中位数；每个写入者一个线程、一条连接；所有写入者持同一个 token（一次持有、多次写入），各自轮流改写自己的 4 个分片；写入者 i 写作用域 i mod 作用域数\n",
+        "- 测法：`lab bench --seconds {} --runs {}`，客户端为 {} 构建；每种模式每格写 {} s，同一并发下的四种模式以 0.25 s 为片轮流写；取 {} 次运行的中位数；“相对 unfenced”是同一轮里前后紧挨着测的两片之比，取所有轮的中位数；每个写入者一个线程、一条连接；所有写入者持同一个 token（一次持有、多次写入），各自轮流改写自己的 4 个分片；写入者 i 写作用域 i mod 作用域数\n",
         o.seconds, o.runs, f.client_build, o.seconds, o.runs
     );
     let _ = writeln!(md, "| 作用域 | 写入者 | 模式 | 写入/秒 | 相对 unfenced | p50 | p99 | WAL 字节/写入 | 被拒 |");

@@ -87,6 +87,8 @@ struct Team {
     warm_up: u64,
     /// WAL bytes generated during the team's slices.
     wal_bytes: i64,
+    /// Each slice's writes per second, in the order of the rounds.
+    slice_rates: Vec<f64>,
 }
 
 impl Team {
@@ -102,7 +104,7 @@ impl Team {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Team { mode, writers, latencies: Vec::new(), refused: 0, elapsed: Duration::ZERO, warm_up: 0, wal_bytes: 0 })
+        Ok(Team { mode, writers, latencies: Vec::new(), refused: 0, elapsed: Duration::ZERO, warm_up: 0, wal_bytes: 0, slice_rates: Vec::new() })
     }
 
     /// Each writer writes each of its parts once, untimed: the first write of
@@ -139,6 +141,8 @@ impl Team {
         let start = slices.iter().map(|s| s.started).min().expect("a team has writers");
         let end = slices.iter().map(|s| s.ended).max().expect("a team has writers");
         self.elapsed += end - start;
+        let writes: usize = slices.iter().map(|s| s.latencies.len()).sum();
+        self.slice_rates.push(writes as f64 / (end - start).as_secs_f64());
         for slice in slices {
             self.refused += slice.refused;
             self.latencies.extend(slice.latencies);
@@ -169,6 +173,7 @@ impl Team {
             p99: quantile(&self.latencies, 0.99),
             refused: self.refused,
             wal_per_write: self.wal_bytes as f64 / timed as f64,
+            slice_rates: self.slice_rates,
         })
     }
 }
