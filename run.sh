@@ -13,7 +13,8 @@ usage: ./run.sh [command]
 
   (no command)       build, run F1-F14, write evidence/26/output.txt; exit 0 only if failed=0
   F1 … F14 [flags]   run some cases; each case's transcript is saved for `diff`
-                     flags: --mode fenced-scope|fenced-row|unfenced|check-then-write (F4/F5)
+                     flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-row|
+                                    unfenced|check-then-write; F6/F7: fenced-scope|fenced-scope-cte)
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
   stress F11 [--runs N]
@@ -22,6 +23,10 @@ usage: ./run.sh [command]
                      scratch copy, run the case that catches it, see what failed
   mutants [NAME…]    break every guard in turn; each must be caught by a case line
                      (--accept re-locks the broken transcripts in evidence/26/try/)
+  bench [--seconds N] [--runs K] [--out FILE]
+                     what fencing costs: writes/s and p50/p99 latency per resource mode
+                     (1, 4, 16 writers on 1 and on 16 scopes) and contended acquires/s;
+                     writes evidence/26/bench.md and bench.csv (about 5 minutes)
   test               the whole test suite (what CI runs); installs what it needs
   accept             re-lock the evidence snapshots from a fresh run: cases, variants
                      and the mutants' broken runs (not under CI)
@@ -200,6 +205,14 @@ case "$cmd" in
     ensure_serve_tool
     echo "run.sh: serving the book on http://127.0.0.1:3000 (Ctrl-C to stop)" >&2
     exec .tools/serve/bin/mdbook serve -n 127.0.0.1 -p 3000
+    ;;
+  bench)
+    shift
+    ensure_postgres; guard_cluster
+    # An optimised client: a debug build's own CPU time, spent on the same
+    # two cores as the server's, would blur the differences being measured.
+    cargo build --release --quiet --bin lab
+    target/release/lab bench "$@"
     ;;
   accept)
     [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"

@@ -60,7 +60,7 @@ pub struct HolderArgs {
     /// The report content to write, e.g. rows=200(A).
     #[arg(long)]
     pub content: String,
-    /// How the resource judges the write: fenced-scope, fenced-row, unfenced, check-then-write.
+    /// How the resource judges the write: fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write.
     #[arg(long, default_value = "fenced-scope", value_parser = parse_mode)]
     pub mode: FenceMode,
     /// Where to wait for one line on stdin (repeat for several points).

@@ -60,6 +60,8 @@
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
 //! - [`cases`]: one module per case, `F1` … `F14`, what they share, and the
 //!   one runner that `lab run` and the snapshot test both use.
+//! - [`bench`]: what fencing costs: writes per second and latency per
+//!   resource mode, side by side, and contended acquires (`lab bench`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
 //!
@@ -71,9 +73,7 @@
 //!   the lab starts like `b3-26`, in `cluster/etcd.rs`);
 //! - a chaos run, `chaos/`: the nemesis (its fault schedule from a seed) and
 //!   the history checker, above `cases` (it drives holders and reads
-//!   `write_attempt`);
-//! - a benchmark, `bench/`: writes and acquires per second per resource
-//!   mode, above `resource` and `lease`, beside `cases`.
+//!   `write_attempt`).
 
 pub mod error;
 pub mod paths;
@@ -93,6 +93,7 @@ pub mod holder_guard;
 pub mod transcript;
 pub mod evidence;
 pub mod cases;
+pub mod bench;
 pub mod mutants;
 
 pub use error::{Error, Result};

@@ -43,6 +43,18 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Measure what fencing costs: writes/s and latency per resource mode, contended acquires/s (minutes).
+    Bench {
+        /// Seconds each cell runs, per run.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=600))]
+        seconds: u32,
+        /// Runs of every cell; the table shows their median.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=99))]
+        runs: u32,
+        /// The table's markdown file (a CSV is written beside it) [default: evidence/26/bench.md].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Break each guard in a scratch copy and see which case line catches it.
     Mutants {
         /// Only these mutations (default: all).
@@ -90,7 +102,8 @@ struct RunArgs {
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
     /// F4/F5: judge writes with this resource mode instead of the case's own
-    /// (fenced-scope, fenced-row, unfenced, check-then-write).
+    /// (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write);
+    /// F6/F7: the scope fence of (b) and of the scope half (fenced-scope, fenced-scope-cte).
     #[arg(long, value_parser = parse_mode)]
     mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its local deadline check instead of after it.
@@ -188,6 +201,11 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(run_cases(args))
         }
+        Command::Bench { seconds, runs, out } => {
+            interrupt::install();
+            let out = out.unwrap_or_else(|| lab::paths::evidence_dir().join("bench.md"));
+            report(bench(&lab::bench::Options { seconds, runs, out }))
+        }
         Command::Mutants { names, accept } => {
             interrupt::install();
             if accept && std::env::var("CI").as_deref() == Ok("true") {
@@ -253,6 +271,16 @@ fn report(outcome: Result<ExitCode>) -> ExitCode {
 
 fn run_cases(args: RunArgs) -> Result<ExitCode> {
     let selected = cases::select(&args.cases);
+    if let Some(picked) = args.mode {
+        // A case named on the command line that cannot run the picked mode
+        // is refused, not silently run in its own.
+        let named = |c: &cases::Case| args.cases.iter().any(|id| id.eq_ignore_ascii_case(c.id));
+        if let Some(case) = selected.iter().find(|c| named(c) && !c.modes.is_empty() && !c.takes_mode(picked)) {
+            let takes: Vec<&str> = case.modes.iter().map(|m| m.cli_name()).collect();
+            eprintln!("lab: {} takes --mode {} only", case.id, takes.join(" or "));
+            return Ok(ExitCode::from(2));
+        }
+    }
     let holder_bin = std::env::current_exe()?.with_file_name("holder");
     let options = Options { mode: args.mode, pause_before_check: args.pause_before_check, threads: args.threads.into() };
     let runner = Runner::begin(holder_bin, options)?;
@@ -306,6 +334,14 @@ fn stress(id: &str, runs: u32) -> Result<ExitCode> {
         println!("\n{f}");
     }
     Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn bench(options: &lab::bench::Options) -> Result<ExitCode> {
+    let results = lab::bench::run(options)?;
+    print!("{}", lab::bench::report::markdown(&results));
+    lab::bench::report::write_files(&results, &options.out)?;
+    eprintln!("bench: wrote {} and {}", options.out.display(), options.out.with_extension("csv").display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn cluster(action: ClusterAction) -> Result<ExitCode> {

@@ -25,6 +25,7 @@ pub const CASE: Case = Case {
     title: |_| "持有者在栅栏事务里被 SIGKILL：写了一半的东西不留痕迹，租约不因崩溃而释放".into(),
     run,
     mode: None,
+    modes: &[],
 };
 
 /// What the resource shows of A's write: the floor, the part, A's attempts.

@@ -26,6 +26,7 @@ pub const CASE: Case = Case {
     title: |_| "持有者停在栅栏事务里：floor 行锁挡住所有写入者（活性），以及空闲事务超时这一补救".into(),
     run,
     mode: None,
+    modes: &[],
 };
 
 /// The idle-in-transaction timeout of the remedy: the lease's ttl. A fenced

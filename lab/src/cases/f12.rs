@@ -26,6 +26,7 @@ pub const CASE: Case = Case {
     title: |_| "网络里迟到的写入：A 没有暂停，写请求在代理里过期".into(),
     run,
     mode: None,
+    modes: &[],
 };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {

@@ -32,6 +32,7 @@ pub const CASE: Case = Case {
     title: |_| "走错的时钟：持有者的时钟变慢，数据库的时钟向前跳（libfaketime）".into(),
     run,
     mode: None,
+    modes: &[],
 };
 
 /// A slow clock the margin covers: faster than the boundary.

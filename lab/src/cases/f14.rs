@@ -45,6 +45,7 @@ pub const CASE: Case = Case {
     title: |_| "租约库主备切换：异步复制丢失已提交的 token 并再次发出；同步复制保住它，代价是等待".into(),
     run,
     mode: None,
+    modes: &[],
 };
 
 /// A lease of its own for the latency samples, so that they leave the

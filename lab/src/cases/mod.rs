@@ -53,7 +53,7 @@ use std::path::PathBuf;
 /// experiments, which the evidence locks.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Replaces the resource mode of F4 and F5.
+    /// Replaces the resource mode of the cases that take it (see [`Case::modes`]).
     pub mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its deadline check instead of after it.
     pub pause_before_check: bool,
@@ -116,6 +116,10 @@ pub struct Case {
     pub run: fn(&Lab, &mut Transcript) -> Result<()>,
     /// The resource mode that `--mode` replaces; `None` where it does not apply.
     pub mode: Option<FenceMode>,
+    /// The modes `--mode` may pick for this case: every mode for F4 and F5;
+    /// for F6(b) and F7's scope half only the two forms of the scope fence,
+    /// since their timelines need a fence that queues writers on the floor.
+    pub modes: &'static [FenceMode],
 }
 
 impl Case {
@@ -125,7 +129,7 @@ impl Case {
     /// the default, add nothing).
     pub fn run_name(&self, options: &Options) -> String {
         let mut name = self.id.to_owned();
-        if let (Some(own), Some(picked)) = (self.mode, options.mode) {
+        if let (Some(own), Some(picked)) = (self.mode, self.mode_in_force(options)) {
             if own != picked {
                 name.push('-');
                 name.push_str(picked.cli_name());
@@ -138,6 +142,19 @@ impl Case {
             name.push_str(&format!("-threads-{}", options.threads));
         }
         name
+    }
+}
+
+impl Case {
+    /// The resource mode this case runs with under `options`: the picked
+    /// one when the case takes it, else its own.
+    pub fn mode_in_force(&self, options: &Options) -> Option<FenceMode> {
+        options.mode.filter(|m| self.modes.contains(m)).or(self.mode)
+    }
+
+    /// Whether `--mode picked` means something for this case.
+    pub fn takes_mode(&self, picked: FenceMode) -> bool {
+        self.modes.contains(&picked)
     }
 }
 
@@ -171,6 +188,10 @@ pub fn variants() -> Vec<Variant> {
         Variant { case: &f4::CASE, options: with(Some(FenceMode::Unfenced), false, params::RACERS), flags: &["--mode", "unfenced"] },
         Variant { case: &f5::CASE, options: with(Some(FenceMode::FencedScope), false, params::RACERS), flags: &["--mode", "fenced-scope"] },
         Variant { case: &f3::CASE, options: with(None, false, 4), flags: &["--threads", "4"] },
+        // The one-statement fence under the three timelines that tell fences apart.
+        Variant { case: &f4::CASE, options: with(Some(FenceMode::FencedScopeCte), false, params::RACERS), flags: &["--mode", "fenced-scope-cte"] },
+        Variant { case: &f6::CASE, options: with(Some(FenceMode::FencedScopeCte), false, params::RACERS), flags: &["--mode", "fenced-scope-cte"] },
+        Variant { case: &f7::CASE, options: with(Some(FenceMode::FencedScopeCte), false, params::RACERS), flags: &["--mode", "fenced-scope-cte"] },
     ]
 }
 
