@@ -270,6 +270,7 @@ fn report(outcome: Result<ExitCode>) -> ExitCode {
 }
 
 fn run_cases(args: RunArgs) -> Result<ExitCode> {
+    let started = std::time::Instant::now();
     let selected = cases::select(&args.cases);
     if let Some(picked) = args.mode {
         // A case named on the command line that cannot run the picked mode
@@ -285,7 +286,9 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
     let options = Options { mode: args.mode, pause_before_check: args.pause_before_check, threads: args.threads.into() };
     let runner = Runner::begin(holder_bin, options)?;
     let mut t = Transcript::streaming(QuietAfterStop(std::io::stdout()));
-    runner.run_each(&selected, &mut t, |case, t, _| {
+    let mut times = Vec::new();
+    runner.run_each(&selected, &mut t, |case, t, time| {
+        times.push((case.id, time));
         // Saved under the case's id for `diff F4`, and, for a variant
         // (--mode, --pause-before-check, --threads), under its own name too.
         evidence::save_transcript(case.id, &t.case_text())?;
@@ -302,7 +305,24 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
         std::fs::write(&partial, t.text()).and_then(|()| std::fs::rename(&partial, out)).map_err(|e| format!("writing {}: {e}", out.display()))?;
     }
     drop(runner);
+    print_times(&times, started.elapsed());
     Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Where the run's time went: per case, elapsed and waited by design (the
+/// rest is overhead), and the whole run including the cluster's start and
+/// stop. Printed after the transcript, never into it: the numbers vary.
+fn print_times(times: &[(&str, cases::CaseTime)], run: std::time::Duration) {
+    let secs = |d: std::time::Duration| d.as_secs_f64();
+    println!("\n{:<6} {:>8} {:>9} {:>9}", "case", "elapsed", "designed", "overhead");
+    let (mut elapsed, mut designed) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    for (id, time) in times {
+        println!("{id:<6} {:>7.2}s {:>8.2}s {:>8.2}s", secs(time.elapsed), secs(time.designed), secs(time.overhead()));
+        elapsed += time.elapsed;
+        designed += time.designed;
+    }
+    println!("{:<6} {:>7.2}s {:>8.2}s {:>8.2}s", "cases", secs(elapsed), secs(designed), secs(elapsed.saturating_sub(designed)));
+    println!("run    {:>7.2}s {:>8.2}s {:>8.2}s   (cases plus starting, resetting and stopping the cluster)", secs(run), secs(designed), secs(run.saturating_sub(designed)));
 }
 
 /// `lab stress`: one case `runs` times on one cluster. A run passes when it
@@ -316,7 +336,8 @@ fn stress(id: &str, runs: u32) -> Result<ExitCode> {
     let (mut failed, mut slowest) = (Vec::new(), std::time::Duration::ZERO);
     for run in 1..=runs {
         let mut t = Transcript::quiet();
-        runner.run_each(&[case], &mut t, |_, t, elapsed| {
+        runner.run_each(&[case], &mut t, |_, t, time| {
+            let elapsed = time.elapsed;
             slowest = slowest.max(elapsed);
             let text = t.case_text();
             let differs = evidence::redact(&text).trim_end() != locked;

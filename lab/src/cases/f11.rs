@@ -81,12 +81,12 @@ fn without_timeout(lab: &Lab, t: &mut Transcript) -> Result<()> {
     // B's write queues on the floor row lock; the lab waits until the
     // server's clock says it has queued for longer than a whole ttl.
     let mut seen = String::new();
-    let waited = poll::poll_until(poll::BOUND, poll::EVERY, || {
+    let waited = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || {
         let wait = view.wait_event_type(b_session)?.unwrap_or_else(|| "none".into());
         let (_, for_ms) = view.session_state(b_session)?.unwrap_or_default();
         seen = format!("wait_event_type={wait} for {for_ms:.0}ms");
         Ok::<_, crate::Error>(wait == "Lock" && for_ms > ms(TTL) as f64)
-    })?;
+    }))?;
     t.check(waited, format!("B 的写入在 floor 行锁上排队，已超过一个 TTL（{}ms），A 停着，它就一直等", ms(TTL)), || &seen);
     t.check_eq("阻塞 B 的正是 A 的会话（pg_blocking_pids）", format!("[{a_session}]"), format!("{:?}", view.blocking_pids(b_session)?));
     t.check_eq("此刻 A 仍停着（/proc 状态 T）", 'T', a.state()?);
@@ -123,11 +123,11 @@ fn with_timeout(lab: &Lab, t: &mut Transcript) -> Result<()> {
     // floor then still reads 2: A's advance to 3 was rolled back, not
     // committed.
     let mut seen = String::new();
-    let ended = poll::poll_until(poll::BOUND, poll::EVERY, || {
+    let ended = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || {
         let (gone, locked, floor) = (view.session_of("holder-a")?.is_none(), view.floor_locked(SCOPE)?, view.floor(SCOPE)?);
         seen = format!("session gone={gone}, floor row locked={locked}, floor={floor}");
         Ok::<_, crate::Error>(gone && !locked && floor == 2)
-    })?;
+    }))?;
     let took = inside_at.elapsed().as_millis();
     t.check(
         ended,

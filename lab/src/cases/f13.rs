@@ -23,6 +23,7 @@ use crate::fault::clock::{self, JumpFile};
 use crate::holder::{HolderArgs, Step, WaitPoint};
 use crate::holder_guard::HolderGuard;
 use crate::params::{margin, ms, LEASE, PART_SUMMARY, SCOPE, TTL};
+use crate::poll;
 use crate::transcript::Transcript;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -131,10 +132,10 @@ fn server_skew() -> Result<f64> {
 /// lab steps while A holds the lease.
 fn server_clock_jump(lab: &Lab, t: &mut Transcript, token: i64) -> Result<()> {
     let jump = JumpFile::create(&lab.cluster.dir().join("faketime-offset"))?;
-    lab.cluster.restart_with(&jump.env()?)?;
+    poll::designed(|| lab.cluster.restart_with(&jump.env()?))?;
     let outcome = jump_timeline(lab, t, &jump, token);
     // Whatever happened, the server gets its real clock back.
-    lab.cluster.restart_with(&[])?;
+    poll::designed(|| lab.cluster.restart_with(&[]))?;
     let skew = server_skew()?;
     t.check(skew.abs() < 1.0, "重启后数据库服务器用回真实时钟", || format!("skew {skew:.1}s"));
     outcome

@@ -74,9 +74,13 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
         pair.standby().name(),
         lab.cluster.name()
     ));
-    asynchronous(lab, t, &pair)?;
-    lab.reset_resource()?;
-    synchronous(lab, t, &pair)
+    // By design, the whole of it: two servers, base backups, a promotion,
+    // fifty timed acquires per timeline are what this experiment is.
+    poll::designed(|| {
+        asynchronous(lab, t, &pair)?;
+        lab.reset_resource()?;
+        synchronous(lab, t, &pair)
+    })
 }
 
 /// The asynchronous timeline: the acquire that only the primary has is

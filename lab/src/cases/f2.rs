@@ -60,7 +60,7 @@ fn renew_after_expiry(t: &mut Transcript, leases: &mut LeaseStore, mut a: Grant)
     // the start, is refused; it must stop there. A bound of ten periods
     // leaves it nine to spare.
     let renewer = Renewer::start(&a, RENEW_EVERY)?;
-    let stopped = poll::poll_until(RENEW_EVERY * 10, poll::EVERY, || Ok::<_, crate::Error>(renewer.is_finished()))?;
+    let stopped = poll::designed(|| poll::poll_until(RENEW_EVERY * 10, poll::EVERY, || Ok::<_, crate::Error>(renewer.is_finished())))?;
     let state = renewer.stop();
     t.check_eq(
         "后台续租线程的第一次续租即被拒：它报告租约已丢失，并自行停止",
@@ -211,8 +211,9 @@ fn slow_response(lab: &Lab, t: &mut Transcript, leases: &mut LeaseStore) -> Resu
 
 /// Polls a yes/no question to the database until it answers yes.
 fn wait_for_yes(leases: &mut LeaseStore, question: &str, params: &[&(dyn ToSql + Sync)]) -> Result<()> {
-    let yes = poll::poll_until(poll::BOUND, poll::EVERY, || {
+    // By design: each question waits for a moment on the server's clock.
+    let yes = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || {
         Ok::<_, crate::Error>(leases.client().query_one(question, params)?.get::<_, bool>(0))
-    })?;
+    }))?;
     require(yes, &format!("the database never answered yes to: {question}"))
 }

@@ -38,7 +38,7 @@ pub mod f14;
 pub mod paused_holder;
 pub mod runner;
 
-pub use runner::Runner;
+pub use runner::{CaseTime, Runner};
 
 use crate::cluster::Cluster;
 use crate::db;

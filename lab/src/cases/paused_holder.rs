@@ -17,6 +17,7 @@ use super::Lab;
 use crate::error::Result;
 use crate::holder::{HolderArgs, Step, WaitPoint};
 use crate::holder_guard::HolderGuard;
+use crate::poll;
 use crate::params::{ms, LEASE, OBSERVE, PART_SUMMARY, SCOPE, TTL};
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
@@ -64,7 +65,7 @@ pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
 
     // A fixed observation window, not a synchronisation: whatever happens
     // in it, the check below asks the database whether the lease is held.
-    std::thread::sleep(OBSERVE);
+    poll::designed(|| std::thread::sleep(OBSERVE));
     let row = leases.row(LEASE)?.ok_or("no lease row")?;
     t.check(row.held && row.holder == "holder-a" && row.token == 1, format!("A 未暂停期间（等待 {}ms，TTL={}ms）续租维持租约", ms(OBSERVE), ms(TTL)), || &row);
 

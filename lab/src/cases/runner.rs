@@ -10,6 +10,23 @@ use crate::{db, interrupt};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// How long one case took, and how much of that it waited by design
+/// (see [`crate::poll::designed`]); the rest is the lab's overhead.
+#[derive(Clone, Copy, Debug)]
+pub struct CaseTime {
+    /// From the header to the last line.
+    pub elapsed: Duration,
+    /// The part spent in waits the experiment needs.
+    pub designed: Duration,
+}
+
+impl CaseTime {
+    /// What is neither the experiment's own waiting nor nothing: overhead.
+    pub fn overhead(&self) -> Duration {
+        self.elapsed.saturating_sub(self.designed)
+    }
+}
+
 /// A run of cases: the cluster held, the databases fresh.
 pub struct Runner {
     /// Dropped last: stops the cluster if this run started it.
@@ -44,8 +61,9 @@ impl Runner {
     /// how long it took, to `done`. A case that errs ends with a FAIL line
     /// that carries the whole error chain, and the run goes on; after a stop
     /// signal, the run ends with an error and `done` is not called again.
-    pub fn run_each(&self, cases: &[&Case], t: &mut Transcript, mut done: impl FnMut(&Case, &Transcript, Duration) -> Result<()>) -> Result<()> {
+    pub fn run_each(&self, cases: &[&Case], t: &mut Transcript, mut done: impl FnMut(&Case, &Transcript, CaseTime) -> Result<()>) -> Result<()> {
         for case in cases {
+            crate::poll::take_designed();
             let start = Instant::now();
             t.case(case.id, &(case.title)(&self.lab.options));
             if let Err(e) = self.lab.reset().and_then(|()| (case.run)(&self.lab, t)) {
@@ -56,7 +74,7 @@ impl Runner {
                 // evidence as they were: nothing of it is worth keeping.
                 return Err("interrupted".into());
             }
-            done(case, t, start.elapsed())?;
+            done(case, t, CaseTime { elapsed: start.elapsed(), designed: crate::poll::take_designed() })?;
         }
         Ok(())
     }
