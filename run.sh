@@ -17,6 +17,7 @@ usage: ./run.sh [command]
                                     unfenced|check-then-write; F6/F7: fenced-scope|fenced-scope-cte)
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
+  timeline F4        draw the last run of a case: holdings, pauses, writes on one axis
   stress F11 [--runs N]
                      run a case N times (default 20): passes, failures, the slowest run
   try [NAME]         the "break it" exercises: list them, or break one guard in a
@@ -235,6 +236,10 @@ case "$cmd" in
     shift
     ensure_postgres
     "$LAB" try "$@"
+    ;;
+  timeline)
+    build
+    "$LAB" "$@"
     ;;
   diff|list|psql)
     build

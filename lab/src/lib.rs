@@ -22,6 +22,8 @@
 //!   signal arrived; it stops the holders and runs registered cleanups.
 //! - [`poll`]: waiting for a state by asking for it, with a bound.
 //! - [`latch`]: the one-shot latch the cases use to force interleavings.
+//! - [`events`]: what the parent did to a holder (SIGSTOP, SIGCONT,
+//!   SIGKILL), stamped with the wall clock, for the pictures of a run.
 //! - [`params`]: the article's parameters (TTL, margin, renewal period,
 //!   observation window, names), one home with a why for each.
 //!
@@ -58,6 +60,8 @@
 //! The experiments and their evidence:
 //! - [`transcript`]: the `ok`/`note`/`FAIL` format.
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
+//! - [`timeline`]: pictures of a run: each holder's holdings, pauses and
+//!   writes on one time axis, from the database's and the parent's clocks.
 //! - [`cases`]: one module per case, `F1` … `F14`, what they share, and the
 //!   one runner that `lab run` and the snapshot test both use.
 //! - [`bench`]: what fencing costs: writes per second and latency per
@@ -80,6 +84,7 @@ pub mod paths;
 pub mod interrupt;
 pub mod poll;
 pub mod latch;
+pub mod events;
 pub mod params;
 pub mod cluster;
 pub mod db;
@@ -92,6 +97,7 @@ pub mod holder;
 pub mod holder_guard;
 pub mod transcript;
 pub mod evidence;
+pub mod timeline;
 pub mod cases;
 pub mod bench;
 pub mod mutants;

@@ -71,6 +71,13 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Color::Auto)]
         color: Color,
     },
+    /// Draw what happened in a case's last run (F4, F5, F10-F13): a page that
+    /// shows each holder's holdings, pauses and writes on one time axis.
+    Timeline {
+        /// The case or variant, e.g. F4 or F4-unfenced.
+        #[arg(value_parser = run_name)]
+        case: String,
+    },
     /// Run one case many times; report passes, failures and the slowest run.
     Stress {
         /// The case, e.g. F11.
@@ -222,6 +229,15 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(lab::mutants::harness::try_one(&name, color.on()).map(verdict))
         }
+        Command::Timeline { case } => report(lab::timeline::page(&case).map(|page| {
+            let chart = page.with_extension("mmd");
+            print!("{}", std::fs::read_to_string(&chart).unwrap_or_default());
+            println!("\nthe chart: {}\nopen in a browser: {}", chart.display(), page.display());
+            if !lab::paths::root().join("target/mermaid/mermaid.min.js").is_file() {
+                println!("(the page draws with the book's mermaid.js: run ./run.sh book once)");
+            }
+            ExitCode::SUCCESS
+        })),
         Command::Stress { case, runs } => {
             interrupt::install();
             report(stress(&case, runs))
@@ -300,6 +316,8 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
     })?;
     t.summary();
     if let Some(out) = &args.out {
+        // The evidence run keeps its pictures too, for the book.
+        keep_timelines(&selected, out)?;
         // Written whole and renamed into place: a reader never finds half a run.
         let partial = out.with_extension("partial");
         std::fs::write(&partial, t.text()).and_then(|()| std::fs::rename(&partial, out)).map_err(|e| format!("writing {}: {e}", out.display()))?;
@@ -307,6 +325,20 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
     drop(runner);
     print_times(&times, started.elapsed());
     Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Copies the pictures of the cases just run next to `out` (the evidence
+/// run: evidence/26/timelines/F4.mmd …).
+fn keep_timelines(selected: &[&cases::Case], out: &std::path::Path) -> Result<()> {
+    let kept = out.with_file_name("timelines");
+    for case in selected {
+        let chart = lab::timeline::dir().join(format!("{}.mmd", case.id));
+        if chart.is_file() {
+            std::fs::create_dir_all(&kept)?;
+            std::fs::copy(&chart, kept.join(format!("{}.mmd", case.id)))?;
+        }
+    }
+    Ok(())
 }
 
 /// Where the run's time went: per case, elapsed and waited by design (the

@@ -59,6 +59,14 @@ fn a_one_second_bench_writes_the_whole_table() {
     assert!(lines[1..=expected.len()].iter().all(|l| l.starts_with("write,") && l.split(',').count() == 11), "{csv}");
     assert!(lines.last().unwrap().starts_with("acquire,,16,"), "{csv}");
 
+    // One chart per fenced mode, six bars each (the cells), in mermaid's xychart.
+    for mode in ["fenced-row", "fenced-scope", "fenced-scope-cte"] {
+        let chart = std::fs::read_to_string(out.with_file_name(format!("bench-{mode}.mmd"))).unwrap();
+        assert!(chart.starts_with("xychart-beta\n"), "{chart}");
+        let bars = chart.lines().find_map(|l| l.trim().strip_prefix("bar [")).unwrap_or_else(|| panic!("no bars:\n{chart}"));
+        assert_eq!(bars.trim_end_matches(']').split(", ").count(), 6, "{chart}");
+    }
+
     // Progress: one line per group of cells (2 scope counts × 3 writer counts) and one for the acquires.
     assert!(stderr(&run).contains("[7/7]"), "no progress on stderr:\n{}", stderr(&run));
     // The bench started the cluster, so it stopped it again.

@@ -227,13 +227,40 @@ pub fn csv(results: &Results) -> String {
     out
 }
 
-/// Writes the markdown to `out` and the CSV beside it, each whole and then
-/// renamed into place: a reader never finds half a table.
+/// One chart per fenced mode (mermaid's xychart draws no legend, so one
+/// mode a chart): its writes per second relative to `unfenced` in each cell,
+/// labelled `作用域×写入者`. The same rows as the table.
+pub fn charts(results: &Results) -> Vec<(FenceMode, String)> {
+    let rows = rows(results);
+    [FenceMode::FencedRow, FenceMode::FencedScope, FenceMode::FencedScopeCte]
+        .into_iter()
+        .map(|mode| {
+            let mine: Vec<&Row> = rows.iter().filter(|r| r.cell.mode == mode).collect();
+            let labels: Vec<String> = mine.iter().map(|r| format!("\"{}×{}\"", r.cell.scopes, r.cell.writers)).collect();
+            let ratios: Vec<String> = mine.iter().map(|r| format!("{:.2}", r.ratio)).collect();
+            let chart = format!(
+                "xychart-beta\n    title \"{mode}：相对 unfenced 的写入吞吐\"\n    x-axis [{}]\n    y-axis \"相对 unfenced\" 0 --> 1.1\n    bar [{}]\n",
+                labels.join(", "),
+                ratios.join(", ")
+            );
+            (mode, chart)
+        })
+        .collect()
+}
+
+/// Writes the markdown to `out`, the CSV and one chart per fenced mode
+/// beside it (`bench-fenced-scope.mmd` …), each whole and then renamed into
+/// place: a reader never finds half a table.
 pub fn write_files(results: &Results, out: &Path) -> Result<()> {
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    for (path, text) in [(out.to_path_buf(), markdown(results)), (out.with_extension("csv"), csv(results))] {
+    let stem = out.file_stem().map_or("bench".into(), |s| s.to_string_lossy().into_owned());
+    let mut files = vec![(out.to_path_buf(), markdown(results)), (out.with_extension("csv"), csv(results))];
+    for (mode, chart) in charts(results) {
+        files.push((out.with_file_name(format!("{stem}-{}.mmd", mode.cli_name())), chart));
+    }
+    for (path, text) in files {
         let partial = path.with_extension("partial");
         std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &path)).with_context(|| format!("writing {}", path.display()))?;
     }

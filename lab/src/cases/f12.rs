@@ -12,6 +12,7 @@ use super::common::require;
 use super::{Case, Lab};
 use crate::cluster;
 use crate::error::Result;
+use crate::events;
 use crate::fault::DelayProxy;
 use crate::holder::{HolderArgs, Step, WaitPoint};
 use crate::holder_guard::HolderGuard;
@@ -60,6 +61,7 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     // From here the proxy holds every byte A sends; then A is let go and
     // sends its write, which stays on the wire.
     proxy.hold();
+    events::record("holder-a", "hold");
     a.send_line("go")?;
     let in_flight = proxy.wait_until_held(poll::BOUND);
     t.check(in_flight, format!("{mode}：放行后 A 发出的请求（它写入事务的第一条）停在代理里，没有到达服务器"), || "the proxy holds nothing");
@@ -77,6 +79,7 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     );
 
     proxy.release();
+    events::record("holder-a", "release");
     let (a_lines, _) = a.rest_of_output()?;
     t.note(format!("{mode}：代理放行后，A：{}", a_lines.join("；")));
     lab.view()?.part_text(SCOPE, PART_SUMMARY)

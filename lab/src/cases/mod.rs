@@ -78,8 +78,10 @@ pub struct Lab {
 }
 
 impl Lab {
-    /// Replaces both schemas with the ones in `sql/`.
+    /// Replaces both schemas with the ones in `sql/`. What the timeline
+    /// would need of the old rows is kept first (a case may reset halfway).
     pub fn reset(&self) -> Result<()> {
+        crate::timeline::stash();
         db::reset_schema(&mut db::connect(db::LEASE_DB, "lab reset")?, db::LEASE_SCHEMA)?;
         self.reset_resource()
     }

@@ -6,7 +6,7 @@ use super::{Case, Lab, Options};
 use crate::cluster::Session;
 use crate::error::{chain, Result};
 use crate::transcript::Transcript;
-use crate::{db, interrupt};
+use crate::{db, interrupt, timeline};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -66,8 +66,15 @@ impl Runner {
             crate::poll::take_designed();
             let start = Instant::now();
             t.case(case.id, &(case.title)(&self.lab.options));
-            if let Err(e) = self.lab.reset().and_then(|()| (case.run)(&self.lab, t)) {
+            let began_ms = crate::events::now_ms();
+            let ran = self.lab.reset().and_then(|()| {
+                timeline::clear();
+                (case.run)(&self.lab, t)
+            });
+            if let Err(e) = ran {
                 t.abort(chain(e.as_ref()));
+            } else {
+                self.draw(case, began_ms);
             }
             if interrupt::requested() {
                 // A run cut short leaves the saved transcripts and the
@@ -77,5 +84,15 @@ impl Runner {
             done(case, t, CaseTime { elapsed: start.elapsed(), designed: crate::poll::take_designed() })?;
         }
         Ok(())
+    }
+
+    /// Saves the picture of a case that ran holder processes (the parent's
+    /// signals mark one); a picture that cannot be made costs the case nothing.
+    fn draw(&self, case: &Case, began_ms: f64) {
+        let Ok(recorded) = timeline::collect() else { return };
+        if recorded.has_holders() {
+            let name = case.run_name(&self.lab.options);
+            let _ = timeline::save(&name, &recorded.gantt(&name, began_ms));
+        }
     }
 }
