@@ -41,12 +41,14 @@ pub fn command_error(what: &str, out: &Output, log: Option<&Path>) -> String {
         }
     }
     if let Some(log) = log {
-        let tail = fs::read_to_string(log).unwrap_or_default();
-        let tail: Vec<&str> = tail.lines().rev().take(8).collect();
-        text.push_str(&format!("\nserver log {}:", log.display()));
-        for line in tail.into_iter().rev() {
-            text.push_str(&format!("\n  {line}"));
-        }
+        text.push_str(&format!("\nserver log {}:{}", log.display(), log_tail(log, 8)));
     }
     text
+}
+
+/// The last `lines` lines of a log, each on a new line, indented.
+pub fn log_tail(log: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+    tail.into_iter().rev().map(|line| format!("\n  {line}")).collect()
 }
