@@ -20,7 +20,12 @@
 //!   (via [`crate::interrupt`]) on Ctrl-C; a cluster the reader started by
 //!   hand with `lab cluster start` is left running, so the tables can be
 //!   inspected;
-//! - [`diagnose`]: what a failed server command or a held port tells the reader.
+//! - [`diagnose`]: what a failed server command or a held port tells the reader;
+//! - [`etcd`]: the second lease backend's server, a three-member etcd
+//!   cluster `etcd-26` on loopback (start, stop, status, kill a member with
+//!   SIGKILL, restart it, ask for the leader), owned by a run or by the
+//!   reader like `b3-26`; with the small HTTP client of etcd's JSON
+//!   gateway, which its lifecycle needs to ask etcd for the leader.
 //!
 //! Nothing here speaks SQL: the `db` module, one layer up, connects to the
 //! running server.
@@ -28,6 +33,7 @@
 mod binaries;
 pub mod credentials;
 mod diagnose;
+pub mod etcd;
 mod lifecycle;
 pub mod owner;
 mod session;
