@@ -33,6 +33,10 @@
 //! The lease side (database `lease26`):
 //! - [`lease`]: `LeaseStore` (acquire, renew, release: single autocommit
 //!   statements) and `Grant`, with the holder's local deadline.
+//! - [`etcd_lease`]: the same operations on the etcd cluster `etcd-26`
+//!   (a lease with a key attached; the token is the key's create
+//!   revision), `EtcdGrant` wrapping a `Grant`; the parent's view of the
+//!   key, the revision and the leader.
 //! - [`renewer`]: the background renewal thread a holder runs.
 //!
 //! The resource side (database `res26`), which never reads the lease table:
@@ -59,9 +63,9 @@
 //!   (a holder's connection goes through the proxy);
 //! - replication, `cluster/replica.rs`: a streaming standby of the lease
 //!   store, promoted by the lab (it is the cluster's lifecycle, twice);
-//! - a second lease backend: `lease/` becomes a folder with the lease
-//!   interface, `lease/postgres.rs` and `lease/etcd.rs` (an etcd cluster
-//!   the lab starts like `b3-26`, in `cluster/etcd.rs`);
+//! - a lease interface over both backends (`lease` and `etcd_lease`, whose
+//!   cluster `cluster/etcd.rs` the lab starts like `b3-26`), when a holder
+//!   must run on either;
 //! - a chaos run, `chaos/`: the nemesis (its fault schedule from a seed) and
 //!   the history checker, above `cases` (it drives holders and reads
 //!   `write_attempt`);
@@ -77,6 +81,7 @@ pub mod params;
 pub mod cluster;
 pub mod db;
 pub mod lease;
+pub mod etcd_lease;
 pub mod renewer;
 pub mod resource;
 pub mod publish;
