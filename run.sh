@@ -150,6 +150,28 @@ ensure_chromium() {
   echo "run.sh: NOTE: chromium is not installed, so the rendered-diagram check will NOT run (as root: apt-get install chromium)" >&2
 }
 
+# etcd 3.4 or newer, for the etcd backend's tests (lab/tests/etcd.rs), which
+# start a three-member cluster of their own on loopback. Debian's etcd-server
+# would start a system etcd (2379/2380) as it installs: a policy-rc.d that
+# denies service starts, in place for the install only, keeps it from running.
+ensure_etcd() {
+  command -v etcd >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: installing etcd-server for the etcd tests (once)…" >&2
+    local policy=/usr/sbin/policy-rc.d made=
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && made=1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    local ok=0
+    { apt-get update -q >/dev/null && apt-get install -y -q etcd-server >/dev/null; } || ok=$?
+    [ -z "$made" ] || rm -f "$policy"
+    [ "$ok" = 0 ] || die "installing etcd-server failed"
+    return 0
+  fi
+  die "etcd is missing: the etcd tests need etcd 3.4 or newer (Debian: apt-get install etcd-server; or set LAB_ETCD_BIN)"
+}
+
 build() {
   ensure_rust
   cargo build --bins --quiet
@@ -183,7 +205,7 @@ case "$cmd" in
     ;;
   test)
     shift
-    ensure_postgres; ensure_faketime; ensure_chromium; ensure_book_tools; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd; ensure_chromium; ensure_book_tools; guard_cluster
     [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
     cargo test --quiet "$@"
     ;;

@@ -276,7 +276,8 @@ pub fn millis(ttl: Duration) -> f64 {
     ttl.as_secs_f64() * 1000.0
 }
 
-fn check_ttl(ttl: Duration, margin: Duration) -> Result<()> {
+/// Refuses a ttl and margin that would leave the holder no time to work.
+pub fn check_ttl(ttl: Duration, margin: Duration) -> Result<()> {
     if ttl.is_zero() || margin >= ttl {
         return Err(format!("a lease needs ttl > margin >= 0 (ttl={ttl:?}, margin={margin:?})").into());
     }

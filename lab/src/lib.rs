@@ -43,6 +43,10 @@
 //! The lease side (database `lease26`):
 //! - [`lease`]: `LeaseStore` (acquire, renew, release: single autocommit
 //!   statements) and `Grant`, with the holder's local deadline.
+//! - [`etcd_lease`]: the same operations on the etcd cluster `etcd-26`
+//!   (a lease with a key attached; the token is the key's create
+//!   revision), `EtcdGrant` wrapping a `Grant`; the parent's view of the
+//!   key, the revision and the leader.
 //! - [`renewer`]: the background renewal thread a holder runs.
 //!
 //! The resource side (database `res26`), which never reads the lease table:
@@ -66,9 +70,9 @@
 //! # Rooms for what is coming
 //!
 //! Not built yet; this is where each goes, so that the order above holds:
-//! - a second lease backend: `lease/` becomes a folder with the lease
-//!   interface, `lease/postgres.rs` and `lease/etcd.rs` (an etcd cluster
-//!   the lab starts like `b3-26`, in `cluster/etcd.rs`);
+//! - a lease interface over both backends (`lease` and `etcd_lease`, whose
+//!   cluster `cluster/etcd.rs` the lab starts like `b3-26`), when a holder
+//!   must run on either;
 //! - a chaos run, `chaos/`: the nemesis (its fault schedule from a seed) and
 //!   the history checker, above `cases` (it drives holders and reads
 //!   `write_attempt`);
@@ -85,6 +89,7 @@ pub mod cluster;
 pub mod db;
 pub mod fault;
 pub mod lease;
+pub mod etcd_lease;
 pub mod renewer;
 pub mod resource;
 pub mod publish;
