@@ -32,7 +32,7 @@
 
 use crate::cluster::etcd::gateway::{b64, code, int, unb64, Gateway, Leader};
 use crate::error::{Result, ResultExt};
-use crate::lease::{check_ttl, Grant};
+use crate::lease::{check_ttl, Grant, LeaseService};
 use crate::{cluster, poll};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -140,6 +140,18 @@ pub struct EtcdGrant {
     pub lease_id: i64,
 }
 // ANCHOR_END: etcd_grant
+
+impl AsRef<Grant> for EtcdGrant {
+    fn as_ref(&self) -> &Grant {
+        &self.grant
+    }
+}
+
+impl AsMut<Grant> for EtcdGrant {
+    fn as_mut(&mut self) -> &mut Grant {
+        &mut self.grant
+    }
+}
 
 /// The lock key as etcd shows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -316,6 +328,30 @@ impl EtcdLeaseStore {
         Ok(())
     }
     // ANCHOR_END: wait_until_free
+}
+
+/// The holder's lease on etcd: the same operations, the same contract.
+impl LeaseService for EtcdLeaseStore {
+    type Holding = EtcdGrant;
+
+    fn acquire(&mut self, name: &str, holder: &str, ttl: Duration, margin: Duration) -> Result<Option<EtcdGrant>> {
+        EtcdLeaseStore::acquire(self, name, holder, ttl, margin)
+    }
+
+    fn renew(&mut self, grant: &mut EtcdGrant) -> Result<bool> {
+        EtcdLeaseStore::renew(self, grant)
+    }
+
+    fn release(&mut self, grant: &EtcdGrant) -> Result<bool> {
+        EtcdLeaseStore::release(self, grant)
+    }
+
+    /// A gateway of its own over the same members: a request is one
+    /// connection anyway, but each gateway remembers the member that
+    /// answered last, and the renewer's should not move the holder's.
+    fn another_session(&self, _who: &str) -> Result<EtcdLeaseStore> {
+        Ok(EtcdLeaseStore::new(Gateway::new(self.gateway.members().to_vec())))
+    }
 }
 
 #[cfg(test)]

@@ -42,12 +42,14 @@
 //!
 //! The lease side (database `lease26`):
 //! - [`lease`]: `LeaseStore` (acquire, renew, release: single autocommit
-//!   statements) and `Grant`, with the holder's local deadline.
+//!   statements) and `Grant`, with the holder's local deadline; and
+//!   `LeaseService`, the lease as a holder uses it on either store.
 //! - [`etcd_lease`]: the same operations on the etcd cluster `etcd-26`
 //!   (a lease with a key attached; the token is the key's create
-//!   revision), `EtcdGrant` wrapping a `Grant`; the parent's view of the
-//!   key, the revision and the leader.
-//! - [`renewer`]: the background renewal thread a holder runs.
+//!   revision), `EtcdGrant` wrapping a `Grant`, the second `LeaseService`;
+//!   the parent's view of the key, the revision and the leader.
+//! - [`renewer`]: the background renewal thread a holder runs, on either
+//!   store.
 //!
 //! The resource side (database `res26`), which never reads the lease table:
 //! - [`resource`]: `ResourceStore::write` in the fenced mode and the three
@@ -55,7 +57,9 @@
 //! - [`publish`]: F9's stand-in for an external publisher that takes no token.
 //!
 //! Processes:
-//! - [`holder`]: the holder process (the `holder` binary) and its protocol lines.
+//! - [`holder`]: the holder process (the `holder` binary) and its protocol
+//!   lines; one `hold` over `LeaseService`, its store picked by
+//!   `--lease-backend postgres|etcd`.
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
 //!
@@ -70,9 +74,6 @@
 //! # Rooms for what is coming
 //!
 //! Not built yet; this is where each goes, so that the order above holds:
-//! - a lease interface over both backends (`lease` and `etcd_lease`, whose
-//!   cluster `cluster/etcd.rs` the lab starts like `b3-26`), when a holder
-//!   must run on either;
 //! - a chaos run, `chaos/`: the nemesis (its fault schedule from a seed) and
 //!   the history checker, above `cases` (it drives holders and reads
 //!   `write_attempt`);
