@@ -23,7 +23,7 @@
 //!   The death signal fires when the *thread* that started the member
 //!   ends, so a run starts and restarts members from the thread that
 //!   outlives them (a case's own thread, not a helper thread).
-//! - the **reader** ([`Owner::Reader`], a future `./run.sh etcd start`):
+//! - the **reader** ([`Owner::Reader`], `./run.sh etcd start`):
 //!   the members run in a session of their own and outlive the command;
 //!   their pid files (pid and process start time, so a reused pid is not
 //!   taken for a member) let `stop` and `status` in another process find
@@ -458,7 +458,7 @@ impl EtcdCluster {
         Ok(ClusterStatus { members, leader, owner: owner::read(&self.dir) })
     }
 
-    /// A human summary, for a future `lab etcd status`.
+    /// A human summary, for `lab etcd status`.
     pub fn describe(&self) -> Result<String> {
         let status = self.status()?;
         let up = status.members.iter().filter(|m| m.pid.is_some()).count();
