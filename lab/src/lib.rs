@@ -66,6 +66,8 @@
 //! The experiments and their evidence:
 //! - [`transcript`]: the `ok`/`note`/`FAIL` format.
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
+//! - [`lease_stores`]: the lease stores side by side: one acquire timed the
+//!   same way on each (F14's and F16's medians, and `lab lease-stores`).
 //! - [`cases`]: one module per case, `F1` … `F14`, what they share, and the
 //!   one runner that `lab run` and the snapshot test both use.
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
@@ -98,6 +100,7 @@ pub mod holder;
 pub mod holder_guard;
 pub mod transcript;
 pub mod evidence;
+pub mod lease_stores;
 pub mod cases;
 pub mod mutants;
 

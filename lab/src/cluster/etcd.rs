@@ -373,6 +373,33 @@ impl EtcdCluster {
         Ok(())
     }
 
+    /// Starts the cluster from empty data for this run (F16, `lab
+    /// lease-stores`): its revisions, the tokens, start at 1 again, as every
+    /// case starts from fresh databases, so a transcript can lock them. A
+    /// cluster that the reader or another live run has up is refused, not
+    /// taken over (the run kills its leader); one left by a run that died is
+    /// stopped first.
+    pub fn start_fresh_for_run(&self) -> Result<Leader> {
+        if (0..MEMBERS).any(|i| self.pid(i).is_some()) {
+            match owner::read(&self.dir) {
+                Some(run @ Owner::Run { .. }) if run.is_dead_run() => {}
+                Some(Owner::Run { pid, .. }) => {
+                    return Err(format!("lab run pid {pid} is using etcd cluster {NAME} ({}); wait for it to finish", self.dir.display()).into())
+                }
+                Some(Owner::Reader) | None => {
+                    return Err(format!(
+                        "etcd cluster {NAME} ({}) is running for the reader; a run starts it from empty data and kills its \
+                         leader: stop it first with `./run.sh etcd stop`",
+                        self.dir.display()
+                    )
+                    .into())
+                }
+            }
+        }
+        self.reset()?;
+        self.start(Owner::this_run())
+    }
+
     /// Stops the cluster and removes its folder: the next start makes a new
     /// cluster, whose revisions start again at 1.
     pub fn reset(&self) -> Result<()> {
