@@ -250,6 +250,17 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
 
     let holding = store.holding(LEASE)?.0.map_or("no key".to_owned(), |h| format!("{}/{}", h.holder, h.token));
     t.check_eq_shown("新 leader 上的锁键：holder-c 的获取还在（获取返回之前已写入多数派的日志）", format!("holder-c/{c_token}"), holding);
+    // I1 under the new leader: the acquire txn's compare (the key must not
+    // exist) refuses a second holder.
+    let refused = store.acquire(LEASE, "holder-x", ETCD_TTL, margin(ETCD_TTL))?;
+    t.check_eq_shown(
+        "新 leader 上 holder-x 来获取：被拒，holder-c 仍持有",
+        "none".to_owned(),
+        refused.as_ref().map_or("none".into(), |g| format!("token={}", g.grant.token)),
+    );
+    if let Some(wrongly) = refused {
+        store.release(&wrongly)?;
+    }
     c.send_line("go")?;
     t.check_eq(
         format!("放行 holder-c：token={c_token} 的写入被接受；它的 keep-alive 经新 leader 续上，随后释放并退出"),
