@@ -44,6 +44,11 @@ pub const REDACTIONS: &[(&str, &str)] = &[
     // before and after a leader change): how far it has run down depends on
     // when the reading lands.
     (r"\bremaining=\d+s\b", "remaining=<S>s"),
+    // An etcd lease id where a token should be (the mutant
+    // etcd-token-is-lease-id): ids are 63-bit numbers made from the member
+    // that granted the lease and its clock. No real token of the lab has
+    // ten digits.
+    (r"\btoken=\d{10,}\b", "token=<LEASE-ID>"),
 ];
 // ANCHOR_END: redactions
 
@@ -165,6 +170,7 @@ mod tests {
         assert_eq!(redact(line), "备库收到 lsn=<LSN>，主库 lsn=<LSN>；用时 <MS>ms；token=1/2 holder-a/2");
         let line = "leader=m2 id=00c3bd23ae5f1eaa term=3；remaining=2s → remaining=4s；m1, m2, m3；TTL=4s token=7";
         assert_eq!(redact(line), "leader=<MEMBER> id=<ID> term=<TERM>；remaining=<S>s → remaining=<S>s；m1, m2, m3；TTL=4s token=7");
+        assert_eq!(redact("ACQUIRED token=7587862396212523012, token=123456789"), "ACQUIRED token=<LEASE-ID>, token=123456789");
     }
 
     /// The transcript is what follows insta's metadata header.
