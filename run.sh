@@ -33,6 +33,8 @@ usage: ./run.sh [command]
   etcd start|stop|status
                      the lab's etcd cluster etcd-26 (three members, 127.0.0.1:26431-26433);
                      (a run of F16 starts it from empty data, and ends it)
+  lease-stores       time one acquire on each lease store (one PostgreSQL, with an async
+                     and a sync standby, etcd); writes evidence/26/lease-stores.md
   psql [lease26|res26] [-- psql args]
                      psql on a running cluster (start it first: ./run.sh cluster start)
   help               this text
@@ -40,7 +42,7 @@ usage: ./run.sh [command]
 Every run starts the cluster if it is not running and stops it again at the
 end (Ctrl-C included); a cluster started with `cluster start` stays up.
 Installs what is missing when run as root with apt-get: PostgreSQL, libfaketime
-(F13), etcd-server (F16, `etcd`).
+(F13), etcd-server (F16, `etcd`, `lease-stores`).
 EOF
 }
 
@@ -280,6 +282,10 @@ case "$cmd" in
     ;;
   etcd)
     build; ensure_etcd
+    "$LAB" "$@"
+    ;;
+  lease-stores)
+    ensure_postgres; ensure_etcd; guard_cluster
     "$LAB" "$@"
     ;;
   help|-h|--help)

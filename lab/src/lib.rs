@@ -67,7 +67,8 @@
 //! - [`transcript`]: the `ok`/`note`/`FAIL` format.
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
 //! - [`lease_stores`]: the lease stores side by side: one acquire timed the
-//!   same way on each (F14's and F16's medians, and `lab lease-stores`).
+//!   same way on each (F14's and F16's medians), and `lab lease-stores`,
+//!   which times all four on this machine and writes the book's table.
 //! - [`cases`]: one module per case, `F1` … `F14`, what they share, and the
 //!   one runner that `lab run` and the snapshot test both use.
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy

@@ -39,6 +39,12 @@ enum Command {
         #[command(subcommand)]
         action: EtcdAction,
     },
+    /// Time one acquire on each lease store (one PostgreSQL, with an async and a sync standby, etcd) and write the table.
+    LeaseStores {
+        /// Where to write the table (default: evidence/26/lease-stores.md).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Open psql on one of the lab's databases (the cluster must be running).
     Psql {
         /// The database.
@@ -232,6 +238,15 @@ fn dispatch(command: Command) -> ExitCode {
             report(cluster(action))
         }
         Command::Etcd { action } => report(etcd(action)),
+        Command::LeaseStores { out } => {
+            interrupt::install();
+            let out = out.unwrap_or_else(lab::lease_stores::default_out);
+            report(lab::lease_stores::compare(&out).map(|table| {
+                print!("{table}");
+                eprintln!("lab: written to {}", out.display());
+                ExitCode::SUCCESS
+            }))
+        }
         Command::Psql { database, args } => report(psql(database, args)),
         Command::Diff { case, file, color } => report(diff(&case, file, color.on())),
     }
