@@ -114,7 +114,6 @@ impl HolderArgs {
         let mut argv = vec![
             "--lease".into(), self.lease.clone(),
             "--holder".into(), self.holder.clone(),
-            "--lease-backend".into(), value_name(&self.lease_backend),
             "--ttl-ms".into(), self.ttl_ms.to_string(),
             "--renew-ms".into(), self.renew_ms.to_string(),
             "--margin-ms".into(), self.margin_ms.to_string(),
@@ -123,6 +122,7 @@ impl HolderArgs {
             "--content".into(), self.content.clone(),
             "--mode".into(), self.mode.cli_name().into(),
             "--idle-timeout-ms".into(), self.idle_timeout_ms.to_string(),
+            "--lease-backend".into(), value_name(&self.lease_backend),
         ];
         for point in &self.waits {
             argv.extend(["--wait".into(), value_name(point)]);
