@@ -122,8 +122,13 @@ impl HolderArgs {
             "--content".into(), self.content.clone(),
             "--mode".into(), self.mode.cli_name().into(),
             "--idle-timeout-ms".into(), self.idle_timeout_ms.to_string(),
-            "--lease-backend".into(), value_name(&self.lease_backend),
         ];
+        // Named only when it is not the article's store: an argv in a
+        // failure report (and in the evidence that locks one) reads as it
+        // did before there were two.
+        if self.lease_backend != LeaseBackend::Postgres {
+            argv.extend(["--lease-backend".into(), value_name(&self.lease_backend)]);
+        }
         for point in &self.waits {
             argv.extend(["--wait".into(), value_name(point)]);
         }
