@@ -507,6 +507,7 @@ impl EtcdCluster {
         }
         let owner = match status.owner {
             Some(Owner::Reader) => "the reader (stays up until stop)".to_owned(),
+            Some(run @ Owner::Run { pid, .. }) if run.is_dead_run() => format!("lab run pid {pid}, which is gone (killed before its cleanup)"),
             Some(Owner::Run { pid, .. }) => format!("lab run pid {pid} (stops it at its end)"),
             None => "nobody".to_owned(),
         };
