@@ -34,6 +34,21 @@ pub const REDACTIONS: &[(&str, &str)] = &[
     // WAL positions, which F14 prints as `lsn=0/3000148`: where the WAL
     // stands depends on everything the server wrote before.
     (r"lsn=[0-9A-F]{1,8}/[0-9A-F]{1,8}\b", "lsn=<LSN>"),
+    // Which etcd member wins an election, its member id and its raft term
+    // (F16 prints `leader=m2 id=6e3bd23ae5f1eaae term=3`): the election's
+    // randomised timeouts decide the first, the cluster's start the others.
+    (r"\bleader=m[1-3]\b", "leader=<MEMBER>"),
+    (r"\bid=[0-9a-f]{16}\b", "id=<ID>"),
+    (r"\bterm=\d+\b", "term=<TERM>"),
+    // A lease's remaining TTL, in etcd's whole seconds (F16 reads one
+    // before and after a leader change): how far it has run down depends on
+    // when the reading lands.
+    (r"\bremaining=\d+s\b", "remaining=<S>s"),
+    // An etcd lease id where a token should be (the mutant
+    // etcd-token-is-lease-id): ids are 63-bit numbers made from the member
+    // that granted the lease and its clock. No real token of the lab has
+    // ten digits.
+    (r"\btoken=\d{10,}\b", "token=<LEASE-ID>"),
 ];
 // ANCHOR_END: redactions
 
@@ -153,6 +168,9 @@ mod tests {
         assert_eq!(redact(line), "now() (expected=<TS>, actual=<TS>) TTL=1500ms 等待 3000ms");
         let line = "备库收到 lsn=0/3000148，主库 lsn=1A/FF000028；用时 412.3ms；token=1/2 holder-a/2";
         assert_eq!(redact(line), "备库收到 lsn=<LSN>，主库 lsn=<LSN>；用时 <MS>ms；token=1/2 holder-a/2");
+        let line = "leader=m2 id=00c3bd23ae5f1eaa term=3；remaining=2s → remaining=4s；m1, m2, m3；TTL=4s token=7";
+        assert_eq!(redact(line), "leader=<MEMBER> id=<ID> term=<TERM>；remaining=<S>s → remaining=<S>s；m1, m2, m3；TTL=4s token=7");
+        assert_eq!(redact("ACQUIRED token=7587862396212523012, token=123456789"), "ACQUIRED token=<LEASE-ID>, token=123456789");
     }
 
     /// The transcript is what follows insta's metadata header.

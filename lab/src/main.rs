@@ -34,6 +34,17 @@ enum Command {
         #[command(subcommand)]
         action: ClusterAction,
     },
+    /// Manage the lab's etcd cluster etcd-26 (three members on 127.0.0.1; F16's lease store).
+    Etcd {
+        #[command(subcommand)]
+        action: EtcdAction,
+    },
+    /// Time one acquire on each lease store (one PostgreSQL, with an async and a sync standby, etcd) and write the table.
+    LeaseStores {
+        /// Where to write the table (default: evidence/26/lease-stores.md).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Open psql on one of the lab's databases (the cluster must be running).
     Psql {
         /// The database.
@@ -144,6 +155,16 @@ enum ClusterAction {
     Log,
 }
 
+#[derive(Subcommand)]
+enum EtcdAction {
+    /// Start the three members (from their data, if they have run before) and wait for a leader; leave them running.
+    Start,
+    /// Stop every member cleanly (SIGTERM, followers first).
+    Stop,
+    /// Each member's process, ports and answer, and the leader; exit 0 only if all three run.
+    Status,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Database {
     Lease26,
@@ -249,6 +270,16 @@ fn dispatch(command: Command) -> ExitCode {
         Command::Cluster { action } => {
             interrupt::install();
             report(cluster(action))
+        }
+        Command::Etcd { action } => report(etcd(action)),
+        Command::LeaseStores { out } => {
+            interrupt::install();
+            let out = out.unwrap_or_else(lab::lease_stores::default_out);
+            report(lab::lease_stores::compare(&out).map(|table| {
+                print!("{table}");
+                eprintln!("lab: written to {}", out.display());
+                ExitCode::SUCCESS
+            }))
         }
         Command::Psql { database, args } => report(psql(database, args)),
         Command::Diff { case, file, color } => report(diff(&case, file, color.on())),
@@ -445,6 +476,44 @@ fn cluster(action: ClusterAction) -> Result<ExitCode> {
         ClusterAction::Reset => {
             cluster.reset()?;
             println!("cluster {} removed", lab::cluster::NAME);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `lab etcd`: the reader's etcd cluster. A run of F16 starts its own
+/// (from empty data) and ends it; what the reader starts here stays up,
+/// in a session of its own, until `etcd stop`.
+fn etcd(action: EtcdAction) -> Result<ExitCode> {
+    use lab::cluster::etcd::{self, EtcdCluster};
+    let cluster = EtcdCluster::locate()?;
+    match action {
+        EtcdAction::Start => {
+            let leader = cluster.start(Owner::Reader)?;
+            println!("{}", cluster.describe()?);
+            println!(
+                "etcd cluster {} running, leader {}; clients on {}; stop it with `./run.sh etcd stop`",
+                etcd::NAME,
+                leader.name,
+                cluster.gateway().members().iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+            );
+        }
+        EtcdAction::Stop => {
+            // A run's members are the run's to end (it kills the leader on
+            // purpose, and ends them all at its end): not the reader's.
+            if let Some(Owner::Run { pid, .. }) = owner::read(cluster.dir()).filter(|o| !o.is_dead_run()) {
+                return Err(format!("etcd cluster {} belongs to lab run pid {pid}, which stops it at its end", etcd::NAME).into());
+            }
+            cluster.stop()?;
+            println!("etcd cluster {} stopped", etcd::NAME);
+        }
+        EtcdAction::Status => {
+            let status = cluster.status()?;
+            println!("{}", cluster.describe()?);
+            // Scripts ask "is it running?" with the exit status, like `cluster status`.
+            if !status.members.iter().all(|m| m.pid.is_some()) {
+                return Ok(ExitCode::FAILURE);
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

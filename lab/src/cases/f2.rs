@@ -59,7 +59,7 @@ fn renew_after_expiry(t: &mut Transcript, leases: &mut LeaseStore, mut a: Grant)
     // The renewer on the expired grant: its first renewal, one period after
     // the start, is refused; it must stop there. A bound of ten periods
     // leaves it nine to spare.
-    let renewer = Renewer::start(&a, RENEW_EVERY)?;
+    let renewer = Renewer::start(&*leases, &a, RENEW_EVERY)?;
     let stopped = poll::designed(|| poll::poll_until(RENEW_EVERY * 10, poll::EVERY, || Ok::<_, crate::Error>(renewer.is_finished())))?;
     let state = renewer.stop();
     t.check_eq(

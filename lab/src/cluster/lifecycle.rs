@@ -155,12 +155,12 @@ impl Cluster {
             Ok(self.pid_file_status(child.id()).is_some_and(|s| s == "ready" || s == "standby"))
         })?;
         if let Some(status) = exited {
-            return Err(format!("the postmaster of {} exited while starting ({status}); its log {}:\n{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path())).into());
+            return Err(format!("the postmaster of {} exited while starting ({status}); its log {}:{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path(), 8)).into());
         }
         if !ready {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("{} did not become ready within {START_BOUND:?}; its log {}:\n{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path())).into());
+            return Err(format!("{} did not become ready within {START_BOUND:?}; its log {}:{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path(), 8)).into());
         }
         Ok(child)
     }

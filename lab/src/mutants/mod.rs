@@ -46,6 +46,8 @@ pub enum Group {
     /// What the lease store's commits wait for, which decides whether a
     /// failover can lose a token (F14).
     Failover,
+    /// The lease on etcd: the acquire txn and its token (F16).
+    Etcd,
 }
 
 /// Every mutation, in the book's order.
@@ -266,6 +268,20 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "I2 across a failover: a synchronous lease store's commit returns only once its standby has it",
         killer: &["F14"],
         question: "同步时间线里，租约库的 synchronous_commit 从 remote_apply 改成了 local（synchronous_standby_names 照旧）。备库断开之后，holder-c 的获取还会等它吗？这时切换主备，token 会怎样？",
+    },
+    Mutation {
+        name: "etcd-acquire-without-compare",
+        group: Group::Etcd,
+        guards: "I1 and I2 on etcd: the acquire txn creates the lock key only if it does not exist (create_revision = 0)",
+        killer: &["F16"],
+        question: "etcd 上获取用的 txn 去掉了 compare（锁键的 create_revision 必须为 0），put 总是执行。holder-c 持有时 holder-x 来获取，会怎样？它拿到的 token 是多少——put 覆盖一个已存在的键时，create_revision 变不变？",
+    },
+    Mutation {
+        name: "etcd-token-is-lease-id",
+        group: Group::Etcd,
+        guards: "I2 on etcd: the token is the key's create revision, one counter for the whole cluster; a lease id is unique but not ordered",
+        killer: &["F16"],
+        question: "etcd 上获取返回的 token 换成了 etcd 租约的 ID（它也独一无二，而且同一个成员发出的一个比一个大）。F16 里 A 拿到的 token 会是多少？换一个成员授予租约，还能保证更大吗？",
     },
 ];
 
