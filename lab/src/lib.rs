@@ -50,6 +50,10 @@
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
 //! - [`cases`]: one module per case, `F1` … `F9`, what they share, and the
 //!   one runner that `lab run` and the snapshot test both use.
+//! - [`chaos`]: the chaos run of F15, above `cases`. Built so far: its
+//!   checker, a pure function from a run's history (write attempts, grants,
+//!   final parts, faults) to counts of stale writes accepted, tokens reused,
+//!   floor regressions and lost writes.
 //!
 //! # Rooms for what is coming
 //!
@@ -62,9 +66,10 @@
 //! - a second lease backend: `lease/` becomes a folder with the lease
 //!   interface, `lease/postgres.rs` and `lease/etcd.rs` (an etcd cluster
 //!   the lab starts like `b3-26`, in `cluster/etcd.rs`);
-//! - a chaos run, `chaos/`: the nemesis (its fault schedule from a seed) and
-//!   the history checker, above `cases` (it drives holders and reads
-//!   `write_attempt`);
+//! - the chaos run's nemesis and workload, `chaos/nemesis.rs`: the fault
+//!   schedule from a seed (pauses shorter and longer than the ttl, kills and
+//!   restarts, proxy delays, database crash-restarts), the holders it drives,
+//!   and the grants and faults it hands to the checker;
 //! - a benchmark, `bench/`: writes and acquires per second per resource
 //!   mode, above `resource` and `lease`, beside `cases`.
 
@@ -85,5 +90,6 @@ pub mod holder_guard;
 pub mod transcript;
 pub mod evidence;
 pub mod cases;
+pub mod chaos;
 
 pub use error::{Error, Result};
