@@ -53,7 +53,8 @@
 //! - [`chaos`]: the chaos run of F15, above `cases`. Built so far: its
 //!   checker, a pure function from a run's history (write attempts, grants,
 //!   final parts, faults) to counts of stale writes accepted, tokens reused,
-//!   floor regressions and lost writes.
+//!   floor regressions and lost writes, and the reading of that history
+//!   from `res26`.
 //!
 //! # Rooms for what is coming
 //!

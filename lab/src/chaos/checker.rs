@@ -2,7 +2,8 @@
 //! a handful of counts, each defined over the record alone.
 //!
 //! The history has four sources. The resource records every write attempt
-//! (`write_attempt`) and holds the final parts (`report_part`). The holders report their grants and the nemesis its faults,
+//! (`write_attempt`) and holds the final parts (`report_part`); [`load`]
+//! reads both. The holders report their grants and the nemesis its faults,
 //! in their own logs, which the run collects.
 //!
 //! What the counts mean in the article's terms:
@@ -25,7 +26,9 @@
 //! the race the run exists to expose. Lost writes compare tokens only, so
 //! they do not depend on the order at all.
 
+use crate::error::{Result, ResultExt};
 use crate::resource::FenceMode;
+use postgres::{Client, IsolationLevel};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -272,6 +275,68 @@ impl fmt::Display for Verdict {
 fn row(label: &str, count: usize, why: &str) -> String {
     format!("{label:<28}{count:>6}  {why}").trim_end().to_owned()
 }
+
+// ANCHOR: load_sql
+/// Every write attempt, in the order of recording.
+///
+/// `floor_after` is the scope's floor as the recording statement read it
+/// (see [`Attempt::floor_after`]); the workload adds that column to
+/// `write_attempt`. Run in the same snapshot as [`FINAL_PARTS`].
+pub const ATTEMPTS: &str = "
+    SELECT id, scope, part, writer, token, mode, accepted, floor_after
+      FROM write_attempt
+     ORDER BY id";
+
+/// The rows of the report that stayed: one per (scope, part), the primary key.
+pub const FINAL_PARTS: &str = "
+    SELECT scope, part, writer, token
+      FROM report_part
+     ORDER BY scope, part";
+// ANCHOR_END: load_sql
+
+// ANCHOR: load
+/// Reads the resource's half of a history from `res26`: the attempts and the
+/// final parts. Grants and faults come from the holders' and the nemesis's
+/// logs; they are left empty here for the run to fill in (and an empty
+/// grants log shows in the verdict as `holdings granted 0`).
+pub fn load(client: &mut Client) -> Result<History> {
+    // One REPEATABLE READ snapshot for both reads: a write that commits while
+    // the checker reads (a holder the run failed to stop) is then in both or
+    // in neither, and cannot show up as an attempt above a final row that the
+    // first read already took (a false lost write).
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .context("starting the history snapshot")?;
+    let mut attempts = Vec::new();
+    for r in tx.query(ATTEMPTS, &[]).context("reading write_attempt")? {
+        let mode: String = r.get(5);
+        attempts.push(Attempt {
+            id: r.get(0),
+            scope: r.get(1),
+            part: r.get(2),
+            writer: r.get(3),
+            token: r.get(4),
+            mode: FenceMode::ALL
+                .into_iter()
+                .find(|m| m.name() == mode)
+                .ok_or_else(|| format!("write_attempt {} has an unknown mode {mode:?}", r.get::<_, i64>(0)))?,
+            accepted: r.get(6),
+            floor_after: r.get(7),
+        });
+    }
+    let final_parts = tx
+        .query(FINAL_PARTS, &[])
+        .context("reading report_part")?
+        .iter()
+        .map(|r| FinalPart { scope: r.get(0), part: r.get(1), writer: r.get(2), token: r.get(3) })
+        .collect();
+    tx.commit().context("ending the history snapshot")?;
+    Ok(History { attempts, grants: Vec::new(), final_parts, faults: Vec::new() })
+}
+// ANCHOR_END: load
 
 #[cfg(test)]
 mod tests {

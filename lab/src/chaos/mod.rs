@@ -12,7 +12,8 @@
 //! check happened to look.
 //!
 //! - [`checker`]: the history (write attempts, grants, final parts, faults),
-//!   and [`checker::check`], which turns it into a [`checker::Verdict`].
+//!   [`checker::load`] of its resource half from `res26`, and
+//!   [`checker::check`], which turns it into a [`checker::Verdict`].
 //!
 //! Still a room: the nemesis, `chaos/nemesis.rs` (its fault schedule from a
 //! seed, one owner for each holder it starts, every fault injected from
