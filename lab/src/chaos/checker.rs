@@ -17,14 +17,16 @@
 //!
 //! Acceptance order. For `FENCED_SCOPE` an accepted attempt is recorded
 //! inside the write's own transaction, under the `fence_floor` row lock, so
-//! `write_attempt.id` order *is* acceptance order, and the counts are exact.
-//! The broken modes record in a statement of its own after the write; when
-//! two writers race, id order is then the order of recording, which can
-//! differ from the order in which the writes took effect. The checker uses
-//! id order for every mode all the same: against the real fence it cannot
-//! raise a false alarm, and for a broken mode a stale count is a symptom of
-//! the race the run exists to expose. Lost writes compare tokens only, so
-//! they do not depend on the order at all.
+//! `write_attempt.id` order *is* acceptance order, and the stale count is
+//! exact. The broken modes record in a statement of its own after the
+//! write; when two writers race, id order is then the order of recording,
+//! which can differ from the order in which the writes took effect. The
+//! checker uses id order for every mode all the same: against the real
+//! fence it raises no false alarm, and for a broken mode a stale count is a
+//! symptom of the race the run exists to expose (it may count a write that
+//! took effect before the larger token's). Lost writes compare tokens only,
+//! so they do not depend on the order at all. Floor regressions are exact
+//! when the floor is read as [`Attempt::floor_after`] asks.
 
 use crate::error::{Result, ResultExt};
 use crate::resource::FenceMode;
