@@ -62,6 +62,11 @@
 //!   one runner that `lab run` and the snapshot test both use.
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
+//! - [`chaos`]: the chaos run of F15, above `cases`. Built so far: its
+//!   checker, a pure function from a run's history (write attempts, grants,
+//!   final parts, faults) to counts of stale writes accepted, tokens reused,
+//!   floor regressions and lost writes, and the reading of that history
+//!   from `res26`.
 //!
 //! # Rooms for what is coming
 //!
@@ -69,9 +74,10 @@
 //! - a second lease backend: `lease/` becomes a folder with the lease
 //!   interface, `lease/postgres.rs` and `lease/etcd.rs` (an etcd cluster
 //!   the lab starts like `b3-26`, in `cluster/etcd.rs`);
-//! - a chaos run, `chaos/`: the nemesis (its fault schedule from a seed) and
-//!   the history checker, above `cases` (it drives holders and reads
-//!   `write_attempt`);
+//! - the chaos run's nemesis and workload, `chaos/nemesis.rs`: the fault
+//!   schedule from a seed (pauses shorter and longer than the ttl, kills and
+//!   restarts, proxy delays, database crash-restarts), the holders it drives,
+//!   and the grants and faults it hands to the checker;
 //! - a benchmark, `bench/`: writes and acquires per second per resource
 //!   mode, above `resource` and `lease`, beside `cases`.
 
@@ -94,5 +100,6 @@ pub mod transcript;
 pub mod evidence;
 pub mod cases;
 pub mod mutants;
+pub mod chaos;
 
 pub use error::{Error, Result};
