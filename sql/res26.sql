@@ -21,6 +21,9 @@ CREATE TABLE report_part (
 -- record that lets a case (or a reader with psql) count refused stale writes.
 -- For FENCED_SCOPE an accepted attempt is inserted inside the write's own
 -- transaction, under the fence_floor row lock, so `id` order is acceptance order.
+-- floor_after is the scope's fence_floor as the inserting statement read it,
+-- under a share lock of the floor row (NULL for a scope with no floor row):
+-- the chaos checker (F15) reads floor regressions from it.
 CREATE TABLE write_attempt (
   id           bigserial PRIMARY KEY,
   scope        text NOT NULL,
@@ -29,6 +32,7 @@ CREATE TABLE write_attempt (
   token        bigint NOT NULL,
   mode         text NOT NULL,
   accepted     boolean NOT NULL,
+  floor_after  bigint,
   attempted_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 -- ANCHOR_END: write_attempt

@@ -144,10 +144,25 @@ const READ_FLOOR: &str = "SELECT max_token FROM fence_floor WHERE scope = $1";
 /// backwards (F6a: from 2 to 1).
 const SET_FLOOR: &str = "UPDATE fence_floor SET max_token = $1 WHERE scope = $2";
 
+// ANCHOR: record_sql
 /// The audit record of one attempt; see `write_attempt` in sql/res26.sql.
+///
+/// `floor_after` is read by the statement that takes the id, and read `FOR
+/// SHARE`: a floor row that another writer has locked (a fenced write not
+/// yet committed) makes this read wait for that commit and then see the new
+/// floor, and while this statement holds the share lock no writer can lock
+/// the row, take a later id and commit a larger floor first. So in `id`
+/// order the recorded floors are the floor's own history, and a step down
+/// among them is a real regression (check-then-write's F6a), never an
+/// artefact of two sessions recording at once. The scalar subquery yields
+/// NULL for a scope that has no floor row. Inside a fenced write's own
+/// transaction the row is already locked by its UPDATE, and the read sees
+/// the floor that transaction set.
 const RECORD_ATTEMPT: &str = "
-    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted)
-    VALUES ($1, $2, $3, $4, $5, $6)";
+    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+    VALUES ($1, $2, $3, $4, $5, $6,
+            (SELECT max_token FROM fence_floor WHERE scope = $1 FOR SHARE))";
+// ANCHOR_END: record_sql
 
 /// The report store, in one mode, on its own connection to `res26`.
 pub struct ResourceStore {
