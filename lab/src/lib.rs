@@ -3,9 +3,9 @@
 //! A daily report job runs as several instances; a lease table in PostgreSQL
 //! lets one of them work at a time, and a fencing token issued with every
 //! acquire lets the protected resource refuse a holder that paused past its
-//! lease. This crate runs the experiments (cases F1–F9, and F14 beyond the
-//! article) against a real, throw-away PostgreSQL cluster and prints their
-//! transcripts.
+//! lease. This crate runs the experiments (cases F1–F9, and F10–F15 beyond
+//! the article) against a real, throw-away PostgreSQL cluster and prints
+//! their transcripts.
 //!
 //! # Layout
 //!
@@ -54,19 +54,22 @@
 //! - [`holder`]: the holder process (the `holder` binary) and its protocol lines.
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
+//! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
+//!   seed, the workload (holder slots, each the one owner of its holder
+//!   processes, each behind a link of its own, a `DelayProxy`), the nemesis
+//!   that injects pauses, kills, slow links and database restarts, and the
+//!   checker, a pure function from the run's history (write attempts,
+//!   grants, final parts, faults) to counts of stale writes accepted,
+//!   tokens reused, floor regressions and lost writes. Below `cases`, whose
+//!   F15 runs a short fixed-seed chaos run.
 //!
 //! The experiments and their evidence:
 //! - [`transcript`]: the `ok`/`note`/`FAIL` format.
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
-//! - [`cases`]: one module per case, `F1` … `F14`, what they share, and the
+//! - [`cases`]: one module per case, `F1` … `F15`, what they share, and the
 //!   one runner that `lab run` and the snapshot test both use.
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
-//! - [`chaos`]: the chaos run of F15, above `cases`. Built so far: its
-//!   checker, a pure function from a run's history (write attempts, grants,
-//!   final parts, faults) to counts of stale writes accepted, tokens reused,
-//!   floor regressions and lost writes, and the reading of that history
-//!   from `res26`.
 //!
 //! # Rooms for what is coming
 //!
@@ -74,10 +77,6 @@
 //! - a second lease backend: `lease/` becomes a folder with the lease
 //!   interface, `lease/postgres.rs` and `lease/etcd.rs` (an etcd cluster
 //!   the lab starts like `b3-26`, in `cluster/etcd.rs`);
-//! - the chaos run's nemesis and workload, `chaos/nemesis.rs`: the fault
-//!   schedule from a seed (pauses shorter and longer than the ttl, kills and
-//!   restarts, proxy delays, database crash-restarts), the holders it drives,
-//!   and the grants and faults it hands to the checker;
 //! - a benchmark, `bench/`: writes and acquires per second per resource
 //!   mode, above `resource` and `lease`, beside `cases`.
 
@@ -96,10 +95,10 @@ pub mod resource;
 pub mod publish;
 pub mod holder;
 pub mod holder_guard;
+pub mod chaos;
 pub mod transcript;
 pub mod evidence;
 pub mod cases;
 pub mod mutants;
-pub mod chaos;
 
 pub use error::{Error, Result};
