@@ -16,6 +16,7 @@
 //! | F12 | a write delayed in the network goes stale in flight; the fence refuses it | a delaying proxy, negative control |
 //! | F13 | clocks that run wrong: a slow holder clock, a server clock that jumps | libfaketime |
 //! | F14 | the lease store fails over to an async standby: a token is issued twice; sync keeps it, at a price | primary + streaming standby, failover, negative control |
+//! | F15 | chaos: eight holders under seeded pauses, kills and slow links; the checker finds the fenced history clean, the unfenced one not | processes, SIGSTOP, SIGKILL, proxies, history checker, negative control |
 //!
 //! Every case starts from fresh schemas in both databases (F14 makes its
 //! own lease store on servers of its own, and uses `res26` like the others).
@@ -35,6 +36,7 @@ pub mod f11;
 pub mod f12;
 pub mod f13;
 pub mod f14;
+pub mod f15;
 pub mod paused_holder;
 pub mod runner;
 
@@ -108,7 +110,7 @@ impl Lab {
 
 /// One experiment.
 pub struct Case {
-    /// `F1` … `F9`, `F14`.
+    /// `F1` … `F15`.
     pub id: &'static str,
     /// The header's title, which may name the reader's knobs.
     pub title: fn(&Options) -> String,
@@ -175,9 +177,9 @@ pub fn variants() -> Vec<Variant> {
 }
 
 /// Every case, in the article's order.
-pub const ALL: [&Case; 14] = [
+pub const ALL: [&Case; 15] = [
     &f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE, &f10::CASE, &f11::CASE, &f12::CASE,
-    &f13::CASE, &f14::CASE,
+    &f13::CASE, &f14::CASE, &f15::CASE,
 ];
 
 /// The case with this id (case-insensitive).
