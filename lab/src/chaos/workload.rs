@@ -422,8 +422,10 @@ impl SlotThread {
             let now = Instant::now();
             if self.stopping() {
                 // The run's end heals before it ends: SIGCONT, then SIGKILL.
-                if matches!(pause, Pause::Stopped { .. }) {
-                    holder.resume()?;
+                match pause {
+                    Pause::Stopped { .. } => holder.resume()?,
+                    Pause::Armed { kind, .. } => self.log.missed(kind),
+                    Pause::Off => {}
                 }
                 holder.kill()?;
                 self.drain(holder, incarnation, holding);
@@ -450,6 +452,9 @@ impl SlotThread {
                     Order::Kill => {
                         // SIGKILL ends a stopped process too; the kernel
                         // needs no SIGCONT for it.
+                        if let Pause::Armed { kind, .. } = pause {
+                            self.log.missed(kind);
+                        }
                         holder.kill()?;
                         self.log.injected(self.start, FaultKind::Kill, Some(&self.name));
                         self.set(|v| v.busy = false);
