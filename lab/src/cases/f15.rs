@@ -41,7 +41,7 @@ const HOLDERS: usize = 8;
 /// How long each mode runs: long enough that the negative control meets
 /// several long pauses of the writer (a stale write each, mostly), short
 /// enough for the suite.
-const DURATION: Duration = Duration::from_secs(12);
+const DURATION: Duration = Duration::from_secs(14);
 
 // ANCHOR: f15_run
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {

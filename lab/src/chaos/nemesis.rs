@@ -178,7 +178,7 @@ impl Nemesis<'_> {
                 self.log.injected(self.start, FaultKind::Delay, Some(&slot.name));
             }
             FaultKind::Kill => slot.order(Order::Kill),
-            kind => slot.order(Order::Pause { kind, length: event.length, at_write: want == Want::Writer }),
+            kind => slot.order(Order::Pause { kind, length: event.length, at_write: want == Want::Writer, into_write: event.into_write }),
         }
         true
     }

@@ -136,6 +136,9 @@ pub struct Event {
     pub length: Duration,
     /// A delay's delay of each chunk; zero for the other kinds.
     pub delay: Duration,
+    /// For a pause aimed at the writer: how long after the holder says
+    /// `DEADLINE_OK` the SIGSTOP goes out (see [`plan::INTO_WRITE`]).
+    pub into_write: Duration,
 }
 
 /// What the schedule draws from: the mix of faults and their sizes. One
@@ -171,6 +174,15 @@ pub mod plan {
     /// check-then-write's check can then be read before a new holder's
     /// write and acted on after it (F6a), a plain write land after it (F12).
     pub const WRITER_DELAY_SPAN: (Duration, Duration) = (Duration::from_millis(2000), Duration::from_millis(4000));
+
+    /// How far into the writer's write a pause aimed at it lands: the
+    /// SIGSTOP goes out this long after the holder says `DEADLINE_OK`. A
+    /// write is a few statements, each a round trip of a fraction of a
+    /// millisecond here: 0–3 ms spreads the pauses over them — before the
+    /// first (F4's window), between check-then-write's read of the floor
+    /// and its writes (F6a's), inside the fenced transaction (F11's) —
+    /// instead of always at the write's start.
+    pub const INTO_WRITE: (Duration, Duration) = (Duration::ZERO, Duration::from_millis(3));
 
     /// The gap between two database restarts, the first one after the
     /// first gap: a crash-restart takes seconds and fails every holder, so
@@ -230,6 +242,7 @@ impl Schedule {
                 .expect("the mix sums to a thousand");
             let aim = if rng.between(0, 999) < aimed { Aim::Writer } else { Aim::Bystander };
             let pick = rng.next_u64();
+            let into_write = Duration::from_micros(rng.between(plan::INTO_WRITE.0.as_micros() as u64, plan::INTO_WRITE.1.as_micros() as u64));
             let (length, delay) = match kind {
                 FaultKind::PauseShort => (rng.duration(plan::PAUSE_SHORT.0, plan::PAUSE_SHORT.1), Duration::ZERO),
                 FaultKind::PauseLong => (rng.duration(plan::PAUSE_LONG.0, plan::PAUSE_LONG.1), Duration::ZERO),
@@ -239,7 +252,7 @@ impl Schedule {
                 }
                 FaultKind::Kill | FaultKind::DbRestart => (Duration::ZERO, Duration::ZERO),
             };
-            events.push(Event { at, kind, aim, pick, length, delay });
+            events.push(Event { at, kind, aim, pick, length, delay, into_write });
         }
         let mut rng = SplitMix64::stream(seed, RESTART_STREAM);
         let mut at = Duration::ZERO;
@@ -248,7 +261,8 @@ impl Schedule {
             if at >= duration {
                 break;
             }
-            events.push(Event { at, kind: FaultKind::DbRestart, aim: Aim::Bystander, pick: 0, length: Duration::ZERO, delay: Duration::ZERO });
+            let none = Duration::ZERO;
+            events.push(Event { at, kind: FaultKind::DbRestart, aim: Aim::Bystander, pick: 0, length: none, delay: none, into_write: none });
         }
         // Stable: a restart drawn at the same millisecond as a fault comes after it.
         events.sort_by_key(|e| e.at);

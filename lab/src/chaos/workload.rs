@@ -90,6 +90,8 @@ pub enum Order {
         length: Duration,
         /// Whether to wait for the holder's next write.
         at_write: bool,
+        /// How long after the holder's `DEADLINE_OK` to stop it.
+        into_write: Duration,
     },
     /// SIGKILL the holder; the slot starts a new incarnation.
     Kill,
@@ -358,8 +360,9 @@ enum Ended {
 enum Pause {
     /// None.
     Off,
-    /// Stop the holder at its next `DEADLINE_OK`, or at `until` at the latest.
-    Armed { kind: FaultKind, length: Duration, until: Instant },
+    /// Stop the holder `into_write` after its next `DEADLINE_OK`, or at
+    /// `until` at the latest.
+    Armed { kind: FaultKind, length: Duration, into_write: Duration, until: Instant },
     /// Stopped; SIGCONT at `until`.
     Stopped { until: Instant },
 }
@@ -437,7 +440,7 @@ impl SlotThread {
                     pause = Pause::Off;
                     self.set(|v| v.live = true);
                 }
-                Pause::Armed { kind, length, until } if now >= until => {
+                Pause::Armed { kind, length, until, .. } if now >= until => {
                     pause = self.freeze(holder, kind, length)?;
                 }
                 _ => {}
@@ -465,10 +468,10 @@ impl SlotThread {
                         self.log.missed(kind);
                         self.set(|v| v.busy = false);
                     }
-                    Order::Pause { kind, length, at_write: true } => {
-                        pause = Pause::Armed { kind, length, until: now + AIM_BOUND };
+                    Order::Pause { kind, length, at_write: true, into_write } => {
+                        pause = Pause::Armed { kind, length, into_write, until: now + AIM_BOUND };
                     }
-                    Order::Pause { kind, length, at_write: false } => {
+                    Order::Pause { kind, length, at_write: false, .. } => {
                         pause = self.freeze(holder, kind, length)?;
                     }
                 }
@@ -477,8 +480,9 @@ impl SlotThread {
                 Output::Line(line) => {
                     self.follow(&line, incarnation, holding);
                     if line == Step::DeadlineOk.to_string() {
-                        if let Pause::Armed { kind, length, .. } = pause {
-                            // Between its deadline check and its write: F4's window.
+                        if let Pause::Armed { kind, length, into_write, .. } = pause {
+                            // Its deadline check passed; its write is starting.
+                            std::thread::sleep(into_write);
                             pause = self.freeze(holder, kind, length)?;
                         }
                     }
