@@ -38,7 +38,7 @@
 //! Faults injected from outside, the way a real one happens:
 //! - [`fault`]: `DelayProxy`, a TCP proxy on the wire between a holder and
 //!   the resource's database that holds a request in flight (F12) or delays
-//!   every request (the chaos run).
+//!   every chunk for a span (a holder slot's link in the chaos run).
 //!
 //! The lease side (database `lease26`):
 //! - [`lease`]: `LeaseStore` (acquire, renew, release: single autocommit
