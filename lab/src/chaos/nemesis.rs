@@ -6,9 +6,10 @@
 //!   only orders it, see `workload.rs`);
 //! - a kill is a real SIGKILL, sent the same way, after which the slot
 //!   starts a new incarnation;
-//! - a delay slows the target slot's link, the [`DelayProxy`] its holders
-//!   reach the server through, for the fault's span: every chunk they send
-//!   waits there, their renewals as well as their writes;
+//! - a delay slows the target slot's link, the
+//!   [`DelayProxy`](crate::fault::DelayProxy) its holders reach the server
+//!   through, for the fault's span: every chunk they send waits there,
+//!   their renewals as well as their writes;
 //! - a database restart is `restart_immediate` of the cluster (F8's crash
 //!   and WAL recovery), on a thread of the nemesis's own, joined before the
 //!   next one and at the end.
@@ -20,10 +21,10 @@
 //! aimed at a bystander picks among those whose holder is waiting for the
 //! lease (among all, when every one is holding). A fault aimed at the
 //! writer picks the slot whose holder holds the lease and has written in
-//! this holding, and a pause then waits for that holder's next write; when
-//! there is none (the lease is between holders, its holder has not written
-//! yet, or is already stopped), the fault waits up
-//! to [`WAIT_FOR_WRITER`] for one, and hits a bystander after that (one
+//! this holding, and a pause then lands a few milliseconds into that
+//! holder's next write; when there is none (the lease is between holders,
+//! its holder has not written yet, or is already stopped), the fault waits
+//! up to [`WAIT_FOR_WRITER`] for one, and hits a bystander after that (one
 //! fault waits at a time; another one hits a bystander at once). A fault
 //! that finds no slot at all is recorded as missed, never silently dropped.
 //!
