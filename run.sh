@@ -11,15 +11,17 @@ usage() {
   cat <<'EOF'
 usage: ./run.sh [command]
 
-  (no command)       build, run F1-F15, write evidence/26/output.txt; exit 0 only if failed=0
-  F1 … F15 [flags]   run some cases; each case's transcript is saved for `diff`
-                     flags: --mode fenced-scope|fenced-row|unfenced|check-then-write (F4/F5)
+  (no command)       build, run F1-F16, write evidence/26/output.txt; exit 0 only if failed=0
+  F1 … F16 [flags]   run some cases; each case's transcript is saved for `diff`
+                     flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-row|
+                                    unfenced|check-then-write; F6/F7: fenced-scope|fenced-scope-cte)
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
+  timeline F4        draw the last run of a case: holdings, pauses, writes on one axis
   chaos [--seed S] [--holders K] [--duration D] [--mode M|all] [--out FILE] [--trace]
                      the chaos run: K holders (default 8) under a nemesis whose faults
                      come from the seed (default 1), D per mode (default 120s), one
-                     mode or all four (default); prints the history checker's table
+                     mode or all five (default); prints the history checker's table
                      (--out evidence/26/chaos.md: the table the book includes)
   stress F11 [--runs N]
                      run a case N times (default 20): passes, failures, the slowest run
@@ -27,6 +29,10 @@ usage: ./run.sh [command]
                      scratch copy, run the case that catches it, see what failed
   mutants [NAME…]    break every guard in turn; each must be caught by a case line
                      (--accept re-locks the broken transcripts in evidence/26/try/)
+  bench [--seconds N] [--runs K] [--out FILE]
+                     what fencing costs: writes/s and p50/p99 latency per resource mode
+                     (1, 4, 16 writers on 1 and on 16 scopes) and contended acquires/s;
+                     writes evidence/26/bench.md and bench.csv (about 5 minutes)
   test               the whole test suite (what CI runs); installs what it needs
   accept             re-lock the evidence snapshots from a fresh run: cases, variants
                      and the mutants' broken runs (not under CI)
@@ -35,12 +41,19 @@ usage: ./run.sh [command]
   list               the cases and what each shows
   cluster start|stop|status|restart-immediate|reset|log
                      the lab's PostgreSQL cluster b3-26 (127.0.0.1:55426)
+  etcd start|stop|status
+                     the lab's etcd cluster etcd-26 (three members, 127.0.0.1:26431-26433);
+                     (a run of F16 starts it from empty data, and ends it)
+  lease-stores       time one acquire on each lease store (one PostgreSQL, with an async
+                     and a sync standby, etcd); writes evidence/26/lease-stores.md
   psql [lease26|res26] [-- psql args]
                      psql on a running cluster (start it first: ./run.sh cluster start)
   help               this text
 
 Every run starts the cluster if it is not running and stops it again at the
 end (Ctrl-C included); a cluster started with `cluster start` stays up.
+Installs what is missing when run as root with apt-get: PostgreSQL, libfaketime
+(F13), etcd-server (F16, `etcd`, `lease-stores`).
 EOF
 }
 
@@ -155,6 +168,43 @@ ensure_chromium() {
   echo "run.sh: NOTE: chromium is not installed, so the rendered-diagram check will NOT run (as root: apt-get install chromium)" >&2
 }
 
+# etcd 3.4 or newer, for F16 and `./run.sh etcd`, and for the etcd
+# backend's tests (lab/tests/etcd.rs): each starts a three-member cluster on
+# loopback. Debian's etcd-server would start a system etcd (2379/2380) as it
+# installs: a policy-rc.d that denies service starts, in place for the install
+# only, keeps it from running. LAB_ETCD_BIN names a binary of the reader's own.
+ensure_etcd() {
+  [ -n "${LAB_ETCD_BIN:-}" ] && return 0
+  command -v etcd >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: installing etcd-server for F16 and the etcd tests (once)…" >&2
+    local policy=/usr/sbin/policy-rc.d made=
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && made=1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    local ok=0
+    { apt-get update -q >/dev/null && apt-get install -y -q etcd-server >/dev/null; } || ok=$?
+    [ -z "$made" ] || rm -f "$policy"
+    [ "$ok" = 0 ] || die "installing etcd-server failed"
+    return 0
+  fi
+  die "etcd is missing: F16 and the etcd tests need etcd 3.4 or newer (Debian: apt-get install etcd-server; or set LAB_ETCD_BIN)"
+}
+
+# etcd only when the cases named need it: F16, or all of them (no case
+# named, `all`, or flags only). `./run.sh F4` never asks for it.
+ensure_etcd_for() {
+  local arg
+  [ $# -gt 0 ] || { ensure_etcd; return; }
+  for arg in "$@"; do
+    case "$arg" in
+      [Ff]16|all|ALL) ensure_etcd; return ;;
+    esac
+  done
+  case "$1" in -*) ensure_etcd ;; esac
+}
+
 build() {
   ensure_rust
   cargo build --bins --quiet
@@ -174,21 +224,21 @@ cmd=${1:-all}
 case "$cmd" in
   all)
     [ $# -le 1 ] || { usage >&2; exit 2; }
-    ensure_postgres; ensure_faketime; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd; guard_cluster
     "$LAB" run all --out evidence/26/output.txt
     ;;
   [Ff][0-9]*)
-    ensure_postgres; ensure_faketime; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd_for "$@"; guard_cluster
     "$LAB" run "$@"
     ;;
   -*)
     # Flags without a case: run them against every case.
-    ensure_postgres; ensure_faketime; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd; guard_cluster
     "$LAB" run all "$@"
     ;;
   test)
     shift
-    ensure_postgres; ensure_faketime; ensure_chromium; ensure_book_tools; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd; ensure_chromium; ensure_book_tools; guard_cluster
     [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
     cargo test --quiet "$@"
     ;;
@@ -206,9 +256,17 @@ case "$cmd" in
     echo "run.sh: serving the book on http://127.0.0.1:3000 (Ctrl-C to stop)" >&2
     exec .tools/serve/bin/mdbook serve -n 127.0.0.1 -p 3000
     ;;
+  bench)
+    shift
+    ensure_postgres; guard_cluster
+    # An optimised client: a debug build's own CPU time, spent on the same
+    # two cores as the server's, would blur the differences being measured.
+    cargo build --release --quiet --bin lab
+    target/release/lab bench "$@"
+    ;;
   accept)
     [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"
-    ensure_postgres; ensure_faketime; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd; guard_cluster
     INSTA_UPDATE=always cargo test --quiet --test cases
     "$LAB" mutants --accept
     echo "run.sh: snapshots re-locked (cases, variants, broken runs); review with git diff evidence/26/"
@@ -220,18 +278,27 @@ case "$cmd" in
     ;;
   stress)
     shift
-    ensure_postgres; ensure_faketime; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd_for "${1:-}"; guard_cluster
     "$LAB" stress "$@"
     ;;
   mutants)
     shift
-    ensure_postgres; ensure_faketime
+    # A mutant its own case misses runs every case, F16 included.
+    ensure_postgres; ensure_faketime; ensure_etcd
     "$LAB" mutants "$@"
     ;;
   try)
     shift
     ensure_postgres
+    # An exercise that F16 catches runs on etcd (the list's third column is its case).
+    if [ $# -gt 0 ] && "$LAB" try | awk -v n="$1" '$1 == n && $3 == "F16" { found = 1 } END { exit !found }'; then
+      ensure_etcd
+    fi
     "$LAB" try "$@"
+    ;;
+  timeline)
+    build
+    "$LAB" "$@"
     ;;
   diff|list|psql)
     build
@@ -239,6 +306,14 @@ case "$cmd" in
     ;;
   cluster)
     ensure_postgres
+    "$LAB" "$@"
+    ;;
+  etcd)
+    build; ensure_etcd
+    "$LAB" "$@"
+    ;;
+  lease-stores)
+    ensure_postgres; ensure_etcd; guard_cluster
     "$LAB" "$@"
     ;;
   help|-h|--help)

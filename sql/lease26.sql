@@ -15,3 +15,35 @@ CREATE TABLE lease (
   expires_at  timestamptz NOT NULL
 );
 -- ANCHOR_END: lease
+
+-- ANCHOR: lease_event
+-- Every change of a lease row, stamped with the server's clock at that
+-- moment: an acquire (a new row, or a new token), a renewal (the same token,
+-- a later expiry) or a release (expires_at = -infinity). Only the lab's
+-- pictures of a run read it (./run.sh timeline F4); the lease's logic never
+-- does, and the trigger fires only on a row that really changed (a refused
+-- acquire or renewal changes nothing).
+CREATE TABLE lease_event (
+  id         bigserial PRIMARY KEY,
+  at         timestamptz NOT NULL DEFAULT clock_timestamp(),
+  name       text NOT NULL,
+  holder     text NOT NULL,
+  token      bigint NOT NULL,
+  kind       text NOT NULL,
+  expires_at timestamptz NOT NULL
+);
+
+CREATE FUNCTION record_lease_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO lease_event (name, holder, token, kind, expires_at)
+  VALUES (NEW.name, NEW.holder, NEW.token,
+          CASE WHEN TG_OP = 'INSERT' OR NEW.token <> OLD.token THEN 'acquire'
+               WHEN NEW.expires_at = '-infinity' THEN 'release'
+               ELSE 'renew' END,
+          NEW.expires_at);
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER lease_event AFTER INSERT OR UPDATE ON lease
+  FOR EACH ROW EXECUTE FUNCTION record_lease_event();
+-- ANCHOR_END: lease_event

@@ -20,10 +20,11 @@ CREATE TABLE report_part (
 -- Every write attempt, accepted or refused, in every resource mode: the
 -- record that lets a case (or a reader with psql) count refused stale writes.
 -- For FENCED_SCOPE an accepted attempt is inserted inside the write's own
--- transaction, under the fence_floor row lock, so `id` order is acceptance order.
--- floor_after is the scope's fence_floor as the inserting statement read it,
--- under a share lock of the floor row (NULL for a scope with no floor row):
--- the chaos checker (F15) reads floor regressions from it.
+-- transaction, under the fence_floor row lock, so `id` order is acceptance order;
+-- FENCED_SCOPE_CTE, FENCED_ROW and UNFENCED insert it in the write's own statement.
+-- floor_after is the scope's fence_floor as the inserting statement read it
+-- (NULL for a scope with no floor row): the chaos checker (F15) reads floor
+-- regressions from it.
 CREATE TABLE write_attempt (
   id           bigserial PRIMARY KEY,
   scope        text NOT NULL,

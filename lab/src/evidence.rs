@@ -39,6 +39,21 @@ pub const REDACTIONS: &[(&str, &str)] = &[
     // negative control. Printed as `count=N` and nowhere else; the zeros
     // the real fence must keep are printed plainly and stay locked.
     (r"\bcount=\d+\b", "count=<N>"),
+    // Which etcd member wins an election, its member id and its raft term
+    // (F16 prints `leader=m2 id=6e3bd23ae5f1eaae term=3`): the election's
+    // randomised timeouts decide the first, the cluster's start the others.
+    (r"\bleader=m[1-3]\b", "leader=<MEMBER>"),
+    (r"\bid=[0-9a-f]{16}\b", "id=<ID>"),
+    (r"\bterm=\d+\b", "term=<TERM>"),
+    // A lease's remaining TTL, in etcd's whole seconds (F16 reads one
+    // before and after a leader change): how far it has run down depends on
+    // when the reading lands.
+    (r"\bremaining=\d+s\b", "remaining=<S>s"),
+    // An etcd lease id where a token should be (the mutant
+    // etcd-token-is-lease-id): ids are 63-bit numbers made from the member
+    // that granted the lease and its clock. No real token of the lab has
+    // ten digits.
+    (r"\btoken=\d{10,}\b", "token=<LEASE-ID>"),
 ];
 // ANCHOR_END: redactions
 
@@ -160,6 +175,9 @@ mod tests {
         assert_eq!(redact(line), "备库收到 lsn=<LSN>，主库 lsn=<LSN>；用时 <MS>ms；token=1/2 holder-a/2");
         let line = "写入尝试 count=312，拒绝 count=0；被接受的过期写入 0；recount=3 count=7x";
         assert_eq!(redact(line), "写入尝试 count=<N>，拒绝 count=<N>；被接受的过期写入 0；recount=3 count=7x");
+        let line = "leader=m2 id=00c3bd23ae5f1eaa term=3；remaining=2s → remaining=4s；m1, m2, m3；TTL=4s token=7";
+        assert_eq!(redact(line), "leader=<MEMBER> id=<ID> term=<TERM>；remaining=<S>s → remaining=<S>s；m1, m2, m3；TTL=4s token=7");
+        assert_eq!(redact("ACQUIRED token=7587862396212523012, token=123456789"), "ACQUIRED token=<LEASE-ID>, token=123456789");
     }
 
     /// The transcript is what follows insta's metadata header.

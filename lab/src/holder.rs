@@ -6,6 +6,11 @@
 //! renews once more and releases. Each step prints one protocol line on
 //! stdout ([`Step`]), which the parent reads to follow it.
 //!
+//! The lease lives in PostgreSQL (`lease26`) or on the etcd cluster
+//! (`--lease-backend etcd`, F16); the steps, their lines and the write are
+//! the same on both: [`hold`] is one function over [`LeaseService`]. The
+//! resource does not know which store issued the token.
+//!
 //! The chaos run (F15) asks for a longer holding of the same shape: several
 //! parts of one scope (`--part summary,detail,…`), each after its own local
 //! deadline check, with a work time before each later one (`--work-ms`), and
@@ -13,7 +18,8 @@
 //! up at once. With none of these flags a holder is the cases' holder.
 
 use crate::error::Result;
-use crate::lease::LeaseStore;
+use crate::etcd_lease::EtcdLeaseStore;
+use crate::lease::{LeaseService, LeaseStore};
 use crate::params::{self, ms};
 use crate::renewer::Renewer;
 use crate::resource::{FenceMode, PartWrite, ResourceStore};
@@ -38,6 +44,16 @@ pub enum WaitPoint {
     InsideFence,
 }
 
+/// Which store keeps the lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LeaseBackend {
+    /// The `lease` table in `lease26`, on the lab's PostgreSQL (the article's).
+    Postgres,
+    /// A lease and a key on the three-member etcd cluster `etcd-26` (F16);
+    /// the token is the key's create revision.
+    Etcd,
+}
+
 /// The holder's parameters.
 #[derive(clap::Parser, Clone, Debug, PartialEq)]
 #[command(name = "holder", about = "One instance of the report job: acquire, renew in the background, check the local deadline, write, renew, release. Prints one protocol line per step.")]
@@ -48,7 +64,10 @@ pub struct HolderArgs {
     /// This instance's holder id, e.g. holder-a.
     #[arg(long)]
     pub holder: String,
-    /// Lease ttl in milliseconds, by the database clock.
+    /// Which store keeps the lease: postgres, or etcd (the cluster at LAB_ETCD_PORT_BASE).
+    #[arg(long, value_enum, default_value_t = LeaseBackend::Postgres)]
+    pub lease_backend: LeaseBackend,
+    /// Lease ttl in milliseconds, by the store's clock (etcd: whole seconds).
     #[arg(long, default_value_t = ms(params::TTL) as u64, value_parser = clap::value_parser!(u64).range(1..))]
     pub ttl_ms: u64,
     /// Background renewal period in milliseconds.
@@ -76,7 +95,7 @@ pub struct HolderArgs {
     /// The report content to write, e.g. rows=200(A).
     #[arg(long)]
     pub content: String,
-    /// How the resource judges the write: fenced-scope, fenced-row, unfenced, check-then-write.
+    /// How the resource judges the write: fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write.
     #[arg(long, default_value = "fenced-scope", value_parser = parse_mode)]
     pub mode: FenceMode,
     /// Where to wait for one line on stdin (repeat for several points).
@@ -126,6 +145,12 @@ impl HolderArgs {
             "--mode".into(), self.mode.cli_name().into(),
             "--idle-timeout-ms".into(), self.idle_timeout_ms.to_string(),
         ];
+        // Named only when it is not the article's store: an argv in a
+        // failure report (and in the evidence that locks one) reads as it
+        // did before there were two.
+        if self.lease_backend != LeaseBackend::Postgres {
+            argv.extend(["--lease-backend".into(), value_name(&self.lease_backend)]);
+        }
         for point in &self.waits {
             argv.extend(["--wait".into(), value_name(point)]);
         }
@@ -159,6 +184,12 @@ impl HolderArgs {
                 self.ttl_ms - self.margin_ms
             )
             .into());
+        }
+        // etcd counts a lease's TTL in whole seconds and raises a shorter
+        // one to its minimum: a TTL it cannot keep exactly is refused here,
+        // not silently lengthened.
+        if self.lease_backend == LeaseBackend::Etcd && !self.ttl_ms.is_multiple_of(1000) {
+            return Err(format!("--ttl-ms {} is not whole seconds, which is all an etcd lease can be", self.ttl_ms).into());
         }
         Ok(())
     }
@@ -268,13 +299,23 @@ fn wait_for_line() -> Result<()> {
     Ok(())
 }
 
-// ANCHOR: holder_run
-/// Holds the lease once, from acquire to release; returns the process exit
-/// status. The caller has validated `args` (the binary exits 2 otherwise).
+/// Holds the lease once on the store `args` names; returns the process
+/// exit status. The caller has validated `args` (the binary exits 2
+/// otherwise).
 pub fn hold(args: &HolderArgs) -> Result<i32> {
+    // The one place that knows there are two stores: everything after the
+    // connect is the same code.
+    match args.lease_backend {
+        LeaseBackend::Postgres => hold_on(LeaseStore::connect(&args.holder)?, args),
+        LeaseBackend::Etcd => hold_on(EtcdLeaseStore::locate()?, args),
+    }
+}
+
+// ANCHOR: holder_run
+/// Holds the lease once on `lease`, from acquire to release.
+fn hold_on<S: LeaseService>(mut lease: S, args: &HolderArgs) -> Result<i32> {
     let ttl = Duration::from_millis(args.ttl_ms);
     let margin = Duration::from_millis(args.margin_ms);
-    let mut lease = LeaseStore::connect(&args.holder)?;
     // Connected up front, so that nothing but the write itself lies between
     // the deadline check and the write.
     let mut report = ResourceStore::connect(args.mode, &args.holder)?;
@@ -289,9 +330,9 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
         });
     }
 
-    let mut grant = loop {
+    let mut holding = loop {
         match lease.acquire(&args.lease, &args.holder, ttl, margin)? {
-            Some(grant) => break grant,
+            Some(holding) => break holding,
             // Waiting its turn, as a job instance polling for the lease does.
             None if args.acquire_every_ms > 0 => std::thread::sleep(Duration::from_millis(args.acquire_every_ms)),
             None => {
@@ -300,8 +341,10 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
             }
         }
     };
-    say(Step::Acquired { token: grant.token })?;
-    let renewer = if args.no_renewer { None } else { Some(Renewer::start(&grant, Duration::from_millis(args.renew_ms))?) };
+    // The token and the local deadline, whichever store issued them.
+    let token = holding.as_ref().token;
+    say(Step::Acquired { token })?;
+    let renewer = if args.no_renewer { None } else { Some(Renewer::start(&lease, &holding, Duration::from_millis(args.renew_ms))?) };
 
     for (index, part) in args.parts.iter().enumerate() {
         // The work that produces this part: the holder runs, its renewer renews.
@@ -310,6 +353,7 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
             say(Step::Waiting)?;
             wait_for_line()?;
         }
+        let grant = holding.as_mut();
         if let Some(renewer) = &renewer {
             grant.local_deadline = renewer.local_deadline();
         }
@@ -330,10 +374,10 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
             part,
             content: &args.content,
             writer: &args.holder,
-            token: grant.token,
+            token,
         });
         match written {
-            Ok(accepted) => say(Step::Write { accepted, token: grant.token })?,
+            Ok(accepted) => say(Step::Write { accepted, token })?,
             Err(e) => {
                 say(Step::WriteFailed { code: failure_code(e.as_ref()).ok_or(e)? })?;
                 // The session may be gone (a server restart, a timeout):
@@ -343,12 +387,12 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
         }
     }
 
-    let renewed = lease.renew(&mut grant)?;
+    let renewed = lease.renew(&mut holding)?;
     say(Step::RenewAfterWrite { ok: renewed })?;
     end_renewer(renewer, renewed)?;
     if !renewed {
         say(Step::LeaseLost)?;
-    } else if lease.release(&grant)? {
+    } else if lease.release(&holding)? {
         say(Step::Released)?;
     } else {
         say(Step::ReleaseRefused)?;
@@ -357,15 +401,15 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
 }
 // ANCHOR_END: holder_run
 
-/// Stops the renewer and makes what it ended in count: a database error is
+/// Stops the renewer and makes what it ended in count: a store's error is
 /// the holder's error (the run must not look clean), and a renewer that lost
 /// a holding which the holder's own renewal just kept would mean the lease
-/// statements contradict each other.
+/// store contradicts itself.
 fn end_renewer(renewer: Option<Renewer>, renewed: bool) -> Result<()> {
     let Some(renewer) = renewer else { return Ok(()) };
     let state = renewer.stop();
     if let Some(error) = state.error {
-        return Err(format!("the renewer stopped on a database error: {error}").into());
+        return Err(format!("the renewer stopped on an error of the lease store: {error}").into());
     }
     if state.lost && renewed {
         return Err("the renewer's renewal was refused, yet the holder's own renewal afterwards succeeded".into());
@@ -439,6 +483,19 @@ mod tests {
         args.renew_ms = 400;
         args.margin_ms = 1500;
         assert!(args.validate().is_err());
+    }
+
+    /// On etcd the TTL must be whole seconds; the backend survives the argv.
+    #[test]
+    fn etcd_ttls_are_whole_seconds() {
+        let mut args = holder_a();
+        args.lease_backend = LeaseBackend::Etcd;
+        assert!(args.validate().is_err(), "etcd cannot keep a 1500 ms lease");
+        (args.ttl_ms, args.margin_ms, args.renew_ms) = (2000, 400, 500);
+        assert!(args.validate().is_ok());
+        let mut argv = vec!["holder".to_owned()];
+        argv.extend(args.to_argv());
+        assert_eq!(HolderArgs::parse_from(argv).lease_backend, LeaseBackend::Etcd);
     }
 
     /// The protocol lines are the ones the article quotes.

@@ -15,7 +15,7 @@
 
 use crate::error::Result;
 use crate::holder::{HolderArgs, Step};
-use crate::interrupt;
+use crate::{events, interrupt};
 use crate::paths;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -106,6 +106,7 @@ impl HolderGuard {
         let mut child = cmd.spawn().map_err(|e| format!("cannot start holder {}: {e}", bin.display()))?;
         let pid = Pid::from_raw(child.id() as i32);
         interrupt::register_child(pid);
+        events::record(&args.holder, "spawn");
 
         let (tx, lines) = mpsc::channel();
         let stdout = child.stdout.take().expect("piped");
@@ -206,6 +207,7 @@ impl HolderGuard {
         // SIGSTOP cannot be caught or ignored: every thread of the holder,
         // the renewer included, stops where it is.
         kill(self.pid, Signal::SIGSTOP)?;
+        events::record(&self.holder, "SIGSTOP");
         // Delivery is asynchronous, and each thread stops on its own way
         // back from the kernel: the process's stat may show T while the
         // renewer is still running. Wait for the kernel to show all of them.
@@ -228,6 +230,7 @@ impl HolderGuard {
     /// open (a transaction, a lease) is left to the servers to notice.
     pub fn kill(&mut self) -> Result<ExitStatus> {
         kill(self.pid, Signal::SIGKILL)?;
+        events::record(&self.holder, "SIGKILL");
         self.wait_exit()
     }
 
@@ -239,6 +242,7 @@ impl HolderGuard {
     /// Sends SIGCONT: the holder resumes exactly where it was stopped.
     pub fn resume(&mut self) -> Result<()> {
         kill(self.pid, Signal::SIGCONT)?;
+        events::record(&self.holder, "SIGCONT");
         Ok(())
     }
 

@@ -7,6 +7,11 @@
 //! Only the database clock decides expiry; a holder's own clock is used only
 //! for its local deadline, which can make it stop early but never makes it
 //! valid longer.
+//!
+//! [`LeaseService`] is the lease as a holder uses it, whichever store keeps
+//! it: [`LeaseStore`] here, or the etcd backend (`crate::etcd_lease`), which
+//! implements it too. The holder process and its renewer are written once,
+//! against the trait.
 
 use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
@@ -127,6 +132,9 @@ impl std::fmt::Display for LeaseRow {
 pub struct LeaseStore {
     /// Autocommit by construction: this type never opens a transaction.
     client: Client,
+    /// The server it is connected to: a second session (the renewer's)
+    /// goes to the same one.
+    server: Endpoint,
     /// What the server said besides results: F14's cancelled synchronous
     /// commit answers with a row *and* a WARNING.
     notices: db::Notices,
@@ -144,7 +152,7 @@ impl LeaseStore {
     pub fn connect_to(server: &Endpoint, who: &str) -> Result<LeaseStore> {
         let notices = db::Notices::default();
         let client = db::open(server, credentials::ROLE, db::LEASE_DB, who, Some(notices.clone()))?;
-        Ok(LeaseStore { client, notices })
+        Ok(LeaseStore { client, server: server.clone(), notices })
     }
 
     /// The server's notices on this session since the last call, oldest
@@ -256,7 +264,8 @@ impl LeaseStore {
     /// `expires_at`. So the only honest way to wait for it is to ask the
     /// database, not to sleep for "about a ttl".
     pub fn wait_until_expired(&mut self, name: &str) -> Result<()> {
-        let expired = poll::poll_until(poll::BOUND, poll::EVERY, || Ok::<_, crate::Error>(!self.row(name)?.is_some_and(|r| r.held)))?;
+        // By design: the experiment waits for time to pass on the server.
+        let expired = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || Ok::<_, crate::Error>(!self.row(name)?.is_some_and(|r| r.held))))?;
         if !expired {
             return Err(format!("lease {name} still held by the database clock after {:?}", poll::BOUND).into());
         }
@@ -271,12 +280,81 @@ impl LeaseStore {
     }
 }
 
+// ANCHOR: lease_service
+/// The lease as a holder uses it, on either store: [`LeaseStore`] (one SQL
+/// statement per operation, expiry by the database clock) or etcd's
+/// `EtcdLeaseStore` (an etcd lease with one key, expiry by the leader's
+/// lessor, the token the key's create revision).
+///
+/// The contract is what the holder and the fence rest on, and nothing
+/// more: an acquire returns a holding whose token is larger than every
+/// token issued before (I2); a renewal keeps the token and moves the local
+/// deadline only when it succeeds; a refused renewal means the holding is
+/// over for good; the local deadline counts from the moment the request was
+/// sent. How each store decides expiry stays inside it, and the resource
+/// sees only the token, so it needs no second implementation.
+pub trait LeaseService: Sized + Send + 'static {
+    /// One continuous holding: its [`Grant`] (token, local deadline), plus
+    /// whatever the store needs to renew and release it (etcd: the lease id).
+    type Holding: AsRef<Grant> + AsMut<Grant> + Clone + Send + 'static;
+
+    /// Acquires `name` for `holder`: `Some` with a new token, `None` while
+    /// someone else holds it.
+    fn acquire(&mut self, name: &str, holder: &str, ttl: Duration, margin: Duration) -> Result<Option<Self::Holding>>;
+
+    /// Extends the holding by its ttl; `false`: the holding is over.
+    fn renew(&mut self, holding: &mut Self::Holding) -> Result<bool>;
+
+    /// Ends the holding early; `false` when it was already over.
+    fn release(&mut self, holding: &Self::Holding) -> Result<bool>;
+
+    /// A second session on the same store, named `who`, for the renewal
+    /// thread: a PostgreSQL session serves one statement at a time, and the
+    /// renewer must not queue behind the holder's own requests.
+    fn another_session(&self, who: &str) -> Result<Self>;
+}
+// ANCHOR_END: lease_service
+
+impl LeaseService for LeaseStore {
+    type Holding = Grant;
+
+    fn acquire(&mut self, name: &str, holder: &str, ttl: Duration, margin: Duration) -> Result<Option<Grant>> {
+        LeaseStore::acquire(self, name, holder, ttl, margin)
+    }
+
+    fn renew(&mut self, grant: &mut Grant) -> Result<bool> {
+        LeaseStore::renew(self, grant)
+    }
+
+    fn release(&mut self, grant: &Grant) -> Result<bool> {
+        LeaseStore::release(self, grant)
+    }
+
+    fn another_session(&self, who: &str) -> Result<LeaseStore> {
+        LeaseStore::connect_to(&self.server, who)
+    }
+}
+
+/// A PostgreSQL holding is its grant, nothing more.
+impl AsRef<Grant> for Grant {
+    fn as_ref(&self) -> &Grant {
+        self
+    }
+}
+
+impl AsMut<Grant> for Grant {
+    fn as_mut(&mut self) -> &mut Grant {
+        self
+    }
+}
+
 /// The ttl as the float milliseconds the statements take.
 pub fn millis(ttl: Duration) -> f64 {
     ttl.as_secs_f64() * 1000.0
 }
 
-fn check_ttl(ttl: Duration, margin: Duration) -> Result<()> {
+/// Refuses a ttl and margin that would leave the holder no time to work.
+pub fn check_ttl(ttl: Duration, margin: Duration) -> Result<()> {
     if ttl.is_zero() || margin >= ttl {
         return Err(format!("a lease needs ttl > margin >= 0 (ttl={ttl:?}, margin={margin:?})").into());
     }

@@ -22,6 +22,8 @@
 //!   signal arrived; it stops the holders and runs registered cleanups.
 //! - [`poll`]: waiting for a state by asking for it, with a bound.
 //! - [`latch`]: the one-shot latch the cases use to force interleavings.
+//! - [`events`]: what the parent did to a holder (SIGSTOP, SIGCONT,
+//!   SIGKILL), stamped with the wall clock, for the pictures of a run.
 //! - [`params`]: the article's parameters (TTL, margin, renewal period,
 //!   observation window, names), one home with a why for each.
 //!
@@ -42,8 +44,14 @@
 //!
 //! The lease side (database `lease26`):
 //! - [`lease`]: `LeaseStore` (acquire, renew, release: single autocommit
-//!   statements) and `Grant`, with the holder's local deadline.
-//! - [`renewer`]: the background renewal thread a holder runs.
+//!   statements) and `Grant`, with the holder's local deadline; and
+//!   `LeaseService`, the lease as a holder uses it on either store.
+//! - [`etcd_lease`]: the same operations on the etcd cluster `etcd-26`
+//!   (a lease with a key attached; the token is the key's create
+//!   revision), `EtcdGrant` wrapping a `Grant`, the second `LeaseService`;
+//!   the parent's view of the key, the revision and the leader.
+//! - [`renewer`]: the background renewal thread a holder runs, on either
+//!   store.
 //!
 //! The resource side (database `res26`), which never reads the lease table:
 //! - [`resource`]: `ResourceStore::write` in the fenced mode and the three
@@ -51,7 +59,9 @@
 //! - [`publish`]: F9's stand-in for an external publisher that takes no token.
 //!
 //! Processes:
-//! - [`holder`]: the holder process (the `holder` binary) and its protocol lines.
+//! - [`holder`]: the holder process (the `holder` binary) and its protocol
+//!   lines; one `hold` over `LeaseService`, its store picked by
+//!   `--lease-backend postgres|etcd`.
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
 //! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
@@ -66,30 +76,30 @@
 //! The experiments and their evidence:
 //! - [`transcript`]: the `ok`/`note`/`FAIL` format.
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
-//! - [`cases`]: one module per case, `F1` … `F15`, what they share, and the
+//! - [`timeline`]: pictures of a run: each holder's holdings, pauses and
+//!   writes on one time axis, from the database's and the parent's clocks.
+//! - [`lease_stores`]: the lease stores side by side: one acquire timed the
+//!   same way on each (F14's and F16's medians), and `lab lease-stores`,
+//!   which times all four on this machine and writes the book's table.
+//! - [`cases`]: one module per case, `F1` … `F16`, what they share, and the
 //!   one runner that `lab run` and the snapshot test both use.
+//! - [`bench`]: what fencing costs: writes per second and latency per
+//!   resource mode, side by side, and contended acquires (`lab bench`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
-//!
-//! # Rooms for what is coming
-//!
-//! Not built yet; this is where each goes, so that the order above holds:
-//! - a second lease backend: `lease/` becomes a folder with the lease
-//!   interface, `lease/postgres.rs` and `lease/etcd.rs` (an etcd cluster
-//!   the lab starts like `b3-26`, in `cluster/etcd.rs`);
-//! - a benchmark, `bench/`: writes and acquires per second per resource
-//!   mode, above `resource` and `lease`, beside `cases`.
 
 pub mod error;
 pub mod paths;
 pub mod interrupt;
 pub mod poll;
 pub mod latch;
+pub mod events;
 pub mod params;
 pub mod cluster;
 pub mod db;
 pub mod fault;
 pub mod lease;
+pub mod etcd_lease;
 pub mod renewer;
 pub mod resource;
 pub mod publish;
@@ -98,7 +108,10 @@ pub mod holder_guard;
 pub mod chaos;
 pub mod transcript;
 pub mod evidence;
+pub mod timeline;
+pub mod lease_stores;
 pub mod cases;
+pub mod bench;
 pub mod mutants;
 
 pub use error::{Error, Result};

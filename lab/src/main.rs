@@ -34,6 +34,17 @@ enum Command {
         #[command(subcommand)]
         action: ClusterAction,
     },
+    /// Manage the lab's etcd cluster etcd-26 (three members on 127.0.0.1; F16's lease store).
+    Etcd {
+        #[command(subcommand)]
+        action: EtcdAction,
+    },
+    /// Time one acquire on each lease store (one PostgreSQL, with an async and a sync standby, etcd) and write the table.
+    LeaseStores {
+        /// Where to write the table (default: evidence/26/lease-stores.md).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Open psql on one of the lab's databases (the cluster must be running).
     Psql {
         /// The database.
@@ -42,6 +53,18 @@ enum Command {
         /// Extra arguments for psql, after `--`.
         #[arg(last = true)]
         args: Vec<String>,
+    },
+    /// Measure what fencing costs: writes/s and latency per resource mode, contended acquires/s (minutes).
+    Bench {
+        /// Seconds each cell runs, per run.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=600))]
+        seconds: u32,
+        /// Runs of every cell; the table shows their median.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=99))]
+        runs: u32,
+        /// The table's markdown file (a CSV is written beside it) [default: evidence/26/bench.md].
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Break each guard in a scratch copy and see which case line catches it.
     Mutants {
@@ -61,6 +84,13 @@ enum Command {
     },
     /// The chaos run: holders under a seeded nemesis, judged by the history checker.
     Chaos(ChaosArgs),
+    /// Draw what happened in a case's last run (F4, F5, F10-F13): a page that
+    /// shows each holder's holdings, pauses and writes on one time axis.
+    Timeline {
+        /// The case or variant, e.g. F4 or F4-unfenced.
+        #[arg(value_parser = run_name)]
+        case: String,
+    },
     /// Run one case many times; report passes, failures and the slowest run.
     Stress {
         /// The case, e.g. F11.
@@ -92,7 +122,8 @@ struct RunArgs {
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
     /// F4/F5: judge writes with this resource mode instead of the case's own
-    /// (fenced-scope, fenced-row, unfenced, check-then-write).
+    /// (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write);
+    /// F6/F7: the scope fence of (b) and of the scope half (fenced-scope, fenced-scope-cte).
     #[arg(long, value_parser = parse_mode)]
     mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its local deadline check instead of after it.
@@ -159,6 +190,16 @@ enum ClusterAction {
     Log,
 }
 
+#[derive(Subcommand)]
+enum EtcdAction {
+    /// Start the three members (from their data, if they have run before) and wait for a leader; leave them running.
+    Start,
+    /// Stop every member cleanly (SIGTERM, followers first).
+    Stop,
+    /// Each member's process, ports and answer, and the leader; exit 0 only if all three run.
+    Status,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Database {
     Lease26,
@@ -223,6 +264,11 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(run_cases(args))
         }
+        Command::Bench { seconds, runs, out } => {
+            interrupt::install();
+            let out = out.unwrap_or_else(|| lab::paths::evidence_dir().join("bench.md"));
+            report(bench(&lab::bench::Options { seconds, runs, out }))
+        }
         Command::Mutants { names, accept } => {
             interrupt::install();
             if accept && std::env::var("CI").as_deref() == Ok("true") {
@@ -243,6 +289,15 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(chaos(args))
         }
+        Command::Timeline { case } => report(lab::timeline::page(&case).map(|page| {
+            let chart = page.with_extension("mmd");
+            print!("{}", std::fs::read_to_string(&chart).unwrap_or_default());
+            println!("\nthe chart: {}\nopen in a browser: {}", chart.display(), page.display());
+            if !lab::paths::root().join("target/mermaid/mermaid.min.js").is_file() {
+                println!("(the page draws with the book's mermaid.js: run ./run.sh book once)");
+            }
+            ExitCode::SUCCESS
+        })),
         Command::Stress { case, runs } => {
             interrupt::install();
             report(stress(&case, runs))
@@ -254,6 +309,16 @@ fn dispatch(command: Command) -> ExitCode {
         Command::Cluster { action } => {
             interrupt::install();
             report(cluster(action))
+        }
+        Command::Etcd { action } => report(etcd(action)),
+        Command::LeaseStores { out } => {
+            interrupt::install();
+            let out = out.unwrap_or_else(lab::lease_stores::default_out);
+            report(lab::lease_stores::compare(&out).map(|table| {
+                print!("{table}");
+                eprintln!("lab: written to {}", out.display());
+                ExitCode::SUCCESS
+            }))
         }
         Command::Psql { database, args } => report(psql(database, args)),
         Command::Diff { case, file, color } => report(diff(&case, file, color.on())),
@@ -291,12 +356,25 @@ fn report(outcome: Result<ExitCode>) -> ExitCode {
 }
 
 fn run_cases(args: RunArgs) -> Result<ExitCode> {
+    let started = std::time::Instant::now();
     let selected = cases::select(&args.cases);
+    if let Some(picked) = args.mode {
+        // A case named on the command line that cannot run the picked mode
+        // is refused, not silently run in its own.
+        let named = |c: &cases::Case| args.cases.iter().any(|id| id.eq_ignore_ascii_case(c.id));
+        if let Some(case) = selected.iter().find(|c| named(c) && !c.modes.is_empty() && !c.takes_mode(picked)) {
+            let takes: Vec<&str> = case.modes.iter().map(|m| m.cli_name()).collect();
+            eprintln!("lab: {} takes --mode {} only", case.id, takes.join(" or "));
+            return Ok(ExitCode::from(2));
+        }
+    }
     let holder_bin = std::env::current_exe()?.with_file_name("holder");
     let options = Options { mode: args.mode, pause_before_check: args.pause_before_check, threads: args.threads.into() };
     let runner = Runner::begin(holder_bin, options)?;
     let mut t = Transcript::streaming(QuietAfterStop(std::io::stdout()));
-    runner.run_each(&selected, &mut t, |case, t, _| {
+    let mut times = Vec::new();
+    runner.run_each(&selected, &mut t, |case, t, time| {
+        times.push((case.id, time));
         // Saved under the case's id for `diff F4`, and, for a variant
         // (--mode, --pause-before-check, --threads), under its own name too.
         evidence::save_transcript(case.id, &t.case_text())?;
@@ -308,17 +386,20 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
     })?;
     t.summary();
     if let Some(out) = &args.out {
+        // The evidence run keeps its pictures too, for the book.
+        keep_timelines(&selected, out)?;
         // Written whole and renamed into place: a reader never finds half a run.
         let partial = out.with_extension("partial");
         std::fs::write(&partial, t.text()).and_then(|()| std::fs::rename(&partial, out)).map_err(|e| format!("writing {}: {e}", out.display()))?;
     }
     drop(runner);
+    print_times(&times, started.elapsed());
     Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// `lab chaos`: the same seeded schedule against one mode or all four, and
 /// the checker's table. Exit 0 when every verdict is the expected one: the
-/// scope fence clean, every broken mode caught.
+/// scope fences (FENCED_SCOPE, FENCED_SCOPE_CTE) clean, every broken mode caught.
 fn chaos(args: ChaosArgs) -> Result<ExitCode> {
     use lab::chaos::{report, run_mode, Config, Schedule};
     let holder_bin = std::env::current_exe()?.with_file_name("holder");
@@ -354,17 +435,47 @@ fn chaos(args: ChaosArgs) -> Result<ExitCode> {
     }
     let unexpected: Vec<String> = runs
         .iter()
-        .filter(|r| r.verdict.is_clean() != (r.mode == FenceMode::FencedScope))
+        .filter(|r| r.verdict.is_clean() != FenceMode::SCOPE_FENCES.contains(&r.mode))
         .map(|r| format!("{} {}", r.mode, if r.verdict.is_clean() { "was not caught" } else { "is NOT clean" }))
         .collect();
     drop(session);
     if unexpected.is_empty() {
-        println!("chaos: as expected: FENCED_SCOPE clean, every broken mode caught");
+        println!("chaos: as expected: the scope fences clean, every broken mode caught");
         Ok(ExitCode::SUCCESS)
     } else {
         println!("chaos: UNEXPECTED: {}", unexpected.join("; "));
         Ok(ExitCode::FAILURE)
     }
+}
+
+/// Copies the pictures of the cases just run next to `out` (the evidence
+/// run: evidence/26/timelines/F4.mmd …).
+fn keep_timelines(selected: &[&cases::Case], out: &std::path::Path) -> Result<()> {
+    let kept = out.with_file_name("timelines");
+    for case in selected {
+        let chart = lab::timeline::dir().join(format!("{}.mmd", case.id));
+        if chart.is_file() {
+            std::fs::create_dir_all(&kept)?;
+            std::fs::copy(&chart, kept.join(format!("{}.mmd", case.id)))?;
+        }
+    }
+    Ok(())
+}
+
+/// Where the run's time went: per case, elapsed and waited by design (the
+/// rest is overhead), and the whole run including the cluster's start and
+/// stop. Printed after the transcript, never into it: the numbers vary.
+fn print_times(times: &[(&str, cases::CaseTime)], run: std::time::Duration) {
+    let secs = |d: std::time::Duration| d.as_secs_f64();
+    println!("\n{:<6} {:>8} {:>9} {:>9}", "case", "elapsed", "designed", "overhead");
+    let (mut elapsed, mut designed) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    for (id, time) in times {
+        println!("{id:<6} {:>7.2}s {:>8.2}s {:>8.2}s", secs(time.elapsed), secs(time.designed), secs(time.overhead()));
+        elapsed += time.elapsed;
+        designed += time.designed;
+    }
+    println!("{:<6} {:>7.2}s {:>8.2}s {:>8.2}s", "cases", secs(elapsed), secs(designed), secs(elapsed.saturating_sub(designed)));
+    println!("run    {:>7.2}s {:>8.2}s {:>8.2}s   (cases plus starting, resetting and stopping the cluster)", secs(run), secs(designed), secs(run.saturating_sub(designed)));
 }
 
 /// `lab stress`: one case `runs` times on one cluster. A run passes when it
@@ -378,7 +489,8 @@ fn stress(id: &str, runs: u32) -> Result<ExitCode> {
     let (mut failed, mut slowest) = (Vec::new(), std::time::Duration::ZERO);
     for run in 1..=runs {
         let mut t = Transcript::quiet();
-        runner.run_each(&[case], &mut t, |_, t, elapsed| {
+        runner.run_each(&[case], &mut t, |_, t, time| {
+            let elapsed = time.elapsed;
             slowest = slowest.max(elapsed);
             let text = t.case_text();
             let differs = evidence::redact(&text).trim_end() != locked;
@@ -396,6 +508,14 @@ fn stress(id: &str, runs: u32) -> Result<ExitCode> {
         println!("\n{f}");
     }
     Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn bench(options: &lab::bench::Options) -> Result<ExitCode> {
+    let results = lab::bench::run(options)?;
+    print!("{}", lab::bench::report::markdown(&results));
+    lab::bench::report::write_files(&results, &options.out)?;
+    eprintln!("bench: wrote {} and {}", options.out.display(), options.out.with_extension("csv").display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn cluster(action: ClusterAction) -> Result<ExitCode> {
@@ -446,6 +566,44 @@ fn cluster(action: ClusterAction) -> Result<ExitCode> {
         ClusterAction::Reset => {
             cluster.reset()?;
             println!("cluster {} removed", lab::cluster::NAME);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `lab etcd`: the reader's etcd cluster. A run of F16 starts its own
+/// (from empty data) and ends it; what the reader starts here stays up,
+/// in a session of its own, until `etcd stop`.
+fn etcd(action: EtcdAction) -> Result<ExitCode> {
+    use lab::cluster::etcd::{self, EtcdCluster};
+    let cluster = EtcdCluster::locate()?;
+    match action {
+        EtcdAction::Start => {
+            let leader = cluster.start(Owner::Reader)?;
+            println!("{}", cluster.describe()?);
+            println!(
+                "etcd cluster {} running, leader {}; clients on {}; stop it with `./run.sh etcd stop`",
+                etcd::NAME,
+                leader.name,
+                cluster.gateway().members().iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+            );
+        }
+        EtcdAction::Stop => {
+            // A run's members are the run's to end (it kills the leader on
+            // purpose, and ends them all at its end): not the reader's.
+            if let Some(Owner::Run { pid, .. }) = owner::read(cluster.dir()).filter(|o| !o.is_dead_run()) {
+                return Err(format!("etcd cluster {} belongs to lab run pid {pid}, which stops it at its end", etcd::NAME).into());
+            }
+            cluster.stop()?;
+            println!("etcd cluster {} stopped", etcd::NAME);
+        }
+        EtcdAction::Status => {
+            let status = cluster.status()?;
+            println!("{}", cluster.describe()?);
+            // Scripts ask "is it running?" with the exit status, like `cluster status`.
+            if !status.members.iter().all(|m| m.pid.is_some()) {
+                return Ok(ExitCode::FAILURE);
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -43,6 +43,15 @@ pub fn transcripts_dir() -> PathBuf {
     }
 }
 
+/// Where the pictures of a run's cases are saved (`./run.sh timeline F4`),
+/// beside the transcripts.
+pub fn timelines_dir() -> PathBuf {
+    match std::env::var_os("LAB_CLUSTER_DIR") {
+        Some(dir) => PathBuf::from(dir).with_extension("timelines"),
+        None => build_dir().join("timelines"),
+    }
+}
+
 /// The locked evidence: `output.txt`, the per-case snapshots, `LIMITS.md`.
 pub fn evidence_dir() -> PathBuf {
     root().join("evidence").join("26")

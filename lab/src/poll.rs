@@ -6,7 +6,28 @@
 //! time that "should be long enough". A bound that runs out is an error the
 //! case reports, never a hang.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// Time spent in waits by design since the last [`take_designed`], in
+/// nanoseconds: the run's report tells them from overhead.
+static DESIGNED: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `wait` and counts its time as a wait *by design*: one the
+/// experiment needs (an observation window, the lease's expiry by the
+/// database clock, a server restart, a queue that must outlast a ttl), as
+/// opposed to the lab's own overhead (connecting, spawning, resetting).
+pub fn designed<T>(wait: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let result = wait();
+    DESIGNED.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    result
+}
+
+/// The time counted by [`designed`] since the last call, and a fresh count.
+pub fn take_designed() -> Duration {
+    Duration::from_nanos(DESIGNED.swap(0, Ordering::Relaxed))
+}
 
 /// The bound on every wait of the lab (a poll, a latch, a holder's next
 /// line): far above any real step of a case, so it fires only when

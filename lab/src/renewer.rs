@@ -1,13 +1,17 @@
 //! The background renewal thread of a holder.
 //!
-//! It renews on its own connection every `every` (400 ms in F4/F5, about a
-//! quarter of the 1500 ms ttl) and stops at the first refused renewal: a
-//! refused renewal means the holding is over and only a new acquire, with a
-//! new token, may start another. SIGSTOP freezes this thread together with
-//! the rest of the process, which is exactly what lets F4's lease expire.
+//! It renews on its own session every `every` (400 ms in F4/F5, about a
+//! quarter of the 1500 ms ttl; 500 ms of etcd's 2 s in F16) and stops at
+//! the first refused renewal: a refused renewal means the holding is over
+//! and only a new acquire, with a new token, may start another. SIGSTOP
+//! freezes this thread together with the rest of the process, which is
+//! exactly what lets F4's lease expire, and F16's.
+//!
+//! It is written once for both stores, against [`LeaseService`]: on
+//! PostgreSQL a renewal is the RENEW statement, on etcd a keep-alive.
 
 use crate::error::Result;
-use crate::lease::{Grant, LeaseStore};
+use crate::lease::LeaseService;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -22,7 +26,8 @@ pub struct RenewState {
     pub lost: bool,
     /// The local deadline after the last successful renewal.
     pub local_deadline: Instant,
-    /// The database error that stopped the renewer, if one did.
+    /// The store's error (the database's, etcd's) that stopped the renewer,
+    /// if one did.
     pub error: Option<String>,
 }
 
@@ -38,14 +43,14 @@ pub struct Renewer {
 
 impl Renewer {
     // ANCHOR: renewer_start
-    /// Connects a second session to `lease26` and starts renewing `grant`.
-    pub fn start(grant: &Grant, every: Duration) -> Result<Renewer> {
-        let mut store = LeaseStore::connect(&format!("{} renewer", grant.holder))?;
-        let mut grant = grant.clone();
+    /// Opens a second session on `store` and starts renewing `holding` there.
+    pub fn start<S: LeaseService>(store: &S, holding: &S::Holding, every: Duration) -> Result<Renewer> {
+        let mut store = store.another_session(&format!("{} renewer", holding.as_ref().holder))?;
+        let mut grant = holding.clone();
         let state = Arc::new(Mutex::new(RenewState {
             renewals: 0,
             lost: false,
-            local_deadline: grant.local_deadline,
+            local_deadline: grant.as_ref().local_deadline,
             error: None,
         }));
         let (stop, stopped) = mpsc::channel::<()>();
@@ -62,7 +67,7 @@ impl Renewer {
             match outcome {
                 Ok(true) => {
                     s.renewals += 1;
-                    s.local_deadline = grant.local_deadline;
+                    s.local_deadline = grant.as_ref().local_deadline;
                 }
                 Ok(false) => {
                     s.lost = true;

@@ -78,13 +78,13 @@ fn main() -> ExitCode {
         }
         Ok(())
     };
-    let mut outcome = runner.run_each(&selected, &mut t, |case, t, elapsed| judge(case.id.to_owned(), t, elapsed));
+    let mut outcome = runner.run_each(&selected, &mut t, |case, t, time| judge(case.id.to_owned(), t, time.elapsed));
     for variant in &variants {
         if outcome.is_err() {
             break;
         }
         runner.set_options(variant.options.clone());
-        outcome = runner.run_each(&[variant.case], &mut t, |_, t, elapsed| judge(variant.name(), t, elapsed));
+        outcome = runner.run_each(&[variant.case], &mut t, |_, t, time| judge(variant.name(), t, time.elapsed));
     }
     drop(runner);
     lab::interrupt::settle();

@@ -20,7 +20,7 @@ fn a_failing_holder_is_reported_with_argv_status_and_stderr() {
         "holder-a ended its output early",
         "argv: holder --lease report-job --holder holder-a --ttl-ms 1500",
         "exit status: exit status: 1",
-        &format!("cannot reach the lab's PostgreSQL at 127.0.0.1:{port}"),
+        &format!("cannot reach b3-26 at 127.0.0.1:{port}"),
         "server log: ",
     ] {
         assert!(err.contains(want), "missing {want:?} in:\n{err}");

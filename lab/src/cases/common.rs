@@ -1,13 +1,15 @@
 //! Steps that several cases share.
 
 use super::Lab;
-use crate::error::Result;
+use crate::db;
+use crate::error::{Result, ResultExt};
 use crate::latch::{Latch, BOUND};
 use crate::lease::{Grant, LeaseStore};
 use crate::params::{margin, LEASE, SCOPE, SHORT_TTL, TTL};
 use crate::poll;
-use crate::resource::{PartWrite, ResourceStore, ResourceView};
+use crate::resource::{FenceMode, PartWrite, ResourceStore, ResourceView};
 use crate::transcript::Transcript;
+use postgres::Client;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -87,6 +89,101 @@ pub fn pause_in_gap(store: ResourceStore) -> (ResourceStore, Arc<Latch>, Arc<Lat
     });
     (store, inside, go)
 }
+
+// ANCHOR: part_hold
+/// Takes a part's key with an insert that stays uncommitted: an upsert of the
+/// same (scope, part) by another session cannot choose between INSERT and
+/// UPDATE until this transaction ends, so it waits for it, whatever its own
+/// statement did before. The content and the token 0 never become visible:
+/// the hold ends with a rollback.
+const HOLD_PART: &str = "
+    INSERT INTO report_part (scope, part, content, writer, token)
+    VALUES ($1, $2, '(held)', 'lab part holder', 0)";
+// ANCHOR_END: part_hold
+
+/// A session that holds one part's key in an open transaction (see HOLD_PART).
+pub struct PartHold {
+    /// Inside an explicit transaction from `begin` until `release`.
+    client: Client,
+}
+
+impl PartHold {
+    /// Opens a transaction and takes the key of `part` in `SCOPE`.
+    pub fn begin(part: &str) -> Result<PartHold> {
+        let mut client = db::connect(db::RES_DB, "lab part holder")?;
+        client.batch_execute("BEGIN").context("opening the part holder's transaction")?;
+        client.execute(HOLD_PART, &[&SCOPE, &part]).context("holding the part's key")?;
+        Ok(PartHold { client })
+    }
+
+    /// Rolls the hold back: the waiting upsert goes on, as if nobody had been there.
+    pub fn release(mut self) -> Result<()> {
+        self.client.batch_execute("ROLLBACK").context("releasing the part holder's hold")
+    }
+}
+
+/// How a case stops a scope-fenced write right after its fence: the floor
+/// advanced, its row lock held, nothing committed.
+///
+/// FENCED_SCOPE stops in its gap hook ([`pause_in_gap`]). FENCED_SCOPE_CTE
+/// is one statement, with no place for a hook: a [`PartHold`] takes the
+/// part's key first, so the statement's upsert waits on it after the fence
+/// CTE has run. The write is then stopped inside its statement by a real
+/// lock, the way a competing session would stop it, and `go` ends the hold.
+pub enum AfterFence {
+    /// Stopped in the gap hook, inside the fence before the commit.
+    Gap {
+        /// Opened by the writer once it is in the gap.
+        inside: Arc<Latch>,
+        /// Lets it go on.
+        go: Arc<Latch>,
+    },
+    /// Stopped inside its statement by a held part key.
+    Held(Box<PartHold>),
+}
+
+impl AfterFence {
+    /// Prepares to stop `store`'s next write of `part` (in `store`'s mode,
+    /// one of the scope fences) right after its fence.
+    pub fn arm(mode: FenceMode, store: ResourceStore, part: &str) -> Result<(ResourceStore, AfterFence)> {
+        match mode {
+            FenceMode::FencedScope => {
+                let (store, inside, go) = pause_in_gap(store);
+                Ok((store, AfterFence::Gap { inside, go }))
+            }
+            FenceMode::FencedScopeCte => Ok((store, AfterFence::Held(Box::new(PartHold::begin(part)?)))),
+            other => Err(format!("{other} has no fence to stop after").into()),
+        }
+    }
+
+    /// Waits until the writer (server process `pid`) has stopped; returns
+    /// who blocks it when a held key stops it (`None` for the gap hook).
+    pub fn wait_stopped(&self, view: &mut ResourceView, pid: i32) -> Result<Option<String>> {
+        match self {
+            AfterFence::Gap { inside, .. } => {
+                require(inside.wait(BOUND), "the first writer never reached the gap")?;
+                Ok(None)
+            }
+            AfterFence::Held(_) => {
+                let waited = wait_for_lock_wait(view, pid)?;
+                require(waited == "Lock", "the first writer never queued on the held part")?;
+                Ok(Some(view.blocked_by(pid)?))
+            }
+        }
+    }
+
+    /// Lets the writer go on.
+    pub fn go(self) -> Result<()> {
+        match self {
+            AfterFence::Gap { go, .. } => {
+                go.open();
+                Ok(())
+            }
+            AfterFence::Held(hold) => hold.release(),
+        }
+    }
+}
+
 
 // ANCHOR: lead
 /// How much earlier than the server's expiry a grant's local deadline lies,

@@ -23,6 +23,7 @@ pub const CASE: Case = Case {
     title: |_| "正常路径：获取 → 写入 → 续租 → 释放 → 下一持有者获取更大 token 并写入".into(),
     run,
     mode: None,
+    modes: &[],
 };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {

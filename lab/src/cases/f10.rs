@@ -25,6 +25,7 @@ pub const CASE: Case = Case {
     title: |_| "持有者在栅栏事务里被 SIGKILL：写了一半的东西不留痕迹，租约不因崩溃而释放".into(),
     run,
     mode: None,
+    modes: &[],
 };
 
 /// What the resource shows of A's write: the floor, the part, A's attempts.
@@ -58,13 +59,14 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let killed_at = Instant::now();
     let status = a.kill()?;
     t.check_eq("A 被 SIGKILL 结束", "signal 9".to_owned(), status.to_string().replace("signal: 9 (SIGKILL)", "signal 9"));
-    let mut gone = false;
+    let mut seen = String::new();
     let rolled_back = poll::poll_until(poll::BOUND, std::time::Duration::from_millis(1), || {
-        gone = view.session_of("holder-a")?.is_none();
-        Ok::<_, crate::Error>(gone && !view.floor_locked(SCOPE)?)
+        let (gone, locked) = (view.session_of("holder-a")?.is_none(), view.floor_locked(SCOPE)?);
+        seen = format!("session gone={gone}, floor row locked={locked}");
+        Ok::<_, crate::Error>(gone && !locked)
     })?;
     let took = killed_at.elapsed().as_millis();
-    t.check(rolled_back, format!("服务器发现连接断开，回滚 A 的事务并释放 floor 行锁 (took={took}ms)"), || format!("session gone={gone}, floor row still locked"));
+    t.check(rolled_back, format!("服务器发现连接断开，回滚 A 的事务并释放 floor 行锁 (took={took}ms)"), || &seen);
     t.check_eq("回滚之后仍然看不到 A 写了一半的东西：崩溃的写入不留痕迹", nothing, traces(&mut view)?);
 
     // The lease: a crash does not release it.

@@ -12,6 +12,7 @@ use super::common::require;
 use super::{Case, Lab};
 use crate::cluster;
 use crate::error::Result;
+use crate::events;
 use crate::fault::DelayProxy;
 use crate::holder::{HolderArgs, Step, WaitPoint};
 use crate::holder_guard::HolderGuard;
@@ -26,6 +27,7 @@ pub const CASE: Case = Case {
     title: |_| "网络里迟到的写入：A 没有暂停，写请求在代理里过期".into(),
     run,
     mode: None,
+    modes: &[],
 };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
@@ -59,9 +61,10 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     // From here the proxy holds every byte A sends; then A is let go and
     // sends its write, which stays on the wire.
     proxy.hold();
+    events::record("holder-a", "hold");
     a.send_line("go")?;
     let in_flight = proxy.wait_until_held(poll::BOUND);
-    t.check(in_flight, format!("{mode}：A 的写请求离开了 A，停在代理里"), || "the proxy holds nothing");
+    t.check(in_flight, format!("{mode}：放行后 A 发出的请求（它写入事务的第一条）停在代理里，没有到达服务器"), || "the proxy holds nothing");
     leases.wait_until_expired(LEASE)?;
     t.check_eq(format!("{mode}：A 的续租也卡在代理里，租约按数据库时钟过期；A 一直在运行，没有被暂停（/proc 状态 S）"), 'S', a.state()?);
 
@@ -76,6 +79,7 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     );
 
     proxy.release();
+    events::record("holder-a", "release");
     let (a_lines, _) = a.rest_of_output()?;
     t.note(format!("{mode}：代理放行后，A：{}", a_lines.join("；")));
     lab.view()?.part_text(SCOPE, PART_SUMMARY)

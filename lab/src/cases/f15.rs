@@ -29,6 +29,7 @@ pub const CASE: Case = Case {
     title: |_| format!("混沌：{HOLDERS} 个持有者，按种子 {SEED} 注入的故障，检查器读整段历史"),
     run,
     mode: None,
+    modes: &[],
 };
 
 /// The seed: the book's long run uses it too, so this run's schedule is

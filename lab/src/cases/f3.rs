@@ -17,6 +17,7 @@ pub const CASE: Case = Case {
     title: |o| format!("并发获取：{} 个线程各自连接，由屏障同时放行", o.threads),
     run,
     mode: None,
+    modes: &[],
 };
 
 /// The racers of one round, each with its own connection.

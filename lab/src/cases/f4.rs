@@ -18,6 +18,7 @@ pub const CASE: Case = Case {
     title: |o| format!("暂停的旧持有者：{}，资源端模式={}", paused_holder::pause_point(o.pause_before_check), o.mode.unwrap_or(MODE)),
     run,
     mode: Some(MODE),
+    modes: &FenceMode::ALL,
 };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {

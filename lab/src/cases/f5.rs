@@ -20,6 +20,7 @@ pub const CASE: Case = Case {
     },
     run,
     mode: Some(MODE),
+    modes: &FenceMode::ALL,
 };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {

@@ -4,9 +4,10 @@
 //! has no old token on that row to compare with and accepts the stale write;
 //! the per-scope fence refuses it. A second scope, which nobody writes,
 //! shows the scope fence's other half: it moves only its own scope's floor.
+//! `--mode fenced-scope-cte` runs the scope half with the one-statement form.
 
 use super::common::{acquire, part_write};
-use super::{Case, Lab};
+use super::{Case, Lab, Options};
 use crate::db;
 use crate::error::Result;
 use crate::lease::Grant;
@@ -14,8 +15,19 @@ use crate::params::{LEASE, PART_DETAIL, PART_SUMMARY, SCOPE, SHORT_TTL, TTL};
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
 
+/// The mode of the scope half unless the reader picks the other scope fence with `--mode`.
+const MODE: FenceMode = FenceMode::FencedScope;
+
 /// The case.
-pub const CASE: Case = Case { id: "F7", title: |_| "栅栏粒度：逐行比较与作用域级比较".into(), run, mode: None };
+pub const CASE: Case = Case { id: "F7", title, run, mode: Some(MODE), modes: &FenceMode::SCOPE_FENCES };
+
+fn title(options: &Options) -> String {
+    let mut title = "栅栏粒度：逐行比较与作用域级比较".to_owned();
+    if let Some(mode) = CASE.mode_in_force(options).filter(|m| *m != MODE) {
+        title.push_str(&format!("，作用域级一侧的资源端模式={mode}"));
+    }
+    title
+}
 
 /// What happened in one mode.
 struct Outcome {
@@ -71,14 +83,15 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let rewrite = a_again.write(&part_write(&row.a, PART_SUMMARY, "summary(A) again"))?;
     t.check_eq(format!("FENCED_ROW 对已存在的行确实拒绝旧 token：A(token={}) 重写 summary 被拒", row.a.token), false, rewrite);
 
-    let scope = timeline(lab, FenceMode::FencedScope)?;
-    t.check_eq("FENCED_SCOPE：A 持 token=1，其租约过期后 B 持 token=2", "1/2".to_owned(), format!("{}/{}", scope.a.token, scope.b_token));
-    t.check_eq(format!("FENCED_SCOPE：A(token={}) 在租约有效时写 summary 被接受", scope.a.token), true, scope.a_summary);
-    t.note(format!("FENCED_SCOPE：B summary accepted={}，A(token={}) detail accepted={}", scope.b_summary, scope.a.token, scope.a_detail));
+    let mode = CASE.mode_in_force(&lab.options).unwrap_or(MODE);
+    let scope = timeline(lab, mode)?;
+    t.check_eq(format!("{mode}：A 持 token=1，其租约过期后 B 持 token=2"), "1/2".to_owned(), format!("{}/{}", scope.a.token, scope.b_token));
+    t.check_eq(format!("{mode}：A(token={}) 在租约有效时写 summary 被接受", scope.a.token), true, scope.a_summary);
+    t.note(format!("{mode}：B summary accepted={}，A(token={}) detail accepted={}", scope.b_summary, scope.a.token, scope.a_detail));
     t.check_eq("作用域级 floor 拒绝 A 对 B 尚未触及的分片的写入", "B true, A false".to_owned(), format!("B {}, A {}", scope.b_summary, scope.a_detail));
-    t.check_eq_shown("FENCED_SCOPE：detail 不存在", "absent".to_owned(), scope.detail);
+    t.check_eq_shown(format!("{mode}：detail 不存在"), "absent".to_owned(), scope.detail);
     let mut view = lab.view()?;
-    t.check_eq("FENCED_SCOPE：daily-report 的 fence_floor 为 2", 2, view.floor(SCOPE)?);
+    t.check_eq(format!("{mode}：daily-report 的 fence_floor 为 2"), 2, view.floor(SCOPE)?);
     t.check_eq(format!("无人写入的 {OTHER_SCOPE} 的 fence_floor 仍为 0：栅栏只推进自己作用域的 floor"), 0, view.floor(OTHER_SCOPE)?);
     Ok(())
 }

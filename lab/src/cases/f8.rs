@@ -13,11 +13,12 @@ use crate::error::Result;
 use crate::latch::BOUND;
 use crate::lease::Grant;
 use crate::params::{CRASH_TTL, LEASE, PART_DETAIL, PART_SUMMARY, SCOPE, TTL};
+use crate::poll;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
 
 /// The case.
-pub const CASE: Case = Case { id: "F8", title: |_| "数据库崩溃：立即停机（无检查点）后经 WAL 恢复".into(), run, mode: None };
+pub const CASE: Case = Case { id: "F8", title: |_| "数据库崩溃：立即停机（无检查点）后经 WAL 恢复".into(), run, mode: None, modes: &[] };
 
 /// What PostgreSQL logs when a start finds the cluster not shut down cleanly.
 const RECOVERY_MESSAGE: &str = "database system was not properly shut down; automatic recovery in progress";
@@ -67,7 +68,7 @@ fn crash_with_a_write_in_flight(lab: &Lab, t: &mut Transcript, a: &Grant) -> Res
         require(in_gap.wait(BOUND), "the in-flight write never reached the gap")?;
         // The crash: pg_ctl -m immediate sends the postmaster SIGQUIT; every
         // server process exits at once, with no shutdown checkpoint.
-        lab.cluster.stop_immediate()?;
+        poll::designed(|| lab.cluster.stop_immediate())?;
         let state = lab.cluster.control_state()?;
         crashed.open();
         let result = writer.join().map_err(|_| "the in-flight writer panicked")?;
@@ -75,7 +76,7 @@ fn crash_with_a_write_in_flight(lab: &Lab, t: &mut Transcript, a: &Grant) -> Res
     })?;
     t.check_eq_shown("立即停机后 pg_controldata 的集群状态（没有关机检查点）", "in production".to_owned(), state);
     t.check(inflight_result.is_err(), "停机时未提交的写入在客户端报错：服务器断开了连接", || format!("{inflight_result:?}"));
-    lab.cluster.start()?;
+    poll::designed(|| lab.cluster.start())?;
     let log = lab.cluster.log_since(log_from)?;
     t.check(log.contains(RECOVERY_MESSAGE), "重启时服务器从 WAL 恢复（日志：automatic recovery in progress）", || format!("a log without it: {}", log.trim_end()));
     Ok(())

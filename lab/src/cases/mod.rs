@@ -17,9 +17,11 @@
 //! | F13 | clocks that run wrong: a slow holder clock, a server clock that jumps | libfaketime |
 //! | F14 | the lease store fails over to an async standby: a token is issued twice; sync keeps it, at a price | primary + streaming standby, failover, negative control |
 //! | F15 | chaos: eight holders under seeded pauses, kills and slow links; the checker finds the fenced history clean, the unfenced one not | processes, SIGSTOP, SIGKILL, proxies, history checker, negative control |
+//! | F16 | F4's timeline with the lease on etcd; the etcd leader killed between two acquires: the token still grows | three-member etcd, SIGSTOP, SIGKILL |
 //!
 //! Every case starts from fresh schemas in both databases (F14 makes its
-//! own lease store on servers of its own, and uses `res26` like the others).
+//! own lease store on servers of its own, F16 starts the etcd cluster from
+//! empty data; both use `res26` like the others).
 
 pub mod common;
 pub mod f1;
@@ -37,10 +39,11 @@ pub mod f12;
 pub mod f13;
 pub mod f14;
 pub mod f15;
+pub mod f16;
 pub mod paused_holder;
 pub mod runner;
 
-pub use runner::Runner;
+pub use runner::{CaseTime, Runner};
 
 use crate::cluster::Cluster;
 use crate::db;
@@ -55,7 +58,7 @@ use std::path::PathBuf;
 /// experiments, which the evidence locks.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Replaces the resource mode of F4 and F5.
+    /// Replaces the resource mode of the cases that take it (see [`Case::modes`]).
     pub mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its deadline check instead of after it.
     pub pause_before_check: bool,
@@ -80,8 +83,10 @@ pub struct Lab {
 }
 
 impl Lab {
-    /// Replaces both schemas with the ones in `sql/`.
+    /// Replaces both schemas with the ones in `sql/`. What the timeline
+    /// would need of the old rows is kept first (a case may reset halfway).
     pub fn reset(&self) -> Result<()> {
+        crate::timeline::stash();
         db::reset_schema(&mut db::connect(db::LEASE_DB, "lab reset")?, db::LEASE_SCHEMA)?;
         self.reset_resource()
     }
@@ -110,7 +115,7 @@ impl Lab {
 
 /// One experiment.
 pub struct Case {
-    /// `F1` … `F15`.
+    /// `F1` … `F16`.
     pub id: &'static str,
     /// The header's title, which may name the reader's knobs.
     pub title: fn(&Options) -> String,
@@ -118,6 +123,10 @@ pub struct Case {
     pub run: fn(&Lab, &mut Transcript) -> Result<()>,
     /// The resource mode that `--mode` replaces; `None` where it does not apply.
     pub mode: Option<FenceMode>,
+    /// The modes `--mode` may pick for this case: every mode for F4 and F5;
+    /// for F6(b) and F7's scope half only the two forms of the scope fence,
+    /// since their timelines need a fence that queues writers on the floor.
+    pub modes: &'static [FenceMode],
 }
 
 impl Case {
@@ -127,7 +136,7 @@ impl Case {
     /// the default, add nothing).
     pub fn run_name(&self, options: &Options) -> String {
         let mut name = self.id.to_owned();
-        if let (Some(own), Some(picked)) = (self.mode, options.mode) {
+        if let (Some(own), Some(picked)) = (self.mode, self.mode_in_force(options)) {
             if own != picked {
                 name.push('-');
                 name.push_str(picked.cli_name());
@@ -140,6 +149,19 @@ impl Case {
             name.push_str(&format!("-threads-{}", options.threads));
         }
         name
+    }
+}
+
+impl Case {
+    /// The resource mode this case runs with under `options`: the picked
+    /// one when the case takes it, else its own.
+    pub fn mode_in_force(&self, options: &Options) -> Option<FenceMode> {
+        options.mode.filter(|m| self.modes.contains(m)).or(self.mode)
+    }
+
+    /// Whether `--mode picked` means something for this case.
+    pub fn takes_mode(&self, picked: FenceMode) -> bool {
+        self.modes.contains(&picked)
     }
 }
 
@@ -173,13 +195,17 @@ pub fn variants() -> Vec<Variant> {
         Variant { case: &f4::CASE, options: with(Some(FenceMode::Unfenced), false, params::RACERS), flags: &["--mode", "unfenced"] },
         Variant { case: &f5::CASE, options: with(Some(FenceMode::FencedScope), false, params::RACERS), flags: &["--mode", "fenced-scope"] },
         Variant { case: &f3::CASE, options: with(None, false, 4), flags: &["--threads", "4"] },
+        // The one-statement fence under the three timelines that tell fences apart.
+        Variant { case: &f4::CASE, options: with(Some(FenceMode::FencedScopeCte), false, params::RACERS), flags: &["--mode", "fenced-scope-cte"] },
+        Variant { case: &f6::CASE, options: with(Some(FenceMode::FencedScopeCte), false, params::RACERS), flags: &["--mode", "fenced-scope-cte"] },
+        Variant { case: &f7::CASE, options: with(Some(FenceMode::FencedScopeCte), false, params::RACERS), flags: &["--mode", "fenced-scope-cte"] },
     ]
 }
 
 /// Every case, in the article's order.
-pub const ALL: [&Case; 15] = [
+pub const ALL: [&Case; 16] = [
     &f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE, &f10::CASE, &f11::CASE, &f12::CASE,
-    &f13::CASE, &f14::CASE, &f15::CASE,
+    &f13::CASE, &f14::CASE, &f15::CASE, &f16::CASE,
 ];
 
 /// The case with this id (case-insensitive).

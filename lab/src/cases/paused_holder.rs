@@ -1,4 +1,5 @@
-//! The timeline of F4 and F5, with the resource mode as its one parameter.
+//! The timeline of F4, F5 and F16, with two parameters: the resource mode,
+//! and the lease store under it ([`LeaseSide`]).
 //!
 //! Holder A, a separate process, acquires (ttl 1500 ms), renews in the
 //! background every 400 ms, passes its local deadline check and stops just
@@ -11,15 +12,127 @@
 //!
 //! The lease side behaves the same in every mode. Only the resource decides
 //! whether A's stale report replaces B's.
+//!
+//! On etcd (F16) the same holders run with `--lease-backend etcd` and etcd's
+//! parameters (ttl 2 s, renewal 500 ms); the lease expires by the etcd
+//! leader's clock, which deletes the key, and the tokens are the key's
+//! create revisions. Which token comes next, who holds the lease, and how
+//! its expiry shows are the store's to say: the timeline asks its
+//! [`LeaseSide`], and expects what the store itself predicts.
 
 use super::common::require;
 use super::Lab;
 use crate::error::Result;
 use crate::holder::{HolderArgs, Step, WaitPoint};
 use crate::holder_guard::HolderGuard;
-use crate::params::{ms, LEASE, OBSERVE, PART_SUMMARY, SCOPE, TTL};
+use crate::lease::LeaseStore;
+use crate::params::{ms, LEASE, OBSERVE, PART_SUMMARY, SCOPE};
+use crate::poll;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
+use std::time::Duration;
+
+// ANCHOR: lease_side
+/// The lease store under the timeline, as the parent watches it: the
+/// `lease` row in PostgreSQL (F4, F5) or the lock key on etcd (F16).
+pub trait LeaseSide {
+    /// A holder's parameters on this store: its backend, ttl, renewal, margin.
+    fn holder(&self, args: HolderArgs) -> HolderArgs;
+    /// How long the parent watches A renew before freezing it: twice the ttl.
+    fn observe(&self) -> Duration;
+    /// The token the next acquire will issue, as the store predicts it.
+    fn next_token(&mut self) -> Result<i64>;
+    /// Whether `holder` holds the lease now with `token`; and what the store
+    /// shows, for a failed check.
+    fn held_by(&mut self, holder: &str, token: i64) -> Result<(bool, String)>;
+    /// Waits, asking the store, until it has ended A's holding by its own
+    /// clock; returns the line that says so.
+    fn wait_until_expired(&mut self) -> Result<&'static str>;
+    /// The store once B has released its holding (token `b`).
+    fn after_release(&mut self, b: i64) -> Result<Reading>;
+    /// The store once A has ended, B's release untouched; `a_wrote`: A went
+    /// on to its write (not stopped by its own deadline check).
+    fn after_a(&mut self, b: i64, a_wrote: bool) -> Result<Reading>;
+}
+
+/// One reading of the store, for one `check_eq` line.
+pub struct Reading {
+    /// The line.
+    pub label: String,
+    /// What the store should show.
+    pub expected: String,
+    /// What it shows.
+    pub actual: String,
+}
+// ANCHOR_END: lease_side
+
+/// The article's store: the `lease` row in `lease26`, and the article's
+/// parameters (the holder's defaults).
+pub struct PostgresSide {
+    /// The parent's own session, `lab observer`.
+    leases: LeaseStore,
+}
+
+impl PostgresSide {
+    /// Connects the observer.
+    pub fn connect(lab: &Lab) -> Result<PostgresSide> {
+        Ok(PostgresSide { leases: lab.leases("lab observer")? })
+    }
+
+    /// The row as `holder/token released`, the form the last check compares.
+    fn row_state(&mut self) -> Result<(String, i64, bool)> {
+        let row = self.leases.row(LEASE)?.ok_or("no lease row")?;
+        Ok((row.holder, row.token, row.released))
+    }
+}
+
+impl LeaseSide for PostgresSide {
+    fn holder(&self, args: HolderArgs) -> HolderArgs {
+        // The defaults are the article's F4 parameters (params.rs).
+        args
+    }
+
+    fn observe(&self) -> Duration {
+        OBSERVE
+    }
+
+    fn next_token(&mut self) -> Result<i64> {
+        // The acquire inserts token 1, or sets token + 1 (ACQUIRE).
+        Ok(self.leases.row(LEASE)?.map_or(1, |row| row.token + 1))
+    }
+
+    fn held_by(&mut self, holder: &str, token: i64) -> Result<(bool, String)> {
+        let row = self.leases.row(LEASE)?.ok_or("no lease row")?;
+        Ok((row.held && row.holder == holder && row.token == token, row.to_string()))
+    }
+
+    fn wait_until_expired(&mut self) -> Result<&'static str> {
+        self.leases.wait_until_expired(LEASE)?;
+        Ok("租约按数据库时钟过期，此时 A 仍停止")
+    }
+
+    fn after_release(&mut self, b: i64) -> Result<Reading> {
+        let (_, token, released) = self.row_state()?;
+        Ok(Reading {
+            label: "A 恢复前租约已被 B 释放：租约表此刻空闲".into(),
+            expected: format!("released token={b}"),
+            actual: format!("{} token={token}", if released { "released" } else { "not released" }),
+        })
+    }
+
+    fn after_a(&mut self, b: i64, a_wrote: bool) -> Result<Reading> {
+        let (holder, token, released) = self.row_state()?;
+        Ok(Reading {
+            label: if a_wrote {
+                format!("租约行最后仍是 holder-b/{b}（已释放）：A 的失败续租没有改动它")
+            } else {
+                format!("租约行最后仍是 holder-b/{b}（已释放）：A 放弃后没有再碰它")
+            },
+            expected: format!("holder-b/{b} released"),
+            actual: format!("{holder}/{token} {}", if released { "released" } else { "not released" }),
+        })
+    }
+}
 
 /// Whether the resource in `mode` refuses a stale token's rewrite of a part
 /// that a newer token already wrote, when the two writes do not overlap in
@@ -38,23 +151,28 @@ pub fn pause_point(pause_before_check: bool) -> &'static str {
     }
 }
 
-fn holder(name: &str, content: &str, mode: FenceMode, wait: WaitPoint) -> HolderArgs {
-    // The defaults are the article's F4 parameters (params.rs).
-    HolderArgs { mode, waits: vec![wait], ..HolderArgs::new(name, content) }
+fn holder(side: &impl LeaseSide, name: &str, content: &str, mode: FenceMode, wait: WaitPoint) -> HolderArgs {
+    side.holder(HolderArgs { mode, waits: vec![wait], ..HolderArgs::new(name, content) })
+}
+
+/// F4 and F5: the timeline on the article's store, with the reader's
+/// `--pause-before-check`.
+pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
+    timeline_on(lab, t, mode, lab.options.pause_before_check, &mut PostgresSide::connect(lab)?)
 }
 
 // ANCHOR: timeline
-/// Runs the timeline with the resource in `mode`.
-pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
-    let pause_before_check = lab.options.pause_before_check;
-    let mut leases = lab.leases("lab observer")?;
+/// Runs the timeline with the resource in `mode`, the lease on `side`.
+pub fn timeline_on(lab: &Lab, t: &mut Transcript, mode: FenceMode, pause_before_check: bool, side: &mut impl LeaseSide) -> Result<()> {
     let mut view = lab.view()?;
 
     let wait = if pause_before_check { WaitPoint::BeforeCheck } else { WaitPoint::BeforeWrite };
-    let mut a = HolderGuard::spawn(&lab.holder_bin, &holder("holder-a", "rows=200(A)", mode, wait))?;
+    let a_args = holder(side, "holder-a", "rows=200(A)", mode, wait);
+    let a_token = side.next_token()?;
+    let mut a = HolderGuard::spawn(&lab.holder_bin, &a_args)?;
     let acquired = a.next_line()?;
-    let acquired_ok = t.check_eq_shown("A 获取租约，token=1", Step::Acquired { token: 1 }.to_string(), acquired);
-    require(acquired_ok, "holder-a did not acquire token 1")?;
+    let acquired_ok = t.check_eq_shown(format!("A 获取租约，token={a_token}"), Step::Acquired { token: a_token }.to_string(), acquired);
+    require(acquired_ok, &format!("holder-a did not acquire token {a_token}"))?;
     if !pause_before_check {
         a.expect_step(Step::DeadlineOk)?;
     }
@@ -63,22 +181,23 @@ pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
     t.check_eq(stopped_where, Step::Waiting.to_string(), waiting);
 
     // A fixed observation window, not a synchronisation: whatever happens
-    // in it, the check below asks the database whether the lease is held.
-    std::thread::sleep(OBSERVE);
-    let row = leases.row(LEASE)?.ok_or("no lease row")?;
-    t.check(row.held && row.holder == "holder-a" && row.token == 1, format!("A 未暂停期间（等待 {}ms，TTL={}ms）续租维持租约", ms(OBSERVE), ms(TTL)), || &row);
+    // in it, the check below asks the store whether the lease is held.
+    poll::designed(|| std::thread::sleep(side.observe()));
+    let (held, shown) = side.held_by("holder-a", a_token)?;
+    t.check(held, format!("A 未暂停期间（等待 {}ms，TTL={}ms）续租维持租约", ms(side.observe()), a_args.ttl_ms), || shown);
 
     let state = a.stop()?;
     t.check_eq_shown("SIGSTOP 后 /proc 中 A 的状态为 T（续租线程同样停止）", 'T', state);
     t.check_eq("/proc/<pid>/task 中名为 renewer 的线程同样处于 T 状态", "T".to_owned(), a.thread_state("renewer")?);
-    leases.wait_until_expired(LEASE)?;
-    t.check_eq("租约按数据库时钟过期，此时 A 仍停止", 'T', a.state()?);
+    let expired = side.wait_until_expired()?;
+    t.check_eq(expired, 'T', a.state()?);
 
-    let mut b = HolderGuard::spawn(&lab.holder_bin, &holder("holder-b", "rows=201(B)", mode, WaitPoint::None))?;
+    let b_token = side.next_token()?;
+    let mut b = HolderGuard::spawn(&lab.holder_bin, &holder(side, "holder-b", "rows=201(B)", mode, WaitPoint::None))?;
     let b_acquired = b.next_line()?;
-    t.check_eq_shown("B 获取租约，token=2", Step::Acquired { token: 2 }.to_string(), b_acquired);
+    t.check_eq_shown(format!("B 获取租约，token={b_token}"), Step::Acquired { token: b_token }.to_string(), b_acquired);
     b.expect_step(Step::DeadlineOk)?;
-    t.check_eq_shown("B 写入被接受", Step::Write { accepted: true, token: 2 }.to_string(), b.next_line()?);
+    t.check_eq_shown("B 写入被接受", Step::Write { accepted: true, token: b_token }.to_string(), b.next_line()?);
     let b_end = format!("{}, {}", b.next_line()?, b.next_line()?);
     let b_status = b.wait_exit()?;
     t.check_eq(
@@ -86,8 +205,8 @@ pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
         format!("{}, {}, exit 0", Step::RenewAfterWrite { ok: true }, Step::Released),
         format!("{b_end}, exit {}", b_status.code().map_or("by signal".into(), |c| c.to_string())),
     );
-    let row = leases.row(LEASE)?.ok_or("no lease row")?;
-    t.check_eq("A 恢复前租约已被 B 释放：租约表此刻空闲", "released token=2".to_owned(), format!("{} token={}", if row.released { "released" } else { "not released" }, row.token));
+    let free = side.after_release(b_token)?;
+    t.check_eq(free.label, free.expected, free.actual);
     t.check_eq("B 运行期间 A 一直停止", 'T', a.state()?);
 
     // The release line goes into the pipe first; SIGCONT then lets A read it.
@@ -102,7 +221,7 @@ pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
         let (write, renew) = (line(0), line(1));
         t.note(format!("A 恢复后：{write}；{renew}"));
         if refuses_serial_stale_rewrite(mode) {
-            t.check_eq_shown("资源端拒绝 A 的旧 token", Step::Write { accepted: false, token: 1 }.to_string(), write);
+            t.check_eq_shown("资源端拒绝 A 的旧 token", Step::Write { accepted: false, token: a_token }.to_string(), write);
         }
         t.check_eq_shown("A 的续租失败：token 已被取代", Step::RenewAfterWrite { ok: false }.to_string(), renew);
         2
@@ -116,11 +235,11 @@ pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
     let summary = view.part_text(SCOPE, PART_SUMMARY)?;
     let floor = view.floor(SCOPE)?;
     t.note(format!("最终 summary = {summary}；fence_floor={floor}"));
-    let b_report = "rows=201(B) by holder-b token=2";
+    let b_report = format!("rows=201(B) by holder-b token={b_token}");
     if !a_writes || refuses_serial_stale_rewrite(mode) {
-        t.check_eq_shown("B 的结果保留", b_report.to_owned(), summary.clone());
+        t.check_eq_shown("B 的结果保留", b_report, summary.clone());
     } else {
-        t.exposes(summary == "rows=200(A) by holder-a token=1", "资源端不检查 token 时，A 的旧结果覆盖了 B 的结果", || &summary);
+        t.exposes(summary == format!("rows=200(A) by holder-a token={a_token}"), "资源端不检查 token 时，A 的旧结果覆盖了 B 的结果", || &summary);
     }
 
     let refused = view.attempts("holder-a", false)?;
@@ -137,9 +256,8 @@ pub fn timeline(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<()> {
     a_end.push(format!("exit {}", a_status.code().map_or("by signal".into(), |c| c.to_string())));
     let expected_end = if a_writes { format!("{}, exit 0", Step::LeaseLost) } else { "exit 0".to_owned() };
     t.check_eq("A 不释放别人的租约，随后退出", expected_end, a_end.join(", "));
-    let row = leases.row(LEASE)?.ok_or("no lease row")?;
-    let untouched = if a_writes { "租约行最后仍是 holder-b/2（已释放）：A 的失败续租没有改动它" } else { "租约行最后仍是 holder-b/2（已释放）：A 放弃后没有再碰它" };
-    t.check_eq(untouched, "holder-b/2 released".to_owned(), format!("{}/{} {}", row.holder, row.token, if row.released { "released" } else { "not released" }));
+    let untouched = side.after_a(b_token, a_writes)?;
+    t.check_eq(untouched.label, untouched.expected, untouched.actual);
     Ok(())
 }
 // ANCHOR_END: timeline

@@ -6,9 +6,26 @@ use super::{Case, Lab, Options};
 use crate::cluster::Session;
 use crate::error::{chain, Result};
 use crate::transcript::Transcript;
-use crate::{db, interrupt};
+use crate::{db, interrupt, timeline};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// How long one case took, and how much of that it waited by design
+/// (see [`crate::poll::designed`]); the rest is the lab's overhead.
+#[derive(Clone, Copy, Debug)]
+pub struct CaseTime {
+    /// From the header to the last line.
+    pub elapsed: Duration,
+    /// The part spent in waits the experiment needs.
+    pub designed: Duration,
+}
+
+impl CaseTime {
+    /// What is neither the experiment's own waiting nor nothing: overhead.
+    pub fn overhead(&self) -> Duration {
+        self.elapsed.saturating_sub(self.designed)
+    }
+}
 
 /// A run of cases: the cluster held, the databases fresh.
 pub struct Runner {
@@ -44,20 +61,38 @@ impl Runner {
     /// how long it took, to `done`. A case that errs ends with a FAIL line
     /// that carries the whole error chain, and the run goes on; after a stop
     /// signal, the run ends with an error and `done` is not called again.
-    pub fn run_each(&self, cases: &[&Case], t: &mut Transcript, mut done: impl FnMut(&Case, &Transcript, Duration) -> Result<()>) -> Result<()> {
+    pub fn run_each(&self, cases: &[&Case], t: &mut Transcript, mut done: impl FnMut(&Case, &Transcript, CaseTime) -> Result<()>) -> Result<()> {
         for case in cases {
+            crate::poll::take_designed();
             let start = Instant::now();
             t.case(case.id, &(case.title)(&self.lab.options));
-            if let Err(e) = self.lab.reset().and_then(|()| (case.run)(&self.lab, t)) {
+            let began_ms = crate::events::now_ms();
+            let ran = self.lab.reset().and_then(|()| {
+                timeline::clear();
+                (case.run)(&self.lab, t)
+            });
+            if let Err(e) = ran {
                 t.abort(chain(e.as_ref()));
+            } else {
+                self.draw(case, began_ms);
             }
             if interrupt::requested() {
                 // A run cut short leaves the saved transcripts and the
                 // evidence as they were: nothing of it is worth keeping.
                 return Err("interrupted".into());
             }
-            done(case, t, start.elapsed())?;
+            done(case, t, CaseTime { elapsed: start.elapsed(), designed: crate::poll::take_designed() })?;
         }
         Ok(())
+    }
+
+    /// Saves the picture of a case that ran holder processes (the parent's
+    /// signals mark one); a picture that cannot be made costs the case nothing.
+    fn draw(&self, case: &Case, began_ms: f64) {
+        let Ok(recorded) = timeline::collect() else { return };
+        if recorded.has_holders() {
+            let name = case.run_name(&self.lab.options);
+            let _ = timeline::save(&name, &recorded.gantt(&name, began_ms));
+        }
     }
 }

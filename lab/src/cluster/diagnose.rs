@@ -41,14 +41,14 @@ pub fn command_error(what: &str, out: &Output, log: Option<&Path>) -> String {
         }
     }
     if let Some(log) = log {
-        text.push_str(&format!("\nserver log {}:\n{}", log.display(), log_tail(log)));
+        text.push_str(&format!("\nserver log {}:{}", log.display(), log_tail(log, 8)));
     }
     text
 }
 
-/// The last lines of a server log, indented.
-pub fn log_tail(log: &Path) -> String {
+/// The last `lines` lines of a log, each on a new line, indented.
+pub fn log_tail(log: &Path, lines: usize) -> String {
     let text = fs::read_to_string(log).unwrap_or_default();
-    let tail: Vec<&str> = text.lines().rev().take(8).collect();
-    tail.into_iter().rev().map(|line| format!("  {line}")).collect::<Vec<_>>().join("\n")
+    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+    tail.into_iter().rev().map(|line| format!("\n  {line}")).collect()
 }

@@ -155,12 +155,12 @@ impl Cluster {
             Ok(self.pid_file_status(child.id()).is_some_and(|s| s == "ready" || s == "standby"))
         })?;
         if let Some(status) = exited {
-            return Err(format!("the postmaster of {} exited while starting ({status}); its log {}:\n{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path())).into());
+            return Err(format!("the postmaster of {} exited while starting ({status}); its log {}:{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path(), 8)).into());
         }
         if !ready {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("{} did not become ready within {START_BOUND:?}; its log {}:\n{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path())).into());
+            return Err(format!("{} did not become ready within {START_BOUND:?}; its log {}:{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path(), 8)).into());
         }
         Ok(child)
     }
@@ -220,10 +220,16 @@ impl Cluster {
     }
 
     /// Stops the server if it runs and deletes the whole cluster folder.
+    /// F14's pair (`-primary`, `-standby`) goes with it: their servers are
+    /// tied to the run that started them, so none of them runs now.
     pub fn reset(&self) -> Result<()> {
         self.stop()?;
-        if self.dir.exists() {
-            fs::remove_dir_all(&self.dir).with_context(|| format!("removing {}", self.dir.display()))?;
+        let folder = self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let pair = ["primary", "standby"].map(|role| self.dir.with_file_name(format!("{folder}-{role}")));
+        for dir in [self.dir.clone()].iter().chain(pair.iter()) {
+            if dir.exists() {
+                fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+            }
         }
         Ok(())
     }

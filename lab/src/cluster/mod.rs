@@ -24,6 +24,11 @@
 //! - [`replica`]: F14's lease store on two servers of its own, a primary and
 //!   its streaming standby, beside `b3-26`: the same lifecycle, twice, plus a
 //!   base backup and a promotion; tied to the run, so no kill leaves them up.
+//! - [`etcd`]: the second lease backend's server, a three-member etcd
+//!   cluster `etcd-26` on loopback (start, stop, status, kill a member with
+//!   SIGKILL, restart it, ask for the leader), owned by a run or by the
+//!   reader like `b3-26`; with the small HTTP client of etcd's JSON
+//!   gateway, which its lifecycle needs to ask etcd for the leader.
 //!
 //! Nothing here speaks SQL: the `db` module, one layer up, connects to the
 //! running server ([`Endpoint`] says where, and with whose passwords).
@@ -31,6 +36,7 @@
 mod binaries;
 pub mod credentials;
 mod diagnose;
+pub mod etcd;
 mod lifecycle;
 pub mod owner;
 pub mod replica;

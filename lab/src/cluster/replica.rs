@@ -188,7 +188,7 @@ impl FailoverPair {
             Ok(state == "in production")
         })?;
         if !promoted {
-            return Err(format!("{} is still {state} {PROMOTE_BOUND:?} after pg_ctl promote; its log {}:\n{}", self.standby.name(), self.standby.log_path().display(), diagnose::log_tail(&self.standby.log_path())).into());
+            return Err(format!("{} is still {state} {PROMOTE_BOUND:?} after pg_ctl promote; its log {}:{}", self.standby.name(), self.standby.log_path().display(), diagnose::log_tail(&self.standby.log_path(), 8)).into());
         }
         Ok(started.elapsed())
     }

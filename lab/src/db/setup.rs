@@ -1,6 +1,7 @@
 //! The cluster's setup, where the superuser connects: the experiments'
-//! role, and the two databases it owns. (F14's primary gets the same role
-//! and `lease26`, plus its replication role: [`super::replication`].)
+//! role, the two databases it owns, and the bench's checkpoints. (F14's
+//! primary gets the same role and `lease26`, plus its replication role:
+//! [`super::replication`].)
 //!
 //! `lab` is an ordinary role: it owns `lease26` and `res26` (so it may
 //! drop and recreate their schema) and has no other privilege. Nothing the
@@ -83,4 +84,12 @@ pub(super) fn create_database(admin: &mut Client, name: &str) -> Result<()> {
     admin
         .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", credentials::ROLE))
         .with_context(|| format!("creating database {name}"))
+}
+
+/// Writes every dirty buffer to disk now. `CHECKPOINT` is a superuser's
+/// command (the role `lab` may not run it); the bench runs one before each
+/// cell, so that no cell pays for the dirty pages of the one before, and the
+/// full-page images that follow every checkpoint fall on each cell alike.
+pub fn checkpoint() -> Result<()> {
+    admin()?.batch_execute("CHECKPOINT").context("CHECKPOINT")
 }

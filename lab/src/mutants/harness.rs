@@ -64,6 +64,16 @@ fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
         run_args.extend(&args);
         let out = scratch.lab(&run_args)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
+        // A run that ended without its SUMMARY line was cut short (a signal,
+        // an error of the lab itself): it proves nothing and is never locked.
+        if !stdout.lines().any(|l| l.starts_with("SUMMARY ")) {
+            return Ok(Verdict::Broken(format!(
+                "lab run {} ended early ({}) without a SUMMARY line:\n{}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            )));
+        }
         if let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("  FAIL ")) {
             let transcript = evidence::redact(&scratch.normalise(&stdout));
             return Ok(Verdict::Killed { by: args.join(" "), line: scratch.normalise(line), transcript });

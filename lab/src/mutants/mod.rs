@@ -49,6 +49,8 @@ pub enum Group {
     /// The chaos run's record and its checker (F15): a judge that cannot
     /// see a failure is a check that cannot fail.
     Chaos,
+    /// The lease on etcd: the acquire txn and its token (F16).
+    Etcd,
 }
 
 /// Every mutation, in the book's order.
@@ -180,6 +182,41 @@ pub const MUTATIONS: &[Mutation] = &[
         question: "资源会话的 idle_in_transaction_session_timeout 没有被设置。F11 后半段里 A 停在栅栏事务里，B 的写入会怎样？",
     },
     Mutation {
+        name: "cte-fence-accepts-any-token",
+        group: Group::Fence,
+        guards: "I3 in the one-statement form: the fence CTE refuses a token below the floor",
+        killer: &["F4", "--mode", "fenced-scope-cte"],
+        question: "一条语句写法里 fence 的比较换成了永远成立的条件。F4 里暂停的 A 恢复后用 token=1 写入，结果如何？",
+    },
+    Mutation {
+        name: "cte-fence-never-advances",
+        group: Group::Fence,
+        guards: "an accepted one-statement write raises the floor, so a writer queued behind it re-evaluates against the new token",
+        killer: &["F6", "--mode", "fenced-scope-cte"],
+        question: "一条语句写法里 fence 只比较、不推进：SET max_token = max_token。F6(b) 的顺序 B→A 里，A 排在 B 后面，B 提交后 A 重新求值，看到的 floor 是多少？",
+    },
+    Mutation {
+        name: "cte-fence-ignores-scope",
+        group: Group::Fence,
+        guards: "a one-statement write raises only its own scope's floor",
+        killer: &["F7", "--mode", "fenced-scope-cte"],
+        question: "一条语句写法里 fence 的 UPDATE 不再限定作用域。F7 里没人写的 weekly-report，它的 fence_floor 会变成多少？",
+    },
+    Mutation {
+        name: "cte-writes-without-fence",
+        group: Group::Fence,
+        guards: "the upsert takes its row FROM fence: no data write unless the floor row was updated",
+        killer: &["F7", "--mode", "fenced-scope-cte"],
+        question: "part 不再从 fence 取行，改成无条件的 VALUES。F7 里 A 用 token=1 写 B 尚未触及的 detail，写入返回什么？detail 里有什么？",
+    },
+    Mutation {
+        name: "cte-records-refusal-as-accepted",
+        group: Group::Fence,
+        guards: "the audit row records what the fence decided: a refusal as accepted=false",
+        killer: &["F4", "--mode", "fenced-scope-cte"],
+        question: "审计行的 accepted 不再取自 fence，写死成 true。F4 里 A 的写入被拒之后，write_attempt 里怎么记它？",
+    },
+    Mutation {
         name: "row-fence-accepts-any-token",
         group: Group::Fence,
         guards: "FENCED_ROW refuses a stale token on a row that exists",
@@ -248,6 +285,20 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "the checker counts an accepted write below a token its scope had accepted as stale",
         killer: &["F15"],
         question: "检查器数过期写入时，遇到比作用域已接受的 token 更小的被接受写入，不再计数。F15 里 FENCED_SCOPE 的“被接受的过期写入 0”还会是 ok 吗？UNFENCED 那条负对照呢？",
+    },
+    Mutation {
+        name: "etcd-acquire-without-compare",
+        group: Group::Etcd,
+        guards: "I1 and I2 on etcd: the acquire txn creates the lock key only if it does not exist (create_revision = 0)",
+        killer: &["F16"],
+        question: "etcd 上获取用的 txn 去掉了 compare（锁键的 create_revision 必须为 0），put 总是执行。holder-c 持有时 holder-x 来获取，会怎样？它拿到的 token 是多少——put 覆盖一个已存在的键时，create_revision 变不变？",
+    },
+    Mutation {
+        name: "etcd-token-is-lease-id",
+        group: Group::Etcd,
+        guards: "I2 on etcd: the token is the key's create revision, one counter for the whole cluster; a lease id is unique but not ordered",
+        killer: &["F16"],
+        question: "etcd 上获取返回的 token 换成了 etcd 租约的 ID（它也独一无二，而且同一个成员发出的一个比一个大）。F16 里 A 拿到的 token 会是多少？换一个成员授予租约，还能保证更大吗？",
     },
 ];
 

@@ -8,8 +8,9 @@
 //! the receiver compares a sequencer with the newest one it has seen, with no
 //! session to the lock service.
 //!
-//! `FenceMode::FencedScope` is the real design. The other three are broken on
-//! purpose and exist so that the negative controls really run them: F5
+//! `FenceMode::FencedScope` is the real design, and `FencedScopeCte` is the
+//! same guarantee in one statement. The other three are broken on purpose
+//! and exist so that the negative controls really run them: F5
 //! (`Unfenced`), F6(a) (`CheckThenWrite`), F7 (`FencedRow`). [`view`] holds
 //! the read-only queries with which a case observes the resource.
 
@@ -19,7 +20,8 @@ pub use view::{PartRow, ResourceView};
 
 use crate::db;
 use crate::error::{Result, ResultExt};
-use postgres::{Client, GenericClient};
+use postgres::{Client, GenericClient, Statement};
+use std::collections::HashMap;
 use std::fmt;
 
 /// How the resource decides whether to accept a write.
@@ -28,6 +30,9 @@ pub enum FenceMode {
     /// One conditional UPDATE of the scope's `fence_floor` and the data write,
     /// in one transaction: the design this book argues for.
     FencedScope,
+    /// The same compare, advance and data write as `FencedScope`, in one
+    /// autocommit statement (a data-modifying CTE): one round trip.
+    FencedScopeCte,
     /// Compares the token only with the row being overwritten (F7: a new row
     /// has nothing to compare with).
     FencedRow,
@@ -39,12 +44,17 @@ pub enum FenceMode {
 
 impl FenceMode {
     /// Every mode, the real one first.
-    pub const ALL: [FenceMode; 4] = [FenceMode::FencedScope, FenceMode::FencedRow, FenceMode::Unfenced, FenceMode::CheckThenWrite];
+    pub const ALL: [FenceMode; 5] =
+        [FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedRow, FenceMode::Unfenced, FenceMode::CheckThenWrite];
+
+    /// The modes that fence the whole scope: the two forms of the real design.
+    pub const SCOPE_FENCES: [FenceMode; 2] = [FenceMode::FencedScope, FenceMode::FencedScopeCte];
 
     /// The name transcripts and `write_attempt.mode` use.
     pub fn name(self) -> &'static str {
         match self {
             FenceMode::FencedScope => "FENCED_SCOPE",
+            FenceMode::FencedScopeCte => "FENCED_SCOPE_CTE",
             FenceMode::FencedRow => "FENCED_ROW",
             FenceMode::Unfenced => "UNFENCED",
             FenceMode::CheckThenWrite => "CHECK_THEN_WRITE",
@@ -55,6 +65,7 @@ impl FenceMode {
     pub fn cli_name(self) -> &'static str {
         match self {
             FenceMode::FencedScope => "fenced-scope",
+            FenceMode::FencedScopeCte => "fenced-scope-cte",
             FenceMode::FencedRow => "fenced-row",
             FenceMode::Unfenced => "unfenced",
             FenceMode::CheckThenWrite => "check-then-write",
@@ -95,6 +106,9 @@ pub struct PartWrite<'a> {
 /// the floor row still locked); for `CheckThenWrite` after the check and
 /// before the writes. F6 and F8 force interleavings with it from threads;
 /// a holder process stops in it on request (F10, F11: `--wait inside-fence`).
+/// `FencedScopeCte` has no such point: its fence and data write are one
+/// statement, so F6 stops it from outside (see `cases::common::PartHold`),
+/// and a store in that mode refuses to run with a gap installed.
 pub type Gap = Box<dyn FnMut() + Send>;
 // ANCHOR_END: gap
 
@@ -113,7 +127,8 @@ const ADVANCE_FENCE: &str =
 
 // ANCHOR: upsert_sql
 /// The data write: insert the part or overwrite it, whoever wrote it before.
-/// Safe only behind ADVANCE_FENCE in the same transaction.
+/// Safe only behind ADVANCE_FENCE in the same transaction (FENCED_SCOPE).
+/// UNFENCED runs the same upsert with nothing before it (UNFENCED_WRITE).
 const UPSERT: &str = "
     INSERT INTO report_part (scope, part, content, writer, token)
     VALUES ($1, $2, $3, $4, $5)
@@ -122,19 +137,110 @@ const UPSERT: &str = "
            token = EXCLUDED.token, written_at = clock_timestamp()";
 // ANCHOR_END: upsert_sql
 
+// ANCHOR: cte_sql
+/// FENCED_SCOPE_CTE: ADVANCE_FENCE, UPSERT and the audit record as one
+/// autocommit statement, a data-modifying CTE: one round trip, one commit.
+///
+/// - `fence` is ADVANCE_FENCE itself: it takes the scope's `fence_floor` row
+///   lock and holds it until the statement commits, which in autocommit is
+///   the end of this statement. A concurrent writer of the scope queues on
+///   that lock and, under Read Committed, re-evaluates `max_token <= $5`
+///   against the row version the first one committed, as in FENCED_SCOPE:
+///   the lock serialises writers exactly as the transaction form does, only
+///   its holding ends at the statement's commit instead of an explicit one.
+/// - `RETURNING scope` is the one channel by which the fence's outcome
+///   reaches its siblings: every sub-statement of a WITH runs on the same
+///   snapshot, so none of them could see the floor's new value by reading
+///   the table (PostgreSQL manual, "Data-Modifying Statements in WITH"). `part` selects its one row FROM `fence`, so the upsert runs
+///   only when the floor row was updated, under its lock, into the scope
+///   whose floor was advanced; a refused write inserts nothing.
+/// - `attempt` always inserts one row (VALUES, not FROM fence), so a refused
+///   write is recorded in the same statement; its `accepted` is whether
+///   `fence` returned the row. The primary SELECT reads `fence`, so the
+///   UPDATE runs first and the audit row's id is drawn under the floor row
+///   lock: for accepted writes, `id` order is still acceptance order.
+/// - Data-modifying CTEs run to completion whether or not the primary query
+///   reads them, and commit or fail together: no other session ever sees
+///   the floor advanced without the part written.
+/// - The upsert's conflict check sees rows committed after the snapshot (a
+///   part written by the writer this one queued behind): Read Committed's
+///   ON CONFLICT DO UPDATE locks and overwrites the newest version.
+/// - `floor_after` (what the chaos checker reads, as in RECORD_ATTEMPT) is
+///   the floor `fence` set, read from its RETURNING for the reason above.
+///   A refused write read no row there and reads the floor itself, `FOR
+///   SHARE` as RECORD_ATTEMPT does: the lock read sees the newest committed
+///   floor, not this statement's snapshot of it. COALESCE evaluates that
+///   subquery only when `fence` returned nothing.
+const FENCE_AND_WRITE: &str = "
+    WITH fence AS (
+        UPDATE fence_floor SET max_token = $5
+         WHERE scope = $1 AND max_token <= $5
+        RETURNING scope, max_token
+    ), part AS (
+        INSERT INTO report_part (scope, part, content, writer, token)
+        SELECT fence.scope, $2, $3, $4, $5 FROM fence
+        ON CONFLICT (scope, part) DO UPDATE
+           SET content = EXCLUDED.content, writer = EXCLUDED.writer,
+               token = EXCLUDED.token, written_at = clock_timestamp()
+    ), attempt AS (
+        INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+        VALUES ($1, $2, $4, $5, $6, EXISTS (SELECT FROM fence),
+                COALESCE((SELECT max_token FROM fence),
+                         (SELECT max_token FROM fence_floor WHERE scope = $1 FOR SHARE)))
+    )
+    SELECT EXISTS (SELECT FROM fence)";
+// ANCHOR_END: cte_sql
+
 // ANCHOR: row_fence_sql
 /// FENCED_ROW: the comparison rides on the upsert's conflict branch, so it
 /// only constrains a row that already exists. A part that the newer holder
 /// has not written yet goes down the INSERT branch, with no old token to
 /// compare against (F7).
+///
+/// The audit record is in the same autocommit statement: `part` returns a
+/// row only when it inserted or updated one, so `accepted` is whether the
+/// conflict branch's WHERE let the write through. One round trip and one
+/// commit per write, like FENCED_SCOPE_CTE, so that `lab bench` compares
+/// fences and not numbers of commits.
+///
+/// `floor_after` reads the scope's floor without a lock: no FENCED_ROW
+/// write moves it, so the value is the one any reader sees, and a share
+/// lock would cost each write a WAL record that the comparison with
+/// UNFENCED must not carry.
 const UPSERT_IF_ROW_TOKEN: &str = "
-    INSERT INTO report_part AS r (scope, part, content, writer, token)
-    VALUES ($1, $2, $3, $4, $5)
-    ON CONFLICT (scope, part) DO UPDATE
-       SET content = EXCLUDED.content, writer = EXCLUDED.writer,
-           token = EXCLUDED.token, written_at = clock_timestamp()
-     WHERE r.token <= EXCLUDED.token";
+    WITH part AS (
+        INSERT INTO report_part AS r (scope, part, content, writer, token)
+        VALUES ($1, $2, $3, $4, $5)
+        ON CONFLICT (scope, part) DO UPDATE
+           SET content = EXCLUDED.content, writer = EXCLUDED.writer,
+               token = EXCLUDED.token, written_at = clock_timestamp()
+         WHERE r.token <= EXCLUDED.token
+        RETURNING true
+    )
+    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+    VALUES ($1, $2, $4, $5, $6, EXISTS (SELECT FROM part),
+            (SELECT max_token FROM fence_floor WHERE scope = $1))
+    RETURNING accepted";
 // ANCHOR_END: row_fence_sql
+
+/// UNFENCED: UPSERT with no fence before it, and its audit record, in one
+/// autocommit statement. The token is stored but never compared: the last
+/// writer wins (F5). One round trip and one commit per write: the baseline
+/// of `lab bench` is the cheapest unfenced write that keeps the record every
+/// mode keeps, so a fenced mode's ratio to it is the price of its fence.
+/// `floor_after` is read without a lock, as in FENCED_ROW: no UNFENCED
+/// write moves the floor.
+const UNFENCED_WRITE: &str = "
+    WITH part AS (
+        INSERT INTO report_part (scope, part, content, writer, token)
+        VALUES ($1, $2, $3, $4, $5)
+        ON CONFLICT (scope, part) DO UPDATE
+           SET content = EXCLUDED.content, writer = EXCLUDED.writer,
+               token = EXCLUDED.token, written_at = clock_timestamp()
+    )
+    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+    VALUES ($1, $2, $4, $5, $6, true,
+            (SELECT max_token FROM fence_floor WHERE scope = $1))";
 
 /// CHECK_THEN_WRITE's read: a snapshot of the floor that is already history
 /// by the time the decision is acted on.
@@ -172,6 +278,11 @@ pub struct ResourceStore {
     mode: FenceMode,
     /// The hook at the race point; `None` in a normal write.
     gap: Option<Gap>,
+    /// The statements this session has prepared, by their text: each is
+    /// parsed and planned once per session. (Given a text, rust-postgres
+    /// prepares an unnamed statement on every call: one more round trip per
+    /// statement, and a parse and plan on the server each time.)
+    prepared: HashMap<&'static str, Statement>,
 }
 
 // ANCHOR: idle_timeout_sql
@@ -187,7 +298,7 @@ const SET_IDLE_TIMEOUT: &str = "SELECT set_config('idle_in_transaction_session_t
 impl ResourceStore {
     /// Connects to `res26`; `who` names the session in `pg_stat_activity`.
     pub fn connect(mode: FenceMode, who: &str) -> Result<ResourceStore> {
-        Ok(ResourceStore { client: db::connect(db::RES_DB, who)?, mode, gap: None })
+        Ok(ResourceStore { client: db::connect(db::RES_DB, who)?, mode, gap: None, prepared: HashMap::new() })
     }
 
     /// Lets the server end this session when it sits idle inside a
@@ -209,6 +320,16 @@ impl ResourceStore {
         Ok(self.client.query_one("SELECT pg_backend_pid()", &[])?.get(0))
     }
 
+    /// `sql` as a statement this session has prepared (see `prepared`).
+    fn prepared(&mut self, sql: &'static str) -> Result<Statement> {
+        if let Some(statement) = self.prepared.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).context("preparing a statement")?;
+        self.prepared.insert(sql, statement.clone());
+        Ok(statement)
+    }
+
     /// Writes one part; `true` when the resource accepted it. Every attempt
     /// is recorded in `write_attempt`.
     pub fn write(&mut self, w: &PartWrite) -> Result<bool> {
@@ -216,6 +337,7 @@ impl ResourceStore {
         let what = || format!("{mode} write of {}/{} by {} token={}", w.scope, w.part, w.writer, w.token);
         let result = match self.mode {
             FenceMode::FencedScope => self.write_fenced_scope(w),
+            FenceMode::FencedScopeCte => self.write_fenced_scope_cte(w),
             FenceMode::FencedRow => self.write_fenced_row(w),
             FenceMode::Unfenced => self.write_unfenced(w),
             FenceMode::CheckThenWrite => self.write_check_then_write(w),
@@ -225,19 +347,20 @@ impl ResourceStore {
 
     // ANCHOR: fenced_scope
     fn write_fenced_scope(&mut self, w: &PartWrite) -> Result<bool> {
+        let (advance, upsert, record) = (self.prepared(ADVANCE_FENCE)?, self.prepared(UPSERT)?, self.prepared(RECORD_ATTEMPT)?);
         let mut tx = self.client.transaction()?;
         // Compare and advance in one statement; holds the floor row lock from
         // here to commit (see ADVANCE_FENCE).
-        if tx.execute(ADVANCE_FENCE, &[&w.token, &w.scope])? == 0 {
+        if tx.execute(&advance, &[&w.token, &w.scope])? == 0 {
             tx.rollback()?;
             // Refused: recorded after the rollback, on the autocommit session.
-            record(&mut self.client, w, FenceMode::FencedScope, false)?;
+            record_attempt(&mut self.client, &record, w, FenceMode::FencedScope, false)?;
             return Ok(false);
         }
-        tx.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
+        tx.execute(&upsert, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
         // Accepted: recorded inside the transaction, still under the floor
         // lock, so write_attempt.id follows the order of acceptance.
-        record(&mut tx, w, FenceMode::FencedScope, true)?;
+        record_attempt(&mut tx, &record, w, FenceMode::FencedScope, true)?;
         // Everything written, nothing committed, the floor row still locked.
         if let Some(gap) = self.gap.as_mut() {
             gap();
@@ -247,28 +370,43 @@ impl ResourceStore {
     }
     // ANCHOR_END: fenced_scope
 
+    // ANCHOR: fenced_scope_cte
+    fn write_fenced_scope_cte(&mut self, w: &PartWrite) -> Result<bool> {
+        if self.gap.is_some() {
+            // A hook between the fence and the write cannot exist here;
+            // running without it would fake the interleaving a case asked for.
+            return Err("FENCED_SCOPE_CTE is one statement: there is no gap to stop it in".into());
+        }
+        // One autocommit statement: compare, advance, write and record, or
+        // only record the refusal (see FENCE_AND_WRITE).
+        let statement = self.prepared(FENCE_AND_WRITE)?;
+        let row = self.client.query_one(&statement, &[&w.scope, &w.part, &w.content, &w.writer, &w.token, &FenceMode::FencedScopeCte.name()])?;
+        Ok(row.get(0))
+    }
+    // ANCHOR_END: fenced_scope_cte
+
     fn write_fenced_row(&mut self, w: &PartWrite) -> Result<bool> {
-        // One autocommit statement; 0 rows means the conflict branch's WHERE
-        // found a larger token on the existing row.
-        let accepted =
-            self.client.execute(UPSERT_IF_ROW_TOKEN, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])? == 1;
-        record(&mut self.client, w, FenceMode::FencedRow, accepted)?;
-        Ok(accepted)
+        // One autocommit statement, the write and its record; `accepted` is
+        // false when the conflict branch's WHERE found a larger token.
+        let statement = self.prepared(UPSERT_IF_ROW_TOKEN)?;
+        let row = self.client.query_one(&statement, &[&w.scope, &w.part, &w.content, &w.writer, &w.token, &FenceMode::FencedRow.name()])?;
+        Ok(row.get(0))
     }
 
     fn write_unfenced(&mut self, w: &PartWrite) -> Result<bool> {
-        // The token is stored but never compared: the last writer wins.
-        self.client.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
-        record(&mut self.client, w, FenceMode::Unfenced, true)?;
+        // One autocommit statement, the write and its record (UNFENCED_WRITE).
+        let statement = self.prepared(UNFENCED_WRITE)?;
+        self.client.execute(&statement, &[&w.scope, &w.part, &w.content, &w.writer, &w.token, &FenceMode::Unfenced.name()])?;
         Ok(true)
     }
 
     // ANCHOR: check_then_write
     fn write_check_then_write(&mut self, w: &PartWrite) -> Result<bool> {
+        let record = self.prepared(RECORD_ATTEMPT)?;
         // Step 1, autocommit: read the floor. Nothing holds it still afterwards.
         let floor: i64 = self.client.query_one(READ_FLOOR, &[&w.scope])?.get(0);
         if w.token < floor {
-            record(&mut self.client, w, FenceMode::CheckThenWrite, false)?;
+            record_attempt(&mut self.client, &record, w, FenceMode::CheckThenWrite, false)?;
             return Ok(false);
         }
         // Between the check and the writes, another writer may commit.
@@ -278,14 +416,15 @@ impl ResourceStore {
         // Steps 2 and 3, each autocommit: act on a decision that may be stale.
         self.client.execute(SET_FLOOR, &[&w.token, &w.scope])?;
         self.client.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
-        record(&mut self.client, w, FenceMode::CheckThenWrite, true)?;
+        record_attempt(&mut self.client, &record, w, FenceMode::CheckThenWrite, true)?;
         Ok(true)
     }
     // ANCHOR_END: check_then_write
 }
 
-fn record(db: &mut impl GenericClient, w: &PartWrite, mode: FenceMode, accepted: bool) -> Result<()> {
-    db.execute(RECORD_ATTEMPT, &[&w.scope, &w.part, &w.writer, &w.token, &mode.name(), &accepted])
+/// Inserts the audit record of one attempt with the prepared RECORD_ATTEMPT.
+fn record_attempt(db: &mut impl GenericClient, record: &Statement, w: &PartWrite, mode: FenceMode, accepted: bool) -> Result<()> {
+    db.execute(record, &[&w.scope, &w.part, &w.writer, &w.token, &mode.name(), &accepted])
         .context("recording the write attempt")?;
     Ok(())
 }

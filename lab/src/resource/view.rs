@@ -132,4 +132,18 @@ impl ResourceView {
         Ok(row.and_then(|r| r.get(0)))
     }
 
+    /// The sessions that block server process `pid`, by `application_name`
+    /// (`holder-a`, `lab part holder`), as `pg_blocking_pids` sees them;
+    /// `none` when nothing blocks it.
+    pub fn blocked_by(&mut self, pid: i32) -> Result<String> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT coalesce(string_agg(application_name, ', ' ORDER BY application_name), 'none')
+                   FROM pg_stat_activity WHERE pid = ANY (pg_blocking_pids($1))",
+                &[&pid],
+            )
+            .context("reading pg_blocking_pids")?;
+        Ok(row.get(0))
+    }
 }

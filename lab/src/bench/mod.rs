@@ -1,0 +1,243 @@
+//! `lab bench`: what fencing costs, measured on the reader's own machine.
+//!
+//! The article gives no figure for latency or throughput; an engineer
+//! deciding whether to fence wants one. The bench times each resource
+//! mode's write through the very `ResourceStore::write` the cases prove (no
+//! copy of its SQL), side by side, in one run, on one cluster with the
+//! server's durability settings as they are (`fsync` and
+//! `synchronous_commit` are read with `SHOW` and printed with the table).
+//!
+//! The design, and why:
+//! - **Cells.** A cell is one mode with 1, 4 or 16 writers, on one scope or
+//!   on 16 scopes (writer *i* writes scope *i* mod 16, so up to 16 writers
+//!   never share a floor row). Each writer is a thread with its own
+//!   connection, as each instance of the report job has its own.
+//! - **The workload models the report job.** Every writer holds the same
+//!   grant (token 1: one holding, written many times; equal tokens pass),
+//!   so every fenced write is accepted and the bench measures the cost of a
+//!   fence that says yes, which is what fencing costs in the normal path.
+//!   Each writer rewrites its own few parts in turn, as the job rewrites a
+//!   report's parts on every run: after a warm-up every write is an
+//!   overwrite, the path F4–F7 exercise, and the tables stay small. Parts
+//!   are the writer's own, so unfenced writers never wait for each other:
+//!   the only row contention measured is the one the fence adds.
+//! - **Every write is checked.** After a cell the bench counts the cell's
+//!   rows in `write_attempt` and compares them with what the writers
+//!   counted; refusals (none expected) are shown in the table.
+//! - **Why a mode costs what it costs.** With `fsync` on, a commit waits
+//!   for its WAL to reach the disk, and with many writers the server is
+//!   mostly writing and flushing WAL. The table shows the WAL bytes each
+//!   mode's write generates (the WAL insert position before and after each
+//!   slice), which is where a fence's price shows.
+//! - **Fair order.** The four modes of one concurrency are measured
+//!   together: each has its own team of writers, and the teams take turns in
+//!   slices of a quarter of a second until each has written for the cell's
+//!   time (see [`writers`]), so a disk or a neighbour that slows the machine
+//!   slows every mode alike. Each group starts from a fresh resource schema
+//!   and a `CHECKPOINT`. The whole table is measured `--runs` times and
+//!   shows the median of the runs. A mode's ratio to `unfenced` is the
+//!   median, over every round of every run, of its slice's rate over the
+//!   `unfenced` slice's of the same round: pairs measured within a second of
+//!   each other, and a stall that hits one slice moves one pair only.
+//! - **Acquires.** 16 threads contend for one lease; a winner releases at
+//!   once, so the lease changes hands all the time and both outcomes of the
+//!   acquire statement run. The tokens issued must equal the grants counted.
+//!
+//! Files: [`writers`] (one write cell), [`acquirers`] (the acquire cell),
+//! [`report`] (the machine's facts, the table, the files).
+
+pub mod acquirers;
+pub mod report;
+pub mod writers;
+
+use crate::cluster::Session;
+use crate::db;
+use crate::error::Result;
+use crate::resource::FenceMode;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The reader's knobs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long each cell's writers (or acquirers) run, per run.
+    pub seconds: u32,
+    /// How many times every cell is measured; the table shows the median.
+    pub runs: u32,
+    /// The markdown table's file; the CSV goes beside it (`.csv`).
+    pub out: PathBuf,
+}
+
+/// The modes compared, the baseline first.
+pub const MODES: [FenceMode; 4] = [FenceMode::Unfenced, FenceMode::FencedRow, FenceMode::FencedScope, FenceMode::FencedScopeCte];
+
+/// How many writers write at once.
+pub const WRITERS: [usize; 3] = [1, 4, 16];
+
+/// On how many scopes: one shared floor row, or one per writer.
+pub const SCOPES: [usize; 2] = [1, 16];
+
+/// How many threads contend for the lease.
+pub const ACQUIRERS: usize = 16;
+
+/// One cell of the table: a mode, a number of writers, a number of scopes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cell {
+    /// The resource mode.
+    pub mode: FenceMode,
+    /// Concurrent writers, each on its own connection.
+    pub writers: usize,
+    /// Scopes written (writer `i` writes scope `i % scopes`).
+    pub scopes: usize,
+}
+
+/// What one write cell measured in one run.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// Writes per second, all writers together.
+    pub per_second: f64,
+    /// The median latency of one write.
+    pub p50: Duration,
+    /// The 99th percentile.
+    pub p99: Duration,
+    /// Writes the resource refused, by `write_attempt` (none expected).
+    pub refused: u64,
+    /// WAL bytes the server wrote per write: what a commit must flush.
+    pub wal_per_write: f64,
+    /// Writes per second in each of the mode's slices, round by round: the
+    /// slices of one round of all modes lie within about a second.
+    pub slice_rates: Vec<f64>,
+}
+
+/// What the acquire cell measured in one run.
+#[derive(Clone, Debug)]
+pub struct AcquireSample {
+    /// Acquire attempts per second, all threads together.
+    pub per_second: f64,
+    /// The median latency of one attempt.
+    pub p50: Duration,
+    /// The 99th percentile.
+    pub p99: Duration,
+    /// Attempts that were granted a token.
+    pub granted: u64,
+}
+
+/// Every run of every cell, and the machine's facts.
+pub struct Results {
+    /// Where and how it was measured.
+    pub facts: report::Facts,
+    /// The knobs.
+    pub options: Options,
+    /// Each write cell with its samples, one per run, in table order.
+    pub cells: Vec<(Cell, Vec<Sample>)>,
+    /// The acquire cell's samples, one per run.
+    pub acquires: Vec<AcquireSample>,
+}
+
+/// The write cells in table order: scopes, then writers, then mode.
+pub fn cells() -> Vec<Cell> {
+    let mut out = Vec::new();
+    for scopes in SCOPES {
+        for writers in WRITERS {
+            for mode in MODES {
+                out.push(Cell { mode, writers, scopes });
+            }
+        }
+    }
+    out
+}
+
+/// Runs the whole bench: takes the cluster (starting it if needed),
+/// recreates the databases, measures every cell `runs` times, and returns
+/// the samples. Progress goes to stderr.
+pub fn run(options: &Options) -> Result<Results> {
+    let session = Session::begin()?;
+    db::setup::recreate_databases()?;
+    let facts = report::Facts::read(session.cluster())?;
+    eprintln!("bench: {}", facts.durability());
+    let seconds = Duration::from_secs(options.seconds.into());
+    let table = cells();
+    let mut cells: Vec<(Cell, Vec<Sample>)> = table.iter().map(|c| (*c, Vec::new())).collect();
+    let mut acquires = Vec::new();
+    let groups = SCOPES.len() * WRITERS.len();
+    let total = (groups + 1) * options.runs as usize;
+    let mut done = 0;
+    for run in 0..options.runs as usize {
+        for scopes in SCOPES {
+            for writers in WRITERS {
+                done += 1;
+                eprint!("bench: [{done}/{total}] run {}/{}: {writers} writer(s) on {scopes} scope(s), every mode … ", run + 1, options.runs);
+                let samples = writers::measure_group(writers, scopes, seconds)?;
+                let shown: Vec<String> = MODES.iter().zip(&samples).map(|(m, s)| format!("{} {:.0}/s", m.cli_name(), s.per_second)).collect();
+                eprintln!("{}", shown.join(", "));
+                for (mode, sample) in MODES.iter().zip(samples) {
+                    let cell = Cell { mode: *mode, writers, scopes };
+                    cells.iter_mut().find(|(c, _)| *c == cell).expect("a cell of the table").1.push(sample);
+                }
+            }
+        }
+        done += 1;
+        eprint!("bench: [{done}/{total}] run {}/{}: {ACQUIRERS} threads acquiring … ", run + 1, options.runs);
+        let sample = acquirers::measure(ACQUIRERS, seconds)?;
+        eprintln!("{:.0} attempts/s, {} granted", sample.per_second, sample.granted);
+        acquires.push(sample);
+    }
+    drop(session);
+    Ok(Results { facts, options: options.clone(), cells, acquires })
+}
+
+/// The median of some values (the mean of the middle two for an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The `q` quantile of sorted latencies, nearest rank (`q` = 0.5, 0.99).
+pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Odd and even counts; the order of the input does not matter.
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+    }
+
+    /// Nearest rank: of 100 values 1..=100, p50 is 50 and p99 is 99.
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let sorted: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(quantile(&sorted, 0.5), Duration::from_millis(50));
+        assert_eq!(quantile(&sorted, 0.99), Duration::from_millis(99));
+        assert_eq!(quantile(&sorted[..1], 0.99), Duration::from_millis(1));
+    }
+
+    /// Every mode meets every concurrency, the baseline first in each group.
+    #[test]
+    fn the_table_has_every_cell_once() {
+        let cells = cells();
+        assert_eq!(cells.len(), MODES.len() * WRITERS.len() * SCOPES.len());
+        for group in cells.chunks(MODES.len()) {
+            assert_eq!(group[0].mode, FenceMode::Unfenced);
+            assert!(group.iter().all(|c| c.writers == group[0].writers && c.scopes == group[0].scopes));
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The bench's output: the facts of the machine and the server it ran on,
+//! the table of medians with each mode's ratio to `unfenced`, and the two
+//! files the book reads (markdown to include, CSV to chart).
+
+use super::{median, Cell, Results, ACQUIRERS};
+use crate::cluster::Cluster;
+use crate::db;
+use crate::error::{Result, ResultExt};
+use crate::resource::FenceMode;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+/// Where and how the bench ran: what a reader needs to compare figures.
+#[derive(Clone, Debug)]
+pub struct Facts {
+    /// Logical cores this process may use.
+    pub cores: usize,
+    /// The processor's model, from /proc/cpuinfo.
+    pub cpu: String,
+    /// `SHOW server_version`.
+    pub server_version: String,
+    /// `SHOW fsync`: whether commits reach the disk at all.
+    pub fsync: String,
+    /// `SHOW synchronous_commit`: whether a commit waits for its WAL flush.
+    pub synchronous_commit: String,
+    /// `SHOW wal_sync_method`: how the WAL is flushed.
+    pub wal_sync_method: String,
+    /// The file system the data directory lives on (what a flush costs).
+    pub filesystem: String,
+    /// Whether the lab itself (the client) was built with optimisations.
+    pub client_build: &'static str,
+}
+
+impl Facts {
+    /// Reads the facts from the machine and from the running server.
+    pub fn read(cluster: &Cluster) -> Result<Facts> {
+        let mut client = db::connect(db::RES_DB, "lab bench")?;
+        let mut show = |name: &str| -> Result<String> {
+            Ok(client.query_one(&format!("SHOW {name}"), &[]).with_context(|| format!("SHOW {name}"))?.get(0))
+        };
+        Ok(Facts {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu: cpu_model(),
+            server_version: show("server_version")?,
+            fsync: show("fsync")?,
+            synchronous_commit: show("synchronous_commit")?,
+            wal_sync_method: show("wal_sync_method")?,
+            filesystem: filesystem_of(&cluster.data_dir()),
+            client_build: if cfg!(debug_assertions) { "debug" } else { "release" },
+        })
+    }
+
+    /// One line on durability, as `SHOW` reads it.
+    pub fn durability(&self) -> String {
+        let warning = if self.fsync == "on" && self.synchronous_commit == "on" { "" } else { " (NOT the durable default: the figures flatter every mode)" };
+        format!(
+            "fsync={}, synchronous_commit={}, wal_sync_method={} (SHOW), data directory on {}{warning}",
+            self.fsync, self.synchronous_commit, self.wal_sync_method, self.filesystem
+        )
+    }
+}
+
+/// The first `model name` of /proc/cpuinfo.
+fn cpu_model() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_owned()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The type of the file system mounted deepest above `path` (/proc/mounts).
+fn filesystem_of(path: &Path) -> String {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace();
+            let (_, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
+            path.starts_with(point).then(|| (point.len(), kind.to_owned()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map_or_else(|| "unknown".into(), |(_, kind)| kind)
+}
+
+/// A duration in milliseconds with two decimals.
+pub fn ms(d: Duration) -> String {
+    format!("{:.2}ms", d.as_secs_f64() * 1000.0)
+}
+
+/// One row of the table: a cell's medians.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// The cell.
+    pub cell: Cell,
+    /// Median writes per second.
+    pub per_second: f64,
+    /// The median, over every round of every run, of the mode's slice rate
+    /// over `unfenced`'s in the same round, at the same writers and scopes.
+    pub ratio: f64,
+    /// Median p50 and p99 latency.
+    pub p50: Duration,
+    pub p99: Duration,
+    /// Refused writes over all runs (none expected).
+    pub refused: u64,
+    /// Median WAL bytes per write.
+    pub wal_per_write: f64,
+}
+
+/// The table's rows, in the order of [`super::cells`]. A ratio is the
+/// median over all rounds of all runs of the mode's slice rate over
+/// `unfenced`'s in the same round (see [`super`]).
+pub fn rows(results: &Results) -> Vec<Row> {
+    let med = |xs: Vec<f64>| median(&xs);
+    let baseline = |cell: &Cell| {
+        results.cells.iter().find(|(c, _)| c.mode == FenceMode::Unfenced && c.writers == cell.writers && c.scopes == cell.scopes).map(|(_, s)| s)
+    };
+    results
+        .cells
+        .iter()
+        .map(|(cell, samples)| {
+            let ratios: Vec<f64> = baseline(cell).map_or(vec![f64::NAN], |base| {
+                samples.iter().zip(base).flat_map(|(s, b)| s.slice_rates.iter().zip(&b.slice_rates).map(|(x, y)| x / y)).collect()
+            });
+            Row {
+                cell: *cell,
+                per_second: med(samples.iter().map(|s| s.per_second).collect()),
+                ratio: med(ratios),
+                p50: Duration::from_secs_f64(med(samples.iter().map(|s| s.p50.as_secs_f64()).collect())),
+                p99: Duration::from_secs_f64(med(samples.iter().map(|s| s.p99.as_secs_f64()).collect())),
+                refused: samples.iter().map(|s| s.refused).sum(),
+                wal_per_write: med(samples.iter().map(|s| s.wal_per_write).collect()),
+            }
+        })
+        .collect()
+}
+
+/// The issue's two targets for the one-statement form: (label, ratio, target).
+pub fn targets(rows: &[Row]) -> Vec<(String, f64, f64)> {
+    let ratio = |writers: usize, scopes: usize| {
+        rows.iter().find(|r| r.cell.mode == FenceMode::FencedScopeCte && r.cell.writers == writers && r.cell.scopes == scopes).map_or(f64::NAN, |r| r.ratio)
+    };
+    vec![
+        ("1 个写入者".to_owned(), ratio(1, 1), 0.85),
+        ("16 个写入者、16 个作用域".to_owned(), ratio(16, 16), 0.95),
+    ]
+}
+
+/// The whole report as markdown: facts, the write table, the acquire line,
+/// the targets.
+pub fn markdown(results: &Results) -> String {
+    let (f, o) = (&results.facts, &results.options);
+    let rows = rows(results);
+    let mut md = String::new();
+    let _ = writeln!(md, "# 栅栏的代价：每种资源端模式的写入吞吐与延迟\n");
+    let _ = writeln!(md, "- 机器：{} 核（{}），PostgreSQL {}，数据目录在 {} 上", f.cores, f.cpu, f.server_version, f.filesystem);
+    let _ = writeln!(md, "- 持久性（SHOW 读出）：fsync={}，synchronous_commit={}，wal_sync_method={}", f.fsync, f.synchronous_commit, f.wal_sync_method);
+    let _ = writeln!(
+        md,
+        "- 测法：`lab bench --seconds {} --runs {}`，客户端为 {} 构建；每种模式每格写 {} s，同一并发下的四种模式以 0.25 s 为片轮流写；取 {} 次运行的中位数；“相对 unfenced”是同一轮里前后紧挨着测的两片之比，取所有轮的中位数；每个写入者一个线程、一条连接；所有写入者持同一个 token（一次持有、多次写入），各自轮流改写自己的 4 个分片；写入者 i 写作用域 i mod 作用域数\n",
+        o.seconds, o.runs, f.client_build, o.seconds, o.runs
+    );
+    let _ = writeln!(md, "| 作用域 | 写入者 | 模式 | 写入/秒 | 相对 unfenced | p50 | p99 | WAL 字节/写入 | 被拒 |");
+    let _ = writeln!(md, "|---:|---:|---|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:.0} | {:.2}× | {} | {} | {:.0} | {} |",
+            r.cell.scopes,
+            r.cell.writers,
+            r.cell.mode.cli_name(),
+            r.per_second,
+            r.ratio,
+            ms(r.p50),
+            ms(r.p99),
+            r.wal_per_write,
+            r.refused
+        );
+    }
+    let a = &results.acquires;
+    let per_second = median(&a.iter().map(|s| s.per_second).collect::<Vec<_>>());
+    let p50 = Duration::from_secs_f64(median(&a.iter().map(|s| s.p50.as_secs_f64()).collect::<Vec<_>>()));
+    let p99 = Duration::from_secs_f64(median(&a.iter().map(|s| s.p99.as_secs_f64()).collect::<Vec<_>>()));
+    let granted = median(&a.iter().map(|s| s.granted as f64).collect::<Vec<_>>());
+    let _ = writeln!(md, "\n获取：{ACQUIRERS} 个线程争同一个租约，赢家立即释放（中位数）。\n");
+    let _ = writeln!(md, "| 线程 | 尝试/秒 | 每次运行获得授予 | p50 | p99 |");
+    let _ = writeln!(md, "|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "| {ACQUIRERS} | {per_second:.0} | {granted:.0} | {} | {} |", ms(p50), ms(p99));
+    let _ = writeln!(md, "\n目标（issue 14，只报告、不断言）：");
+    for (label, ratio, target) in targets(&rows) {
+        let verdict = if ratio >= target { "达到" } else { "未达到" };
+        let _ = writeln!(md, "- fenced-scope-cte 相对 unfenced，{label}：{ratio:.2}×，目标 ≥ {target:.2}×，{verdict}");
+    }
+    md
+}
+
+/// The table as CSV, one line per cell and one for the acquires, for a chart.
+pub fn csv(results: &Results) -> String {
+    let mut out = String::from("kind,mode,writers,scopes,per_second,ratio_to_unfenced,p50_ms,p99_ms,wal_bytes_per_write,refused,granted\n");
+    let msf = |d: Duration| d.as_secs_f64() * 1000.0;
+    for r in rows(results) {
+        let _ = writeln!(
+            out,
+            "write,{},{},{},{:.1},{:.3},{:.3},{:.3},{:.0},{},",
+            r.cell.mode.cli_name(),
+            r.cell.writers,
+            r.cell.scopes,
+            r.per_second,
+            r.ratio,
+            msf(r.p50),
+            msf(r.p99),
+            r.wal_per_write,
+            r.refused
+        );
+    }
+    let a = &results.acquires;
+    let m = |f: &dyn Fn(&super::AcquireSample) -> f64| median(&a.iter().map(f).collect::<Vec<_>>());
+    let _ = writeln!(
+        out,
+        "acquire,,{ACQUIRERS},,{:.1},,{:.3},{:.3},,,{:.0}",
+        m(&|s| s.per_second),
+        m(&|s| msf(s.p50)),
+        m(&|s| msf(s.p99)),
+        m(&|s| s.granted as f64)
+    );
+    out
+}
+
+/// One chart per fenced mode (mermaid's xychart draws no legend, so one
+/// mode a chart): its writes per second relative to `unfenced` in each cell,
+/// labelled `作用域×写入者`. The same rows as the table.
+pub fn charts(results: &Results) -> Vec<(FenceMode, String)> {
+    let rows = rows(results);
+    [FenceMode::FencedRow, FenceMode::FencedScope, FenceMode::FencedScopeCte]
+        .into_iter()
+        .map(|mode| {
+            let mine: Vec<&Row> = rows.iter().filter(|r| r.cell.mode == mode).collect();
+            let labels: Vec<String> = mine.iter().map(|r| format!("\"{}×{}\"", r.cell.scopes, r.cell.writers)).collect();
+            let ratios: Vec<String> = mine.iter().map(|r| format!("{:.2}", r.ratio)).collect();
+            let chart = format!(
+                "xychart-beta\n    title \"{mode}：相对 unfenced 的写入吞吐\"\n    x-axis [{}]\n    y-axis \"相对 unfenced\" 0 --> 1.1\n    bar [{}]\n",
+                labels.join(", "),
+                ratios.join(", ")
+            );
+            (mode, chart)
+        })
+        .collect()
+}
+
+/// Writes the markdown to `out`, the CSV and one chart per fenced mode
+/// beside it (`bench-fenced-scope.mmd` …), each whole and then renamed into
+/// place: a reader never finds half a table.
+pub fn write_files(results: &Results, out: &Path) -> Result<()> {
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let stem = out.file_stem().map_or("bench".into(), |s| s.to_string_lossy().into_owned());
+    let mut files = vec![(out.to_path_buf(), markdown(results)), (out.with_extension("csv"), csv(results))];
+    for (mode, chart) in charts(results) {
+        files.push((out.with_file_name(format!("{stem}-{}.mmd", mode.cli_name())), chart));
+    }
+    for (path, text) in files {
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &path)).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,459 @@
+//! How the lab talks to etcd: a small synchronous HTTP/1.1 client for
+//! etcd's v3 JSON gateway (`POST /v3/...`, JSON bodies, keys and values in
+//! base64, 64-bit integers as decimal strings).
+//!
+//! Why not the `etcd-client` crate: it speaks gRPC, so it needs tokio and,
+//! to build, `protoc`; the lab is synchronous (a holder is a plain process
+//! with a renewal thread) and the gateway offers the same RPCs, in JSON, on
+//! the same client port. One request is one TCP connection with
+//! `Connection: close`: a few tens of microseconds on loopback, and no pool
+//! that could hand a request to a member that died in between.
+//!
+//! Every request is bounded: one member gets at most [`ATTEMPT_TIMEOUT`],
+//! and a call that finds a member down, or a member that cannot serve
+//! (etcd's `Unavailable`: no leader, leader changed, request timed out),
+//! tries the next one, round after round, until [`CALL_BOUND`]. So the
+//! acquire that follows a leader kill waits for the election instead of
+//! failing. A refusal that is etcd's answer (lease not found, a failed
+//! compare) is returned at once: another member would say the same.
+
+use crate::error::Result;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use serde_json::{json, Value};
+use std::fmt;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long one member may take to answer one request: two election
+/// timeouts (1 s). A healthy answer on loopback takes a few ms, an fsync
+/// included. A follower that forwarded a write to a leader that just died
+/// never answers before etcd's own request timeout (5 s + 2 election
+/// timeouts): the proposal is lost with the leader. Waiting on it longer
+/// than the election it needs only delays the move to the next member.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(2 * super::ELECTION_TIMEOUT.as_millis() as u64);
+
+/// How long one call may try member after member: enough for several
+/// elections (each well under a second with the lab's timing flags).
+pub const CALL_BOUND: Duration = Duration::from_secs(10);
+
+/// How long a status probe of one member may take: a member that is
+/// starting (or stopped with SIGSTOP) accepts the connection and does not
+/// answer yet.
+pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The pause after every member failed once, before the next round.
+const ROUND_PAUSE: Duration = Duration::from_millis(50);
+
+/// gRPC status codes the lab branches on.
+pub mod code {
+    /// `DeadlineExceeded`: the gateway gave up waiting for etcd.
+    pub const DEADLINE_EXCEEDED: i64 = 4;
+    /// `NotFound`: e.g. "etcdserver: requested lease not found".
+    pub const NOT_FOUND: i64 = 5;
+    /// `FailedPrecondition`: e.g. "etcdserver: not leader".
+    pub const FAILED_PRECONDITION: i64 = 9;
+    /// `Unavailable`: no leader, leader changed, request timed out, stopping.
+    pub const UNAVAILABLE: i64 = 14;
+}
+
+/// A gRPC status that etcd returned: the request reached etcd, and etcd said no.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GrpcStatus {
+    /// The gRPC code (see [`code`]).
+    pub code: i64,
+    /// etcd's message, e.g. `etcdserver: requested lease not found`.
+    pub message: String,
+}
+
+impl fmt::Display for GrpcStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "etcd said {} (gRPC code {})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for GrpcStatus {}
+
+impl GrpcStatus {
+    /// Whether the member could not serve the request right now, so that
+    /// another member (or the same one after an election) may.
+    fn worth_another_member(&self) -> bool {
+        matches!(self.code, code::UNAVAILABLE | code::DEADLINE_EXCEEDED)
+            || (self.code == code::FAILED_PRECONDITION && self.message.contains("not leader"))
+    }
+}
+
+/// Why one attempt on one member failed.
+#[derive(Debug)]
+enum Failure {
+    /// No answer: refused, reset, timed out, or not HTTP/JSON.
+    Transport(String),
+    /// etcd's own answer.
+    Etcd(GrpcStatus),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Transport(what) => f.write_str(what),
+            Failure::Etcd(status) => status.fmt(f),
+        }
+    }
+}
+
+/// What one member says about itself (`/v3/maintenance/status`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberStatus {
+    /// The member's id.
+    pub id: u64,
+    /// The leader this member follows (0: none known).
+    pub leader: u64,
+    /// The raft term it is in.
+    pub raft_term: u64,
+    /// The key-value store's revision as this member has applied it.
+    pub revision: i64,
+    /// The server's version, e.g. `3.4.23`.
+    pub version: String,
+}
+
+/// The cluster's leader, as etcd names it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Leader {
+    /// Its position in the gateway's member list (0 for `m1`).
+    pub index: usize,
+    /// Its member id.
+    pub id: u64,
+    /// Its name (`--name`), from etcd's member list.
+    pub name: String,
+    /// The raft term it leads.
+    pub term: u64,
+}
+
+/// The client side of the cluster: one address per member's client port.
+#[derive(Debug)]
+pub struct Gateway {
+    /// Each member's client address, in member order.
+    members: Vec<SocketAddr>,
+    /// The member that answered last: the next call starts there.
+    preferred: AtomicUsize,
+}
+
+impl Gateway {
+    /// A gateway over these members' client addresses.
+    pub fn new(members: Vec<SocketAddr>) -> Gateway {
+        assert!(!members.is_empty(), "a gateway needs at least one member");
+        Gateway { members, preferred: AtomicUsize::new(0) }
+    }
+
+    /// The members' client addresses.
+    pub fn members(&self) -> &[SocketAddr] {
+        &self.members
+    }
+
+    /// Posts `request` to `path` on whichever member can serve it, within
+    /// [`CALL_BOUND`]. The outer error: no member answered in time. The
+    /// inner one: etcd's refusal, for the caller to judge.
+    pub fn call(&self, path: &str, request: &Value) -> Result<Result<Value, GrpcStatus>> {
+        let body = request.to_string();
+        let start = Instant::now();
+        let n = self.members.len();
+        let first = self.preferred.load(Ordering::Relaxed);
+        // The last failure of each member, for the error message.
+        let mut failures: Vec<Option<String>> = vec![None; n];
+        for attempt in 0.. {
+            let left = CALL_BOUND.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            let i = (first + attempt) % n;
+            match self.attempt(i, path, &body, left.min(ATTEMPT_TIMEOUT)) {
+                Ok(answer) => {
+                    self.preferred.store(i, Ordering::Relaxed);
+                    return Ok(Ok(answer));
+                }
+                Err(Failure::Etcd(status)) if !status.worth_another_member() => return Ok(Err(status)),
+                Err(failure) => failures[i] = Some(failure.to_string()),
+            }
+            if attempt % n == n - 1 {
+                std::thread::sleep(ROUND_PAUSE);
+            }
+        }
+        let said: Vec<String> = failures
+            .iter()
+            .zip(&self.members)
+            .filter_map(|(f, addr)| f.as_ref().map(|f| format!("{addr}: {f}")))
+            .collect();
+        Err(format!("no etcd member answered {path} within {CALL_BOUND:?}: {}", said.join("; ")).into())
+    }
+
+    /// Posts `request` to `path` on member `i` only, within `timeout`: for
+    /// questions about that member itself.
+    pub fn call_member(&self, i: usize, path: &str, request: &Value, timeout: Duration) -> Result<Value> {
+        self.attempt(i, path, &request.to_string(), timeout)
+            .map_err(|f| format!("etcd member {}: {path}: {f}", self.members[i]).into())
+    }
+
+    fn attempt(&self, i: usize, path: &str, body: &str, timeout: Duration) -> Result<Value, Failure> {
+        let (status, raw) = post(self.members[i], path, body, timeout).map_err(Failure::Transport)?;
+        decode_reply(status, &raw)
+    }
+
+    /// Member `i`'s view of itself and of the leader, asked of it alone
+    /// (`/v3/maintenance/status` is answered locally, without raft).
+    pub fn member_status(&self, i: usize) -> Result<MemberStatus> {
+        let answer = self.call_member(i, "/v3/maintenance/status", &json!({}), PROBE_TIMEOUT)?;
+        Ok(MemberStatus {
+            id: uint(&answer["header"], "member_id"),
+            leader: uint(&answer, "leader"),
+            raft_term: uint(&answer["header"], "raft_term"),
+            revision: int(&answer["header"], "revision"),
+            version: answer["version"].as_str().unwrap_or("").to_owned(),
+        })
+    }
+
+    /// Each member's status, `None` for a member that does not answer.
+    /// Asked of all members at once, so a silent one costs one
+    /// [`PROBE_TIMEOUT`], not one each.
+    pub fn statuses(&self) -> Vec<Option<MemberStatus>> {
+        std::thread::scope(|scope| {
+            let probes: Vec<_> = (0..self.members.len()).map(|i| scope.spawn(move || self.member_status(i).ok())).collect();
+            probes.into_iter().map(|p| p.join().ok().flatten()).collect()
+        })
+    }
+
+    /// The members etcd knows, as (id, name).
+    pub fn member_list(&self) -> Result<Vec<(u64, String)>> {
+        let answer = self.call("/v3/cluster/member/list", &json!({}))??;
+        let members = answer["members"].as_array().cloned().unwrap_or_default();
+        Ok(members.iter().map(|m| (uint(m, "ID"), m["name"].as_str().unwrap_or("").to_owned())).collect())
+    }
+
+    /// The leader, if etcd has one now (see [`agreed_leader`]).
+    pub fn leader(&self) -> Result<Option<Leader>> {
+        let statuses = self.statuses();
+        let Some((index, id, term)) = agreed_leader(&statuses) else { return Ok(None) };
+        let name = self.member_list()?.into_iter().find(|(m, _)| *m == id).map(|(_, name)| name).unwrap_or_default();
+        Ok(Some(Leader { index, id, name, term }))
+    }
+}
+
+/// The leader that etcd itself agrees on: a member that answers and calls
+/// itself the leader, and that a majority of all members (itself included)
+/// name as their leader. Right after a leader is killed, the followers
+/// still name it until their election timeout; it no longer answers, so it
+/// is not taken for the leader.
+pub fn agreed_leader(statuses: &[Option<MemberStatus>]) -> Option<(usize, u64, u64)> {
+    statuses.iter().enumerate().find_map(|(i, s)| {
+        let s = s.as_ref()?;
+        let votes = statuses.iter().flatten().filter(|o| o.leader == s.id).count();
+        (s.leader == s.id && s.id != 0 && votes * 2 > statuses.len()).then_some((i, s.id, s.raft_term))
+    })
+}
+
+/// One HTTP/1.1 POST, bounded by `timeout` as a whole: connect, send, and
+/// read until the response is complete. Returns the status and the body.
+fn post(addr: SocketAddr, path: &str, body: &str, timeout: Duration) -> std::result::Result<(u16, Vec<u8>), String> {
+    let deadline = Instant::now() + timeout;
+    let left = || deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or("timed out");
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.set_write_timeout(Some(left()?)).map_err(|e| e.to_string())?;
+    stream.write_all(request.as_bytes()).map_err(|e| format!("send: {e}"))?;
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(reply) = parse_response(&raw, false)? {
+            return Ok(reply);
+        }
+        stream.set_read_timeout(Some(left()?)).map_err(|e| e.to_string())?;
+        match stream.read(&mut chunk) {
+            Ok(0) => return parse_response(&raw, true)?.ok_or_else(|| "connection closed mid-response".into()),
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(format!("no answer within {timeout:?}"))
+            }
+            Err(e) => return Err(format!("receive: {e}")),
+        }
+    }
+}
+
+/// The status and body of a complete response in `raw`; `None` while more
+/// is to come. `at_eof`: the server closed the connection.
+fn parse_response(raw: &[u8], at_eof: bool) -> std::result::Result<Option<(u16, Vec<u8>)>, String> {
+    let Some(head_end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return Ok(None) };
+    let head = String::from_utf8_lossy(&raw[..head_end]);
+    let body = &raw[head_end + 4..];
+    let mut lines = head.lines();
+    let status_line = lines.next().unwrap_or("");
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("not an HTTP response: {status_line:?}"))?;
+    let header = |name: &str| {
+        head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    };
+    if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        return Ok(dechunk(body).map(|b| (status, b)));
+    }
+    if let Some(length) = header("content-length") {
+        let length: usize = length.parse().map_err(|_| format!("bad Content-Length {length:?}"))?;
+        return Ok((body.len() >= length).then(|| (status, body[..length].to_vec())));
+    }
+    // Neither: the body ends when the connection does.
+    Ok(at_eof.then(|| (status, body.to_vec())))
+}
+
+/// The body of a chunked response, once its last (empty) chunk has arrived.
+/// The keep-alive answer is a stream, so the gateway sends it chunked.
+fn dechunk(mut rest: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = rest.windows(2).position(|w| w == b"\r\n")?;
+        let size_text = String::from_utf8_lossy(&rest[..line_end]);
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        let data = rest.get(line_end + 2..line_end + 2 + size)?;
+        out.extend_from_slice(data);
+        rest = rest.get(line_end + 2 + size + 2..)?;
+    }
+}
+
+/// The answer in a gateway reply, or the gRPC status it carries. Unary
+/// RPCs answer with the message itself, or with `{"error": "...", "code": N}`
+/// and an HTTP error status; a streamed RPC (keep-alive) answers with
+/// `{"result": {...}}` or `{"error": {"grpc_code": N, "message": ...}}`.
+fn decode_reply(status: u16, raw: &[u8]) -> Result<Value, Failure> {
+    // The first JSON value only: a stream may carry trailer text after it.
+    let value = serde_json::Deserializer::from_slice(raw).into_iter::<Value>().next();
+    let value = match value {
+        Some(Ok(v)) => v,
+        _ => return Err(Failure::Transport(format!("HTTP {status}, not JSON: {}", String::from_utf8_lossy(raw).trim()))),
+    };
+    match &value["error"] {
+        Value::Null => {}
+        Value::Object(e) => {
+            let code = e.get("grpc_code").map(int_value).unwrap_or(0);
+            let message = e.get("message").and_then(Value::as_str).unwrap_or("").to_owned();
+            return Err(Failure::Etcd(GrpcStatus { code, message }));
+        }
+        other => {
+            let message = value["message"].as_str().or(other.as_str()).unwrap_or("").to_owned();
+            return Err(Failure::Etcd(GrpcStatus { code: int(&value, "code"), message }));
+        }
+    }
+    if status != 200 {
+        return Err(Failure::Transport(format!("HTTP {status}: {value}")));
+    }
+    match value.get("result") {
+        Some(result) => Ok(result.clone()),
+        None => Ok(value),
+    }
+}
+
+/// The key or value as the gateway wants it: base64.
+pub fn b64(text: &str) -> String {
+    BASE64.encode(text)
+}
+
+/// A base64 key or value from the gateway, as text.
+pub fn unb64(text: &str) -> Result<String> {
+    Ok(String::from_utf8(BASE64.decode(text)?)?)
+}
+
+/// An int64 field. Protobuf's JSON writes 64-bit integers as strings and
+/// leaves out fields that hold their default, so a missing field is 0.
+pub fn int(object: &Value, field: &str) -> i64 {
+    object.get(field).map(int_value).unwrap_or(0)
+}
+
+/// A uint64 field (member ids use all 64 bits), as [`int`].
+pub fn uint(object: &Value, field: &str) -> u64 {
+    match object.get(field) {
+        Some(Value::String(s)) => s.parse().unwrap_or(0),
+        Some(v) => v.as_u64().unwrap_or(0),
+        None => 0,
+    }
+}
+
+fn int_value(value: &Value) -> i64 {
+    match value {
+        Value::String(s) => s.parse().unwrap_or(0),
+        v => v.as_i64().unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(id: u64, leader: u64) -> Option<MemberStatus> {
+        Some(MemberStatus { id, leader, raft_term: 2, revision: 1, version: "3.4.23".into() })
+    }
+
+    /// A response is complete by its Content-Length, or by its last chunk.
+    #[test]
+    fn responses_end_where_http_says() {
+        let whole = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+        assert_eq!(parse_response(whole, false), Ok(Some((200, b"{}".to_vec()))));
+        assert_eq!(parse_response(&whole[..whole.len() - 1], false), Ok(None));
+        let chunked = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n3\r\n\":1\r\n1\r\n}\r\n0\r\nTrailer: x\r\n\r\n";
+        assert_eq!(parse_response(chunked, false), Ok(Some((404, b"{\"a\":1}".to_vec()))));
+        assert_eq!(parse_response(&chunked[..60], false), Ok(None));
+        assert!(parse_response(b"SSH-2.0\r\n\r\n", false).is_err());
+    }
+
+    /// Both error shapes of the gateway become a gRPC status; a stream's result is unwrapped.
+    #[test]
+    fn replies_decode_to_answers_or_statuses() {
+        let unary = br#"{"error":"etcdserver: requested lease not found","message":"etcdserver: requested lease not found","code":5}"#;
+        let Err(Failure::Etcd(s)) = decode_reply(404, unary) else { panic!() };
+        assert_eq!((s.code, s.message.as_str()), (code::NOT_FOUND, "etcdserver: requested lease not found"));
+        let streamed = br#"{"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader"}}"#;
+        let Err(Failure::Etcd(s)) = decode_reply(200, streamed) else { panic!() };
+        assert!(s.worth_another_member());
+        let result = br#"{"result":{"ID":"7","TTL":"5"}}trailer"#;
+        let v = decode_reply(200, result).ok().unwrap();
+        assert_eq!((int(&v, "ID"), int(&v, "TTL"), int(&v, "missing")), (7, 5, 0));
+        assert!(matches!(decode_reply(502, b"Bad Gateway"), Err(Failure::Transport(_))));
+    }
+
+    /// Lease not found is an answer, not a reason to ask another member.
+    #[test]
+    fn only_unavailability_moves_to_another_member() {
+        let s = |code, message: &str| GrpcStatus { code, message: message.into() };
+        assert!(!s(code::NOT_FOUND, "etcdserver: requested lease not found").worth_another_member());
+        assert!(s(code::UNAVAILABLE, "etcdserver: leader changed").worth_another_member());
+        assert!(s(code::FAILED_PRECONDITION, "etcdserver: not leader").worth_another_member());
+    }
+
+    /// The leader must answer, call itself leader, and be named by a majority.
+    #[test]
+    fn the_leader_is_the_one_a_majority_follows() {
+        assert_eq!(agreed_leader(&[status(1, 2), status(2, 2), status(3, 2)]), Some((1, 2, 2)));
+        // The killed leader (2) no longer answers; its followers still name it.
+        assert_eq!(agreed_leader(&[status(1, 2), None, status(3, 2)]), None);
+        // A new leader (3) named by itself only is not yet agreed on.
+        assert_eq!(agreed_leader(&[status(1, 2), None, status(3, 3)]), None);
+        assert_eq!(agreed_leader(&[status(1, 3), None, status(3, 3)]), Some((2, 3, 2)));
+        assert_eq!(agreed_leader(&[status(1, 0), status(2, 0), status(3, 0)]), None);
+    }
+
+    /// Keys and values travel as base64.
+    #[test]
+    fn base64_round_trips() {
+        assert_eq!(b64("holder-a"), "aG9sZGVyLWE=");
+        assert_eq!(unb64("aG9sZGVyLWE=").unwrap(), "holder-a");
+    }
+}

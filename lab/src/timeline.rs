@@ -1,0 +1,258 @@
+//! Pictures of what happened in a run: each holder's holding, its pauses,
+//! its writes and the lease's expiry, on one time axis, as a mermaid gantt
+//! chart (`./run.sh timeline F4`).
+//!
+//! Every time comes from where it happened: acquires, renewals and releases
+//! from `lease26.lease_event` (a trigger stamps each change of the lease row
+//! with the server's clock), writes from `res26.write_attempt.attempted_at`,
+//! the lease's expiry from the last `expires_at` of a holding, and the
+//! parent's signals from [`crate::events`]. The server and the parent read
+//! one machine's wall clock, so the axis is one.
+//!
+//! A case that resets the schemas halfway (F7, F12) would lose the first
+//! half's rows: [`stash`] keeps them, and the runner calls it before every
+//! reset.
+
+use crate::db;
+use crate::error::{Result, ResultExt};
+use crate::events::{self, ParentEvent};
+use crate::paths;
+use std::fmt::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// One change of the lease row, as `lease_event` recorded it.
+#[derive(Clone, Debug)]
+struct LeaseEvent {
+    /// When, in ms since the epoch, by the server's clock.
+    at_ms: f64,
+    /// The holder named in the row.
+    holder: String,
+    /// The row's token.
+    token: i64,
+    /// `acquire`, `renew` or `release`.
+    kind: String,
+    /// The row's `expires_at` after the change, in ms since the epoch.
+    expires_ms: f64,
+}
+
+/// One write attempt, as `write_attempt` recorded it.
+#[derive(Clone, Debug)]
+struct WriteEvent {
+    /// When, by the server's clock.
+    at_ms: f64,
+    /// Who wrote.
+    writer: String,
+    /// With which token.
+    token: i64,
+    /// Whether the resource accepted it.
+    accepted: bool,
+}
+
+/// Everything recorded during one case.
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    lease: Vec<LeaseEvent>,
+    writes: Vec<WriteEvent>,
+    parent: Vec<ParentEvent>,
+}
+
+/// Rows of a case saved before a reset dropped them.
+static STASH: Mutex<Option<Timeline>> = Mutex::new(None);
+
+/// Forgets everything recorded so far: a case starts.
+pub fn clear() {
+    *STASH.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    events::take();
+}
+
+/// Keeps the current rows before a reset drops them. Nothing to keep (the
+/// tables do not exist yet, the server is not up) is not an error.
+pub fn stash() {
+    if let Ok(now) = read_tables() {
+        let mut stash = STASH.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = stash.get_or_insert_with(Timeline::default);
+        kept.lease.extend(now.lease);
+        kept.writes.extend(now.writes);
+    }
+}
+
+/// Everything recorded since [`clear`]: the stash, the tables now, and the
+/// parent's signals.
+pub fn collect() -> Result<Timeline> {
+    let mut timeline = STASH.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default();
+    let now = read_tables()?;
+    timeline.lease.extend(now.lease);
+    timeline.writes.extend(now.writes);
+    timeline.parent = events::take();
+    Ok(timeline)
+}
+
+fn read_tables() -> Result<Timeline> {
+    let mut lease = db::connect(db::LEASE_DB, "lab timeline")?;
+    // Epoch milliseconds on both sides: one axis with the parent's clock.
+    let rows = lease
+        .query(
+            "SELECT extract(epoch FROM at)::float8 * 1000, holder, token, kind, extract(epoch FROM expires_at)::float8 * 1000
+               FROM lease_event ORDER BY id",
+            &[],
+        )
+        .context("reading lease_event")?;
+    let lease = rows
+        .iter()
+        .map(|r| LeaseEvent { at_ms: r.get(0), holder: r.get(1), token: r.get(2), kind: r.get(3), expires_ms: r.get(4) })
+        .collect();
+    let mut res = db::connect(db::RES_DB, "lab timeline")?;
+    let rows = res
+        .query("SELECT extract(epoch FROM attempted_at)::float8 * 1000, writer, token, accepted FROM write_attempt ORDER BY id", &[])
+        .context("reading write_attempt")?;
+    let writes = rows.iter().map(|r| WriteEvent { at_ms: r.get(0), writer: r.get(1), token: r.get(2), accepted: r.get(3) }).collect();
+    Ok(Timeline { lease, writes, parent: Vec::new() })
+}
+
+impl Timeline {
+    /// Whether the case ran holder processes (a case of component steps
+    /// writes in its own name, with none, and gets no picture).
+    pub fn has_holders(&self) -> bool {
+        self.parent.iter().any(|e| e.act == "spawn")
+    }
+
+    // ANCHOR: gantt
+    /// The run as a mermaid gantt chart, times in milliseconds from `start`.
+    /// One section per holder: each holding from its acquire to its release
+    /// or its expiry (the last `expires_at` the database gave it), the
+    /// pauses between SIGSTOP and SIGCONT, SIGKILL, and every write attempt,
+    /// accepted or refused.
+    pub fn gantt(&self, title: &str, start_ms: f64) -> String {
+        let at = |ms: f64| (ms - start_ms).max(0.0).round() as i64;
+        let mut holders: Vec<&str> = Vec::new();
+        let named = self.lease.iter().map(|e| e.holder.as_str());
+        let named = named.chain(self.parent.iter().map(|e| e.holder.as_str())).chain(self.writes.iter().map(|e| e.writer.as_str()));
+        for holder in named {
+            if !holders.contains(&holder) {
+                holders.push(holder);
+            }
+        }
+        let mut out = format!("gantt\n    title {title}\n    dateFormat x\n    axisFormat %S.%L\n");
+        let mut id = 0;
+        let mut next = || {
+            id += 1;
+            format!("t{id}")
+        };
+        for holder in holders {
+            let _ = writeln!(out, "    section {holder}");
+            for acquire in self.lease.iter().filter(|e| e.holder == holder && e.kind == "acquire") {
+                let same = |e: &&LeaseEvent| e.holder == holder && e.token == acquire.token;
+                let released = self.lease.iter().filter(same).find(|e| e.kind == "release").map(|e| e.at_ms);
+                let expiry = self.lease.iter().filter(same).filter(|e| e.kind != "release").map(|e| e.expires_ms).fold(acquire.expires_ms, f64::max);
+                let (end, how) = match released {
+                    Some(r) if r < expiry => (r, "释放"),
+                    _ => (expiry, "到期"),
+                };
+                let _ = writeln!(out, "    持有 token={} :{}, {}, {}", acquire.token, next(), at(acquire.at_ms), at(end).max(at(acquire.at_ms) + 1));
+                let _ = writeln!(out, "    token={} {how} :milestone, {}, {}, {}", acquire.token, next(), at(end), at(end));
+            }
+            let (mut stopped, mut held): (Option<f64>, Option<f64>) = (None, None);
+            for e in self.parent.iter().filter(|e| e.holder == holder) {
+                match e.act {
+                    "spawn" => {}
+                    "SIGSTOP" => stopped = Some(e.at_ms),
+                    "SIGCONT" => {
+                        if let Some(from) = stopped.take() {
+                            let _ = writeln!(out, "    SIGSTOP 暂停 :crit, {}, {}, {}", next(), at(from), at(e.at_ms));
+                        }
+                    }
+                    "hold" => held = Some(e.at_ms),
+                    "release" => {
+                        if let Some(from) = held.take() {
+                            let _ = writeln!(out, "    请求扣在代理里 :crit, {}, {}, {}", next(), at(from), at(e.at_ms));
+                        }
+                    }
+                    _ => {
+                        let _ = writeln!(out, "    {} :milestone, crit, {}, {}, {}", e.act, next(), at(e.at_ms), at(e.at_ms));
+                    }
+                }
+            }
+            if let Some(from) = stopped {
+                // Never resumed before it ended (killed while stopped).
+                let _ = writeln!(out, "    SIGSTOP 暂停 :crit, {}, {}, {}", next(), at(from), at(from) + 1);
+            }
+            for w in self.writes.iter().filter(|w| w.writer == holder) {
+                let (verdict, tag) = if w.accepted { ("接受", "") } else { ("拒绝", "crit, ") };
+                let _ = writeln!(out, "    写入 token={} {verdict} :milestone, {tag}{}, {}, {}", w.token, next(), at(w.at_ms), at(w.at_ms));
+            }
+        }
+        out
+    }
+    // ANCHOR_END: gantt
+}
+
+/// Where a run's pictures are saved: beside its transcripts.
+pub fn dir() -> PathBuf {
+    paths::timelines_dir()
+}
+
+/// Saves a case's chart as `<dir>/<name>.mmd`.
+pub fn save(name: &str, gantt: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir())?;
+    let path = dir().join(format!("{name}.mmd"));
+    std::fs::write(&path, gantt).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// A page that draws a saved chart with the book's mermaid.js (written by
+/// `./run.sh book`), for a browser.
+pub fn page(name: &str) -> Result<PathBuf> {
+    let chart = std::fs::read_to_string(dir().join(format!("{name}.mmd")))
+        .with_context(|| format!("no timeline of {name} yet: run the case first (./run.sh {name})"))?;
+    let script = paths::root().join("target/mermaid/mermaid.min.js");
+    let path = dir().join(format!("{name}.html"));
+    let html = format!(
+        "<!doctype html><meta charset=\"utf-8\"><title>{name}</title>\n<pre class=\"mermaid\">\n{chart}</pre>\n<script src=\"file://{}\"></script>\n<script>mermaid.initialize({{startOnLoad: true}});</script>\n",
+        script.display()
+    );
+    std::fs::write(&path, html)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A paused holder whose lease expires, a second holder that writes, a
+    /// refused late write: every piece drawn where it happened.
+    #[test]
+    fn a_pause_a_takeover_and_a_refusal_are_drawn() {
+        let lease = |at_ms, holder: &str, token, kind: &str, expires_ms| LeaseEvent { at_ms, holder: holder.into(), token, kind: kind.into(), expires_ms };
+        let timeline = Timeline {
+            lease: vec![
+                lease(1000.0, "holder-a", 1, "acquire", 2500.0),
+                lease(1400.0, "holder-a", 1, "renew", 2900.0),
+                lease(3000.0, "holder-b", 2, "acquire", 4500.0),
+                lease(3050.0, "holder-b", 2, "release", f64::NEG_INFINITY),
+            ],
+            writes: vec![
+                WriteEvent { at_ms: 3020.0, writer: "holder-b".into(), token: 2, accepted: true },
+                WriteEvent { at_ms: 4000.0, writer: "holder-a".into(), token: 1, accepted: false },
+            ],
+            parent: vec![
+                ParentEvent { at_ms: 1500.0, holder: "holder-a".into(), act: "SIGSTOP" },
+                ParentEvent { at_ms: 3990.0, holder: "holder-a".into(), act: "SIGCONT" },
+            ],
+        };
+        let chart = timeline.gantt("F4", 1000.0);
+        for line in [
+            "    section holder-a",
+            "    持有 token=1 :t1, 0, 1900",
+            "    token=1 到期 :milestone, t2, 1900, 1900",
+            "    SIGSTOP 暂停 :crit, t3, 500, 2990",
+            "    写入 token=1 拒绝 :milestone, crit, t4, 3000, 3000",
+            "    section holder-b",
+            "    持有 token=2 :t5, 2000, 2050",
+            "    token=2 释放 :milestone, t6, 2050, 2050",
+            "    写入 token=2 接受 :milestone, t7, 2020, 2020",
+        ] {
+            assert!(chart.contains(&format!("{line}\n")), "missing {line:?} in:\n{chart}");
+        }
+    }
+}

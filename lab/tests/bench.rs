@@ -1,0 +1,76 @@
+//! `lab bench` cannot rot: a one-second run of every cell against a private
+//! cluster must finish and write a table of the right shape. Its numbers are
+//! never asserted: performance is the bench's output, not a test's verdict.
+
+mod common;
+
+use common::{assert_exit, leftovers, stderr, stdout, PrivateCluster};
+
+/// The modes as the table names them, baseline first.
+const MODES: [&str; 4] = ["unfenced", "fenced-row", "fenced-scope", "fenced-scope-cte"];
+
+/// A one-second, one-run bench writes the markdown and the CSV with every
+/// cell once, every write accepted, the durability settings read from the
+/// server, and leaves no server running.
+#[test]
+fn a_one_second_bench_writes_the_whole_table() {
+    let cluster = PrivateCluster::new("bench");
+    let out = cluster.dir.0.join("out").join("bench.md");
+    let run = cluster.lab(&["bench", "--seconds", "1", "--runs", "1", "--out", out.to_str().unwrap()]);
+    assert_exit(&run, 0, "lab bench --seconds 1 --runs 1");
+
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(stdout(&run), md, "stdout and the file must be the same table");
+    for fact in ["核", "PostgreSQL 1", "fsync=", "synchronous_commit=", "`lab bench --seconds 1 --runs 1`"] {
+        assert!(md.contains(fact), "the facts lack {fact:?}:\n{md}");
+    }
+    // The write table: one row per (scopes, writers, mode), in table order.
+    let rows: Vec<Vec<&str>> = md
+        .lines()
+        .filter(|l| MODES.iter().any(|m| l.contains(&format!("| {m} |"))))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    let mut expected = Vec::new();
+    for scopes in ["1", "16"] {
+        for writers in ["1", "4", "16"] {
+            for mode in MODES {
+                expected.push(format!("{scopes} {writers} {mode}"));
+            }
+        }
+    }
+    let seen: Vec<String> = rows.iter().map(|r| r[..3].join(" ")).collect();
+    assert_eq!(seen, expected, "{md}");
+    for row in &rows {
+        assert_eq!(row.len(), 9, "a row of 9 columns: {row:?}");
+        assert!(row[3].parse::<f64>().is_ok_and(|w| w > 0.0), "writes/s of {row:?}");
+        assert!(row[4].ends_with('×'), "a ratio in {row:?}");
+        assert!(row[5].ends_with("ms") && row[6].ends_with("ms"), "latencies in {row:?}");
+        assert!(row[7].parse::<f64>().is_ok_and(|b| b > 0.0), "WAL bytes per write of {row:?}");
+        assert_eq!(row[8], "0", "every write of the bench holds the current token and must be accepted: {row:?}");
+    }
+    assert!(rows.iter().filter(|r| r[2] == "unfenced").all(|r| r[4] == "1.00×"), "the baseline's ratio is 1");
+    assert!(md.contains("| 16 |") && md.contains("尝试/秒"), "the acquire table is missing:\n{md}");
+    assert_eq!(md.matches("目标 ≥").count(), 2, "both targets are reported:\n{md}");
+
+    let csv = std::fs::read_to_string(out.with_extension("csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "kind,mode,writers,scopes,per_second,ratio_to_unfenced,p50_ms,p99_ms,wal_bytes_per_write,refused,granted");
+    assert_eq!(lines.len(), 1 + expected.len() + 1, "{csv}");
+    assert!(lines[1..=expected.len()].iter().all(|l| l.starts_with("write,") && l.split(',').count() == 11), "{csv}");
+    assert!(lines.last().unwrap().starts_with("acquire,,16,"), "{csv}");
+
+    // One chart per fenced mode, six bars each (the cells), in mermaid's xychart.
+    for mode in ["fenced-row", "fenced-scope", "fenced-scope-cte"] {
+        let chart = std::fs::read_to_string(out.with_file_name(format!("bench-{mode}.mmd"))).unwrap();
+        assert!(chart.starts_with("xychart-beta\n"), "{chart}");
+        let bars = chart.lines().find_map(|l| l.trim().strip_prefix("bar [")).unwrap_or_else(|| panic!("no bars:\n{chart}"));
+        assert_eq!(bars.trim_end_matches(']').split(", ").count(), 6, "{chart}");
+    }
+
+    // Progress: one line per group of cells (2 scope counts × 3 writer counts) and one for the acquires.
+    assert!(stderr(&run).contains("[7/7]"), "no progress on stderr:\n{}", stderr(&run));
+    // The bench started the cluster, so it stopped it again.
+    assert_exit(&cluster.lab(&["cluster", "status"]), 1, "cluster status after the bench");
+    let left = leftovers(cluster.dir.path());
+    assert!(left.is_empty(), "the bench left processes behind:\n{}", left.join("\n"));
+}
