@@ -427,11 +427,8 @@ fn chaos(args: ChaosArgs) -> Result<ExitCode> {
     }
     println!("{}", report::table(&runs));
     if let Some(out) = &args.out {
-        let partial = out.with_extension("partial");
-        std::fs::write(&partial, report::markdown(&config, &schedule, &runs, &machine))
-            .and_then(|()| std::fs::rename(&partial, out))
-            .map_err(|e| format!("writing {}: {e}", out.display()))?;
-        println!("chaos: table written to {}", out.display());
+        report::write_files(&config, &schedule, &runs, &machine, out)?;
+        println!("chaos: table written to {}, a chart per mode beside it", out.display());
     }
     let unexpected: Vec<String> = runs
         .iter()

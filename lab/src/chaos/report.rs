@@ -3,7 +3,10 @@
 
 use super::run::{Config, ModeRun};
 use super::schedule::{FaultKind, Schedule};
+use crate::error::{Result, ResultExt};
+use crate::resource::FenceMode;
 use std::fmt::Write;
+use std::path::Path;
 
 /// One row of the table: a label and each mode's value.
 struct Row {
@@ -96,4 +99,73 @@ pub fn machine_facts(server_version: &str) -> String {
     let load = std::fs::read_to_string("/proc/loadavg").ok().map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|t| t.trim().to_owned()).unwrap_or_default();
     format!("{cpus} 个 CPU（{model}），开始时负载 {load}，Linux {kernel}，PostgreSQL {server_version}")
+}
+
+/// One chart per mode (mermaid's xychart draws no legend, so one mode a
+/// chart): the token of each accepted write in the order the resource
+/// recorded it. A scope fence draws a staircase that never steps down; a
+/// stale write accepted is a dip below a step already drawn.
+pub fn charts(runs: &[ModeRun]) -> Vec<(FenceMode, String)> {
+    runs.iter()
+        .map(|run| {
+            let tokens: Vec<String> = run.accepted_tokens.iter().map(i64::to_string).collect();
+            let top = run.accepted_tokens.iter().max().copied().unwrap_or(0) + 1;
+            let chart = format!(
+                "xychart-beta\n    title \"{}：被接受的写入的 token，按接受顺序\"\n    x-axis \"第几次被接受的写入\" 1 --> {}\n    y-axis \"token\" 0 --> {top}\n    line [{}]\n",
+                run.mode,
+                tokens.len().max(1),
+                tokens.join(", ")
+            );
+            (run.mode, chart)
+        })
+        .collect()
+}
+
+/// Writes the table to `out` and one chart per mode beside it
+/// (`chaos-fenced-scope.mmd` …), each whole and then renamed into place: a
+/// reader never finds half a table.
+pub fn write_files(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine: &str, out: &Path) -> Result<()> {
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let stem = out.file_stem().map_or("chaos".into(), |s| s.to_string_lossy().into_owned());
+    let mut files = vec![(out.to_path_buf(), markdown(config, schedule, runs, machine))];
+    for (mode, chart) in charts(runs) {
+        files.push((out.with_file_name(format!("{stem}-{}.mmd", mode.cli_name())), chart));
+    }
+    for (path, text) in files {
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &path)).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A chart is the accepted tokens in the order given, one chart per
+    /// mode, its axes sized to them.
+    #[test]
+    fn a_chart_draws_the_accepted_tokens_in_order() {
+        let run = ModeRun {
+            mode: FenceMode::Unfenced,
+            verdict: Default::default(),
+            missed: Default::default(),
+            started: 0,
+            failed: 0,
+            first_failure: None,
+            took: Duration::ZERO,
+            accepted_tokens: vec![1, 3, 2, 4],
+        };
+        let charts = charts(&[run]);
+        assert_eq!(charts.len(), 1);
+        let (mode, chart) = &charts[0];
+        assert_eq!(*mode, FenceMode::Unfenced);
+        assert!(chart.starts_with("xychart-beta\n"), "{chart}");
+        assert!(chart.contains("x-axis \"第几次被接受的写入\" 1 --> 4\n"), "{chart}");
+        assert!(chart.contains("y-axis \"token\" 0 --> 5\n"), "{chart}");
+        assert!(chart.contains("line [1, 3, 2, 4]\n"), "{chart}");
+    }
 }

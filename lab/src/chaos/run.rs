@@ -57,6 +57,9 @@ pub struct ModeRun {
     pub first_failure: Option<String>,
     /// How long the run took, the history's reading included.
     pub took: Duration,
+    /// The token of every accepted write, in `write_attempt.id` order: the
+    /// run's chart (a fence's staircase, a broken mode's dips).
+    pub accepted_tokens: Vec<i64>,
 }
 
 /// How often a run reports its progress.
@@ -96,13 +99,16 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
             .context("starting the nemesis")?;
         let end = start + config.duration;
         let mut report_at = start + PROGRESS_EVERY;
-        while Instant::now() < end && !nemesis.is_finished() && !interrupt::requested() && lock(&tally.broken).is_none() {
-            if Instant::now() >= report_at {
-                report_at += PROGRESS_EVERY;
-                progress(progress_line(mode, start, config.duration, &log, &tally));
+        // The run's length is the experiment's own: time waited by design.
+        poll::designed(|| {
+            while Instant::now() < end && !nemesis.is_finished() && !interrupt::requested() && lock(&tally.broken).is_none() {
+                if Instant::now() >= report_at {
+                    report_at += PROGRESS_EVERY;
+                    progress(progress_line(mode, start, config.duration, &log, &tally));
+                }
+                std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
             }
-            std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
-        }
+        });
         stop_nemesis.store(true, Ordering::SeqCst);
         nemesis.join().map_err(|_| crate::Error::from("the nemesis panicked"))?
     });
@@ -129,6 +135,9 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
     history.grants = lock(&tally.grants).clone();
     history.faults = log.all_injected().into_iter().map(|f| Fault { kind: f.kind.name().into() }).collect();
     let first_failure = lock(&tally.first_failure).clone();
+    let mut accepted: Vec<&checker::Attempt> = history.attempts.iter().filter(|a| a.accepted).collect();
+    accepted.sort_by_key(|a| a.id);
+    let accepted_tokens = accepted.iter().map(|a| a.token).collect();
     Ok(ModeRun {
         mode,
         verdict: checker::check(&history),
@@ -137,6 +146,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         failed: tally.failed.load(Ordering::SeqCst),
         first_failure,
         took: began.elapsed(),
+        accepted_tokens,
     })
 }
 
