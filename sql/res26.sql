@@ -22,6 +22,9 @@ CREATE TABLE report_part (
 -- For FENCED_SCOPE an accepted attempt is inserted inside the write's own
 -- transaction, under the fence_floor row lock, so `id` order is acceptance order;
 -- FENCED_SCOPE_CTE, FENCED_ROW and UNFENCED insert it in the write's own statement.
+-- floor_after is the scope's fence_floor as the inserting statement read it
+-- (NULL for a scope with no floor row): the chaos checker (F15) reads floor
+-- regressions from it.
 CREATE TABLE write_attempt (
   id           bigserial PRIMARY KEY,
   scope        text NOT NULL,
@@ -30,6 +33,7 @@ CREATE TABLE write_attempt (
   token        bigint NOT NULL,
   mode         text NOT NULL,
   accepted     boolean NOT NULL,
+  floor_after  bigint,
   attempted_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 -- ANCHOR_END: write_attempt

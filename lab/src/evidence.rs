@@ -34,6 +34,11 @@ pub const REDACTIONS: &[(&str, &str)] = &[
     // WAL positions, which F14 prints as `lsn=0/3000148`: where the WAL
     // stands depends on everything the server wrote before.
     (r"lsn=[0-9A-F]{1,8}/[0-9A-F]{1,8}\b", "lsn=<LSN>"),
+    // Counts of a chaos run (F15) that depend on the machine's timing, not
+    // on the seed: attempts, holdings, faults injected, stale writes of the
+    // negative control. Printed as `count=N` and nowhere else; the zeros
+    // the real fence must keep are printed plainly and stay locked.
+    (r"\bcount=\d+\b", "count=<N>"),
     // Which etcd member wins an election, its member id and its raft term
     // (F16 prints `leader=m2 id=6e3bd23ae5f1eaae term=3`): the election's
     // randomised timeouts decide the first, the cluster's start the others.
@@ -168,6 +173,8 @@ mod tests {
         assert_eq!(redact(line), "now() (expected=<TS>, actual=<TS>) TTL=1500ms 等待 3000ms");
         let line = "备库收到 lsn=0/3000148，主库 lsn=1A/FF000028；用时 412.3ms；token=1/2 holder-a/2";
         assert_eq!(redact(line), "备库收到 lsn=<LSN>，主库 lsn=<LSN>；用时 <MS>ms；token=1/2 holder-a/2");
+        let line = "写入尝试 count=312，拒绝 count=0；被接受的过期写入 0；recount=3 count=7x";
+        assert_eq!(redact(line), "写入尝试 count=<N>，拒绝 count=<N>；被接受的过期写入 0；recount=3 count=7x");
         let line = "leader=m2 id=00c3bd23ae5f1eaa term=3；remaining=2s → remaining=4s；m1, m2, m3；TTL=4s token=7";
         assert_eq!(redact(line), "leader=<MEMBER> id=<ID> term=<TERM>；remaining=<S>s → remaining=<S>s；m1, m2, m3；TTL=4s token=7");
         assert_eq!(redact("ACQUIRED token=7587862396212523012, token=123456789"), "ACQUIRED token=<LEASE-ID>, token=123456789");

@@ -10,6 +10,12 @@
 //! (`--lease-backend etcd`, F16); the steps, their lines and the write are
 //! the same on both: [`hold`] is one function over [`LeaseService`]. The
 //! resource does not know which store issued the token.
+//!
+//! The chaos run (F15) asks for a longer holding of the same shape: several
+//! parts of one scope (`--part summary,detail,…`), each after its own local
+//! deadline check, with a work time before each later one (`--work-ms`), and
+//! an acquire that waits its turn (`--acquire-every-ms`) instead of giving
+//! up at once. With none of these flags a holder is the cases' holder.
 
 use crate::error::Result;
 use crate::etcd_lease::EtcdLeaseStore;
@@ -73,9 +79,19 @@ pub struct HolderArgs {
     /// The scope to write in.
     #[arg(long, default_value = params::SCOPE)]
     pub scope: String,
-    /// The part to write.
-    #[arg(long, default_value = params::PART_SUMMARY)]
-    pub part: String,
+    /// The parts to write, in order, one write each (comma-separated):
+    /// each after its own local deadline check.
+    #[arg(long = "part", alias = "parts", value_delimiter = ',', num_args = 1.., default_value = params::PART_SUMMARY)]
+    pub parts: Vec<String>,
+    /// The work before each part after the first, in milliseconds
+    /// (comma-separated, one per part after the first; missing ones are 0):
+    /// the time a real job spends computing the next part.
+    #[arg(long = "work-ms", value_delimiter = ',', num_args = 1..)]
+    pub work_ms: Vec<u64>,
+    /// While someone else holds the lease, try again every this many
+    /// milliseconds; 0: try once, and print NOT_ACQUIRED and exit 3.
+    #[arg(long, default_value_t = 0)]
+    pub acquire_every_ms: u64,
     /// The report content to write, e.g. rows=200(A).
     #[arg(long)]
     pub content: String,
@@ -106,6 +122,12 @@ impl HolderArgs {
     pub fn waits_at(&self, point: WaitPoint) -> bool {
         self.waits.contains(&point)
     }
+
+    /// The work before the part at `index` (none before the first).
+    pub fn work_before(&self, index: usize) -> Duration {
+        let ms = index.checked_sub(1).and_then(|gap| self.work_ms.get(gap)).copied().unwrap_or(0);
+        Duration::from_millis(ms)
+    }
 }
 
 impl HolderArgs {
@@ -118,7 +140,7 @@ impl HolderArgs {
             "--renew-ms".into(), self.renew_ms.to_string(),
             "--margin-ms".into(), self.margin_ms.to_string(),
             "--scope".into(), self.scope.clone(),
-            "--part".into(), self.part.clone(),
+            "--part".into(), self.parts.join(","),
             "--content".into(), self.content.clone(),
             "--mode".into(), self.mode.cli_name().into(),
             "--idle-timeout-ms".into(), self.idle_timeout_ms.to_string(),
@@ -135,6 +157,14 @@ impl HolderArgs {
         if self.no_renewer {
             argv.push("--no-renewer".into());
         }
+        // The chaos run's flags, only when set: a case's argv (which a
+        // failure report shows) stays as it was.
+        if !self.work_ms.is_empty() {
+            argv.extend(["--work-ms".into(), self.work_ms.iter().map(u64::to_string).collect::<Vec<_>>().join(",")]);
+        }
+        if self.acquire_every_ms > 0 {
+            argv.extend(["--acquire-every-ms".into(), self.acquire_every_ms.to_string()]);
+        }
         argv
     }
 
@@ -143,6 +173,9 @@ impl HolderArgs {
     pub fn validate(&self) -> Result<()> {
         if self.margin_ms >= self.ttl_ms {
             return Err(format!("--margin-ms {} must be below --ttl-ms {}", self.margin_ms, self.ttl_ms).into());
+        }
+        if self.parts.iter().any(|p| p.is_empty()) {
+            return Err(format!("--part {:?} names an empty part", self.parts.join(",")).into());
         }
         if self.renew_ms >= self.ttl_ms - self.margin_ms {
             return Err(format!(
@@ -297,45 +330,61 @@ fn hold_on<S: LeaseService>(mut lease: S, args: &HolderArgs) -> Result<i32> {
         });
     }
 
-    let Some(mut holding) = lease.acquire(&args.lease, &args.holder, ttl, margin)? else {
-        say(Step::NotAcquired)?;
-        return Ok(EXIT_NOT_ACQUIRED);
+    let mut holding = loop {
+        match lease.acquire(&args.lease, &args.holder, ttl, margin)? {
+            Some(holding) => break holding,
+            // Waiting its turn, as a job instance polling for the lease does.
+            None if args.acquire_every_ms > 0 => std::thread::sleep(Duration::from_millis(args.acquire_every_ms)),
+            None => {
+                say(Step::NotAcquired)?;
+                return Ok(EXIT_NOT_ACQUIRED);
+            }
+        }
     };
     // The token and the local deadline, whichever store issued them.
     let token = holding.as_ref().token;
     say(Step::Acquired { token })?;
     let renewer = if args.no_renewer { None } else { Some(Renewer::start(&lease, &holding, Duration::from_millis(args.renew_ms))?) };
 
-    if args.waits_at(WaitPoint::BeforeCheck) {
-        say(Step::Waiting)?;
-        wait_for_line()?;
-    }
-    let grant = holding.as_mut();
-    if let Some(renewer) = &renewer {
-        grant.local_deadline = renewer.local_deadline();
-    }
-    if !grant.within_deadline() {
-        say(Step::DeadlinePassed)?;
-        end_renewer(renewer, false)?;
-        return Ok(0);
-    }
-    say(Step::DeadlineOk)?;
-    if args.waits_at(WaitPoint::BeforeWrite) {
-        say(Step::Waiting)?;
-        wait_for_line()?;
-    }
-    // No check between here and the write: whatever pause falls here is
-    // invisible to this process. Only the resource can refuse the write.
-    let written = report.write(&PartWrite {
-        scope: &args.scope,
-        part: &args.part,
-        content: &args.content,
-        writer: &args.holder,
-        token,
-    });
-    match written {
-        Ok(accepted) => say(Step::Write { accepted, token })?,
-        Err(e) => say(Step::WriteFailed { code: failure_code(e.as_ref()).ok_or(e)? })?,
+    for (index, part) in args.parts.iter().enumerate() {
+        // The work that produces this part: the holder runs, its renewer renews.
+        std::thread::sleep(args.work_before(index));
+        if args.waits_at(WaitPoint::BeforeCheck) {
+            say(Step::Waiting)?;
+            wait_for_line()?;
+        }
+        let grant = holding.as_mut();
+        if let Some(renewer) = &renewer {
+            grant.local_deadline = renewer.local_deadline();
+        }
+        if !grant.within_deadline() {
+            say(Step::DeadlinePassed)?;
+            end_renewer(renewer, false)?;
+            return Ok(0);
+        }
+        say(Step::DeadlineOk)?;
+        if args.waits_at(WaitPoint::BeforeWrite) {
+            say(Step::Waiting)?;
+            wait_for_line()?;
+        }
+        // No check between here and the write: whatever pause falls here is
+        // invisible to this process. Only the resource can refuse the write.
+        let written = report.write(&PartWrite {
+            scope: &args.scope,
+            part,
+            content: &args.content,
+            writer: &args.holder,
+            token,
+        });
+        match written {
+            Ok(accepted) => say(Step::Write { accepted, token })?,
+            Err(e) => {
+                say(Step::WriteFailed { code: failure_code(e.as_ref()).ok_or(e)? })?;
+                // The session may be gone (a server restart, a timeout):
+                // no more parts on it.
+                break;
+            }
+        }
     }
 
     let renewed = lease.renew(&mut holding)?;
@@ -385,6 +434,27 @@ mod tests {
         let mut argv = vec!["holder".to_owned()];
         argv.extend(args.to_argv());
         assert_eq!(HolderArgs::parse_from(argv), args);
+    }
+
+    /// The chaos run's holding (several parts, work times, an acquire that
+    /// waits its turn) round-trips too; a case's argv shows none of its flags.
+    #[test]
+    fn chaos_holding_round_trips_and_cases_argv_is_unchanged() {
+        let mut argv = vec!["holder".to_owned()];
+        let chaos = HolderArgs::parse_from([
+            "holder", "--holder", "holder-3", "--content", "c", "--part", "summary,detail,totals", "--work-ms", "120,40", "--acquire-every-ms", "80",
+        ]);
+        assert_eq!(chaos.parts, ["summary", "detail", "totals"]);
+        assert_eq!((chaos.work_before(0), chaos.work_before(1), chaos.work_before(2), chaos.work_before(3)), (Duration::ZERO, Duration::from_millis(120), Duration::from_millis(40), Duration::ZERO));
+        argv.extend(chaos.to_argv());
+        assert_eq!(HolderArgs::parse_from(argv), chaos);
+        assert_eq!(
+            HolderArgs::new("holder-b", "rows=503(B)").to_argv().join(" "),
+            "--lease report-job --holder holder-b --ttl-ms 1500 --renew-ms 400 --margin-ms 300 --scope daily-report --part summary --content rows=503(B) --mode fenced-scope --idle-timeout-ms 0"
+        );
+        let mut empty = chaos.clone();
+        empty.parts = vec!["summary".into(), String::new()];
+        assert!(empty.validate().is_err());
     }
 
     /// The article's F4 parameters are the defaults, and they are valid.

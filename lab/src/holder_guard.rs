@@ -32,6 +32,17 @@ use std::time::{Duration, Instant};
 /// when a holder is stuck or dead.
 pub const ANSWER_BOUND: Duration = Duration::from_secs(20);
 
+/// What a bounded read of a holder's output found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// One protocol line.
+    Line(String),
+    /// Nothing yet.
+    Quiet,
+    /// The holder closed its output: it has exited, or is about to.
+    Ended,
+}
+
 /// A running holder process, owned by the case that started it.
 pub struct HolderGuard {
     /// The holder's parameters, for messages.
@@ -148,6 +159,16 @@ impl HolderGuard {
         }
     }
 
+    /// A read of the next protocol line that waits at most `bound`: the
+    /// chaos run's slots read this way, between the nemesis's orders.
+    pub fn read_within(&mut self, bound: Duration) -> Output {
+        match self.lines.recv_timeout(bound) {
+            Ok(line) => Output::Line(line),
+            Err(RecvTimeoutError::Timeout) => Output::Quiet,
+            Err(RecvTimeoutError::Disconnected) => Output::Ended,
+        }
+    }
+
     /// Every line the holder prints until it closes its output, then its
     /// exit status: after this, nothing the holder does can still land.
     pub fn rest_of_output(&mut self) -> Result<(Vec<String>, ExitStatus)> {
@@ -190,10 +211,14 @@ impl HolderGuard {
         // Delivery is asynchronous, and each thread stops on its own way
         // back from the kernel: the process's stat may show T while the
         // renewer is still running. Wait for the kernel to show all of them.
+        // A holder that exited just before the signal (a zombie, `Z`, not
+        // yet reaped) will never stop: that ends the wait too.
         let start = Instant::now();
         loop {
-            let all_stopped = self.threads()?.iter().all(|(_, state)| *state == 'T');
-            if all_stopped || start.elapsed() > ANSWER_BOUND {
+            let threads = self.threads()?;
+            let all_stopped = threads.iter().all(|(_, state)| *state == 'T');
+            let exited = threads.iter().any(|(_, state)| *state == 'Z');
+            if all_stopped || exited || start.elapsed() > ANSWER_BOUND {
                 return self.state();
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -207,6 +232,11 @@ impl HolderGuard {
         kill(self.pid, Signal::SIGKILL)?;
         events::record(&self.holder, "SIGKILL");
         self.wait_exit()
+    }
+
+    /// The holder's process id.
+    pub fn pid(&self) -> Pid {
+        self.pid
     }
 
     /// Sends SIGCONT: the holder resumes exactly where it was stopped.

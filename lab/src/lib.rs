@@ -3,9 +3,9 @@
 //! A daily report job runs as several instances; a lease table in PostgreSQL
 //! lets one of them work at a time, and a fencing token issued with every
 //! acquire lets the protected resource refuse a holder that paused past its
-//! lease. This crate runs the experiments (cases F1–F9, and F14 beyond the
-//! article) against a real, throw-away PostgreSQL cluster and prints their
-//! transcripts.
+//! lease. This crate runs the experiments (cases F1–F9, and F10–F15 beyond
+//! the article) against a real, throw-away PostgreSQL cluster and prints
+//! their transcripts.
 //!
 //! # Layout
 //!
@@ -40,7 +40,7 @@
 //! Faults injected from outside, the way a real one happens:
 //! - [`fault`]: `DelayProxy`, a TCP proxy on the wire between a holder and
 //!   the resource's database that holds a request in flight (F12) or delays
-//!   every request (the chaos run).
+//!   every chunk for a span (a holder slot's link in the chaos run).
 //!
 //! The lease side (database `lease26`):
 //! - [`lease`]: `LeaseStore` (acquire, renew, release: single autocommit
@@ -64,6 +64,14 @@
 //!   `--lease-backend postgres|etcd`.
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
+//! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
+//!   seed, the workload (holder slots, each the one owner of its holder
+//!   processes, each behind a link of its own, a `DelayProxy`), the nemesis
+//!   that injects pauses, kills, slow links and database restarts, and the
+//!   checker, a pure function from the run's history (write attempts,
+//!   grants, final parts, faults) to counts of stale writes accepted,
+//!   tokens reused, floor regressions and lost writes. Below `cases`, whose
+//!   F15 runs a short fixed-seed chaos run.
 //!
 //! The experiments and their evidence:
 //! - [`transcript`]: the `ok`/`note`/`FAIL` format.
@@ -73,19 +81,12 @@
 //! - [`lease_stores`]: the lease stores side by side: one acquire timed the
 //!   same way on each (F14's and F16's medians), and `lab lease-stores`,
 //!   which times all four on this machine and writes the book's table.
-//! - [`cases`]: one module per case, `F1` … `F14`, what they share, and the
+//! - [`cases`]: one module per case, `F1` … `F16`, what they share, and the
 //!   one runner that `lab run` and the snapshot test both use.
 //! - [`bench`]: what fencing costs: writes per second and latency per
 //!   resource mode, side by side, and contended acquires (`lab bench`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
-//!
-//! # Rooms for what is coming
-//!
-//! Not built yet; this is where each goes, so that the order above holds:
-//! - a chaos run, `chaos/`: the nemesis (its fault schedule from a seed) and
-//!   the history checker, above `cases` (it drives holders and reads
-//!   `write_attempt`).
 
 pub mod error;
 pub mod paths;
@@ -104,6 +105,7 @@ pub mod resource;
 pub mod publish;
 pub mod holder;
 pub mod holder_guard;
+pub mod chaos;
 pub mod transcript;
 pub mod evidence;
 pub mod timeline;

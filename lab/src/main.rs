@@ -15,7 +15,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The lease + fencing lab: cases F1–F9 and F14 against a throw-away PostgreSQL.
+/// The lease + fencing lab: cases F1–F9, and F10–F15 beyond the article, against a throw-away PostgreSQL.
 #[derive(Parser)]
 #[command(name = "lab", version, about, after_help = "Most readers use ./run.sh, which builds first and calls this.")]
 struct Cli {
@@ -82,6 +82,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Color::Auto)]
         color: Color,
     },
+    /// The chaos run: holders under a seeded nemesis, judged by the history checker.
+    Chaos(ChaosArgs),
     /// Draw what happened in a case's last run (F4, F5, F10-F13): a page that
     /// shows each holder's holdings, pauses and writes on one time axis.
     Timeline {
@@ -116,7 +118,7 @@ enum Command {
 
 #[derive(Args)]
 struct RunArgs {
-    /// Cases to run: F1 … F9, F14, or all.
+    /// Cases to run: F1 … F15, or all.
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
     /// F4/F5: judge writes with this resource mode instead of the case's own
@@ -133,6 +135,39 @@ struct RunArgs {
     /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt).
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ChaosArgs {
+    /// The seed of the fault schedule (and of the holders' work times): the same seed, the same schedule.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How many holder slots compete for the lease.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(2..=lab::chaos::workload::MAX_HOLDERS as i64))]
+    holders: u16,
+    /// How long each mode runs, e.g. 120s, 2m, 500ms.
+    #[arg(long, default_value = "120s", value_parser = lab::chaos::run::parse_duration)]
+    duration: std::time::Duration,
+    /// The resource mode (fenced-scope, fenced-row, unfenced, check-then-write), or all four in turn.
+    #[arg(long, default_value = "all", value_parser = mode_or_all)]
+    mode: ModeChoice,
+    /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print every holder's protocol lines and every fault on stderr as they happen.
+    #[arg(long)]
+    trace: bool,
+}
+
+/// `--mode`: one mode, or all four.
+#[derive(Clone, Copy)]
+struct ModeChoice(Option<FenceMode>);
+
+fn mode_or_all(text: &str) -> std::result::Result<ModeChoice, String> {
+    if text == "all" {
+        return Ok(ModeChoice(None));
+    }
+    parse_mode(text).map(|m| ModeChoice(Some(m))).map_err(|e| format!("{e}, or all"))
 }
 
 #[derive(Subcommand)]
@@ -178,7 +213,7 @@ enum Color {
     Never,
 }
 
-/// Accepts F1 … F9, F14 in any case, and says which ids exist otherwise.
+/// Accepts F1 … F15 in any case, and says which ids exist otherwise.
 fn case_id(text: &str) -> std::result::Result<String, String> {
     match cases::find(text) {
         Some(case) => Ok(case.id.to_owned()),
@@ -249,6 +284,10 @@ fn dispatch(command: Command) -> ExitCode {
         Command::Try { name: Some(name), color } => {
             interrupt::install();
             report(lab::mutants::harness::try_one(&name, color.on()).map(verdict))
+        }
+        Command::Chaos(args) => {
+            interrupt::install();
+            report(chaos(args))
         }
         Command::Timeline { case } => report(lab::timeline::page(&case).map(|page| {
             let chart = page.with_extension("mmd");
@@ -356,6 +395,54 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
     drop(runner);
     print_times(&times, started.elapsed());
     Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `lab chaos`: the same seeded schedule against one mode or all four, and
+/// the checker's table. Exit 0 when every verdict is the expected one: the
+/// scope fences (FENCED_SCOPE, FENCED_SCOPE_CTE) clean, every broken mode caught.
+fn chaos(args: ChaosArgs) -> Result<ExitCode> {
+    use lab::chaos::{report, run_mode, Config, Schedule};
+    let holder_bin = std::env::current_exe()?.with_file_name("holder");
+    if !holder_bin.is_file() {
+        return Err(format!("the holder binary is missing ({}): build with `cargo build`", holder_bin.display()).into());
+    }
+    let session = lab::cluster::Session::begin()?;
+    db::setup::recreate_databases()?;
+    let config = Config { seed: args.seed, holders: args.holders.into(), duration: args.duration, holder_bin, trace: args.trace };
+    let schedule = Schedule::generate(config.seed, config.duration);
+    let modes: Vec<FenceMode> = args.mode.0.map_or(FenceMode::ALL.to_vec(), |m| vec![m]);
+    let version: String = db::connect(db::RES_DB, "lab chaos")?.query_one("SELECT current_setting('server_version')", &[])?.get(0);
+    let machine = lab::chaos::report::machine_facts(&version);
+    println!("chaos: {schedule}");
+    println!("chaos: {} holders, each mode {}s; replay with the same --seed", config.holders, config.duration.as_secs_f64());
+    let mut runs = Vec::new();
+    for mode in modes {
+        eprintln!("chaos: {mode} for {}s…", config.duration.as_secs_f64());
+        let run = run_mode(session.cluster(), &config, &schedule, mode, &mut |line| eprintln!("{line}"))?;
+        eprintln!("chaos: {mode} done in {:.0}s: {} faults injected, verdict {}", run.took.as_secs_f64(), run.verdict.faults.values().sum::<usize>(), if run.verdict.is_clean() { "clean" } else { "NOT clean" });
+        if let Some(failure) = &run.first_failure {
+            eprintln!("chaos: {} holder processes failed on their own; the first:\n{failure}", run.failed);
+        }
+        runs.push(run);
+    }
+    println!("{}", report::table(&runs));
+    if let Some(out) = &args.out {
+        report::write_files(&config, &schedule, &runs, &machine, out)?;
+        println!("chaos: table written to {}, a chart per mode beside it", out.display());
+    }
+    let unexpected: Vec<String> = runs
+        .iter()
+        .filter(|r| r.verdict.is_clean() != FenceMode::SCOPE_FENCES.contains(&r.mode))
+        .map(|r| format!("{} {}", r.mode, if r.verdict.is_clean() { "was not caught" } else { "is NOT clean" }))
+        .collect();
+    drop(session);
+    if unexpected.is_empty() {
+        println!("chaos: as expected: the scope fences clean, every broken mode caught");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("chaos: UNEXPECTED: {}", unexpected.join("; "));
+        Ok(ExitCode::FAILURE)
+    }
 }
 
 /// Copies the pictures of the cases just run next to `out` (the evidence

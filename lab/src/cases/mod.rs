@@ -16,6 +16,7 @@
 //! | F12 | a write delayed in the network goes stale in flight; the fence refuses it | a delaying proxy, negative control |
 //! | F13 | clocks that run wrong: a slow holder clock, a server clock that jumps | libfaketime |
 //! | F14 | the lease store fails over to an async standby: a token is issued twice; sync keeps it, at a price | primary + streaming standby, failover, negative control |
+//! | F15 | chaos: eight holders under seeded pauses, kills and slow links; the checker finds the fenced history clean, the unfenced one not | processes, SIGSTOP, SIGKILL, proxies, history checker, negative control |
 //! | F16 | F4's timeline with the lease on etcd; the etcd leader killed between two acquires: the token still grows | three-member etcd, SIGSTOP, SIGKILL |
 //!
 //! Every case starts from fresh schemas in both databases (F14 makes its
@@ -37,6 +38,7 @@ pub mod f11;
 pub mod f12;
 pub mod f13;
 pub mod f14;
+pub mod f15;
 pub mod f16;
 pub mod paused_holder;
 pub mod runner;
@@ -113,7 +115,7 @@ impl Lab {
 
 /// One experiment.
 pub struct Case {
-    /// `F1` … `F14`, `F16`.
+    /// `F1` … `F16`.
     pub id: &'static str,
     /// The header's title, which may name the reader's knobs.
     pub title: fn(&Options) -> String,
@@ -201,9 +203,9 @@ pub fn variants() -> Vec<Variant> {
 }
 
 /// Every case, in the article's order.
-pub const ALL: [&Case; 15] = [
+pub const ALL: [&Case; 16] = [
     &f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE, &f10::CASE, &f11::CASE, &f12::CASE,
-    &f13::CASE, &f14::CASE, &f16::CASE,
+    &f13::CASE, &f14::CASE, &f15::CASE, &f16::CASE,
 ];
 
 /// The case with this id (case-insensitive).

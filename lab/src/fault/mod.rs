@@ -5,7 +5,8 @@
 //! - [`proxy`]: [`DelayProxy`], a TCP proxy of the lab's own on the wire
 //!   between a holder and the resource's database; it holds a request in
 //!   flight until released (F12: a write delayed in the network), or delays
-//!   every request a little (the chaos run).
+//!   every chunk for a span (the chaos run: each holder slot has a link of
+//!   its own, and the nemesis slows one at a time).
 //!
 //! - [`clock`]: clocks that run wrong, through `libfaketime` preloaded into
 //!   one process: a holder whose clock runs slow, a server whose wall clock

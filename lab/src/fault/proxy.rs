@@ -12,8 +12,9 @@
 //! [`hold`](DelayProxy::hold) before A
 //! sends, [`wait_until_held`](DelayProxy::wait_until_held) to see the write
 //! queued, and [`release`](DelayProxy::release) once B has written. The
-//! chaos run uses [`set_delay`](DelayProxy::set_delay) instead, to slow
-//! every request a little.
+//! chaos run gives each holder slot a proxy of its own and uses
+//! [`set_delay`](DelayProxy::set_delay) instead, to slow one slot's link
+//! for a span while the others stay fast.
 //!
 //! How it works. One accepting thread listens on 127.0.0.1 only (the proxy
 //! opens no door to the network). For each client it connects to the target

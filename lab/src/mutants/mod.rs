@@ -46,6 +46,9 @@ pub enum Group {
     /// What the lease store's commits wait for, which decides whether a
     /// failover can lose a token (F14).
     Failover,
+    /// The chaos run's record and its checker (F15): a judge that cannot
+    /// see a failure is a check that cannot fail.
+    Chaos,
     /// The lease on etcd: the acquire txn and its token (F16).
     Etcd,
 }
@@ -268,6 +271,20 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "I2 across a failover: a synchronous lease store's commit returns only once its standby has it",
         killer: &["F14"],
         question: "同步时间线里，租约库的 synchronous_commit 从 remote_apply 改成了 local（synchronous_standby_names 照旧）。备库断开之后，holder-c 的获取还会等它吗？这时切换主备，token 会怎样？",
+    },
+    Mutation {
+        name: "record-omits-floor",
+        group: Group::Chaos,
+        guards: "every write attempt records the floor it saw (floor_after): without it the checker's floor regressions count nothing, and say zero",
+        killer: &["F15"],
+        question: "write_attempt 的记录语句不再读 fence_floor，floor_after 一律是 NULL。F15 的检查器还能数出 floor 倒退吗？FENCED_SCOPE 那一行“floor 倒退 0”还说明什么？",
+    },
+    Mutation {
+        name: "checker-blind-to-stale",
+        group: Group::Chaos,
+        guards: "the checker counts an accepted write below a token its scope had accepted as stale",
+        killer: &["F15"],
+        question: "检查器数过期写入时，遇到比作用域已接受的 token 更小的被接受写入，不再计数。F15 里 FENCED_SCOPE 的“被接受的过期写入 0”还会是 ok 吗？UNFENCED 那条负对照呢？",
     },
     Mutation {
         name: "etcd-acquire-without-compare",

@@ -165,11 +165,17 @@ const UPSERT: &str = "
 /// - The upsert's conflict check sees rows committed after the snapshot (a
 ///   part written by the writer this one queued behind): Read Committed's
 ///   ON CONFLICT DO UPDATE locks and overwrites the newest version.
+/// - `floor_after` (what the chaos checker reads, as in RECORD_ATTEMPT) is
+///   the floor `fence` set, read from its RETURNING for the reason above.
+///   A refused write read no row there and reads the floor itself, `FOR
+///   SHARE` as RECORD_ATTEMPT does: the lock read sees the newest committed
+///   floor, not this statement's snapshot of it. COALESCE evaluates that
+///   subquery only when `fence` returned nothing.
 const FENCE_AND_WRITE: &str = "
     WITH fence AS (
         UPDATE fence_floor SET max_token = $5
          WHERE scope = $1 AND max_token <= $5
-        RETURNING scope
+        RETURNING scope, max_token
     ), part AS (
         INSERT INTO report_part (scope, part, content, writer, token)
         SELECT fence.scope, $2, $3, $4, $5 FROM fence
@@ -177,8 +183,10 @@ const FENCE_AND_WRITE: &str = "
            SET content = EXCLUDED.content, writer = EXCLUDED.writer,
                token = EXCLUDED.token, written_at = clock_timestamp()
     ), attempt AS (
-        INSERT INTO write_attempt (scope, part, writer, token, mode, accepted)
-        VALUES ($1, $2, $4, $5, $6, EXISTS (SELECT FROM fence))
+        INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+        VALUES ($1, $2, $4, $5, $6, EXISTS (SELECT FROM fence),
+                COALESCE((SELECT max_token FROM fence),
+                         (SELECT max_token FROM fence_floor WHERE scope = $1 FOR SHARE)))
     )
     SELECT EXISTS (SELECT FROM fence)";
 // ANCHOR_END: cte_sql
@@ -194,6 +202,11 @@ const FENCE_AND_WRITE: &str = "
 /// conflict branch's WHERE let the write through. One round trip and one
 /// commit per write, like FENCED_SCOPE_CTE, so that `lab bench` compares
 /// fences and not numbers of commits.
+///
+/// `floor_after` reads the scope's floor without a lock: no FENCED_ROW
+/// write moves it, so the value is the one any reader sees, and a share
+/// lock would cost each write a WAL record that the comparison with
+/// UNFENCED must not carry.
 const UPSERT_IF_ROW_TOKEN: &str = "
     WITH part AS (
         INSERT INTO report_part AS r (scope, part, content, writer, token)
@@ -204,8 +217,9 @@ const UPSERT_IF_ROW_TOKEN: &str = "
          WHERE r.token <= EXCLUDED.token
         RETURNING true
     )
-    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted)
-    VALUES ($1, $2, $4, $5, $6, EXISTS (SELECT FROM part))
+    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+    VALUES ($1, $2, $4, $5, $6, EXISTS (SELECT FROM part),
+            (SELECT max_token FROM fence_floor WHERE scope = $1))
     RETURNING accepted";
 // ANCHOR_END: row_fence_sql
 
@@ -214,6 +228,8 @@ const UPSERT_IF_ROW_TOKEN: &str = "
 /// writer wins (F5). One round trip and one commit per write: the baseline
 /// of `lab bench` is the cheapest unfenced write that keeps the record every
 /// mode keeps, so a fenced mode's ratio to it is the price of its fence.
+/// `floor_after` is read without a lock, as in FENCED_ROW: no UNFENCED
+/// write moves the floor.
 const UNFENCED_WRITE: &str = "
     WITH part AS (
         INSERT INTO report_part (scope, part, content, writer, token)
@@ -222,8 +238,9 @@ const UNFENCED_WRITE: &str = "
            SET content = EXCLUDED.content, writer = EXCLUDED.writer,
                token = EXCLUDED.token, written_at = clock_timestamp()
     )
-    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted)
-    VALUES ($1, $2, $4, $5, $6, true)";
+    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+    VALUES ($1, $2, $4, $5, $6, true,
+            (SELECT max_token FROM fence_floor WHERE scope = $1))";
 
 /// CHECK_THEN_WRITE's read: a snapshot of the floor that is already history
 /// by the time the decision is acted on.
@@ -233,10 +250,25 @@ const READ_FLOOR: &str = "SELECT max_token FROM fence_floor WHERE scope = $1";
 /// backwards (F6a: from 2 to 1).
 const SET_FLOOR: &str = "UPDATE fence_floor SET max_token = $1 WHERE scope = $2";
 
+// ANCHOR: record_sql
 /// The audit record of one attempt; see `write_attempt` in sql/res26.sql.
+///
+/// `floor_after` is read by the statement that takes the id, and read `FOR
+/// SHARE`: a floor row that another writer has locked (a fenced write not
+/// yet committed) makes this read wait for that commit and then see the new
+/// floor, and while this statement holds the share lock no writer can lock
+/// the row, take a later id and commit a larger floor first. So in `id`
+/// order the recorded floors are the floor's own history, and a step down
+/// among them is a real regression (check-then-write's F6a), never an
+/// artefact of two sessions recording at once. The scalar subquery yields
+/// NULL for a scope that has no floor row. Inside a fenced write's own
+/// transaction the row is already locked by its UPDATE, and the read sees
+/// the floor that transaction set.
 const RECORD_ATTEMPT: &str = "
-    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted)
-    VALUES ($1, $2, $3, $4, $5, $6)";
+    INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+    VALUES ($1, $2, $3, $4, $5, $6,
+            (SELECT max_token FROM fence_floor WHERE scope = $1 FOR SHARE))";
+// ANCHOR_END: record_sql
 
 /// The report store, in one mode, on its own connection to `res26`.
 pub struct ResourceStore {

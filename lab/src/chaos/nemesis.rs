@@ -1,0 +1,225 @@
+//! The nemesis: one thread that walks the fault schedule and injects each
+//! fault from outside, the way a real one happens.
+//!
+//! - a pause is a real SIGSTOP and, after its length, SIGCONT, sent by the
+//!   target slot's own thread (the one owner of that holder; the nemesis
+//!   only orders it, see `workload.rs`);
+//! - a kill is a real SIGKILL, sent the same way, after which the slot
+//!   starts a new incarnation;
+//! - a delay slows the target slot's link, the
+//!   [`DelayProxy`](crate::fault::DelayProxy) its holders reach the server
+//!   through, for the fault's span: every chunk they send waits there,
+//!   their renewals as well as their writes;
+//! - a database restart is `restart_immediate` of the cluster (F8's crash
+//!   and WAL recovery), on a thread of the nemesis's own, joined before the
+//!   next one and at the end.
+//!
+//! Targets. The schedule says when and what; the target is picked when the
+//! fault comes, by the event's `pick`, among the slots that can take it
+//! then: for a pause or a kill, slots whose holder is live and has no order
+//! pending; for a delay, slots whose link is not already slow. A fault
+//! aimed at a bystander picks among those whose holder is waiting for the
+//! lease (among all, when every one is holding). A fault aimed at the
+//! writer picks the slot whose holder holds the lease and has written in
+//! this holding, and a pause then lands a few milliseconds into that
+//! holder's next write; when there is none (the lease is between holders,
+//! its holder has not written yet, or is already stopped), the fault waits
+//! up to [`WAIT_FOR_WRITER`] for one, and hits a bystander after that (one
+//! fault waits at a time; another one hits a bystander at once). A fault
+//! that finds no slot at all is recorded as missed, never silently dropped.
+//!
+//! At the end — the run's duration over, an error, or Ctrl-C — the nemesis
+//! heals what it owns: every link fast again, the restart in progress
+//! finished. The slots heal their holders (SIGCONT, then SIGKILL and reap).
+
+use super::schedule::{Aim, Event, FaultKind, Schedule};
+use super::workload::{FaultLog, Order, Slot};
+use crate::cluster::Cluster;
+use crate::error::{chain, Result};
+use crate::interrupt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long the nemesis sleeps at most between two looks at its clock.
+const TICK: Duration = Duration::from_millis(20);
+
+/// How long a fault aimed at the writer waits for a slot that holds the
+/// lease, when none does: about the ttl, the longest a lease stays between
+/// holders while a bystander polls for it.
+pub const WAIT_FOR_WRITER: Duration = Duration::from_millis(1500);
+
+/// Whom a fault is sent to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Want {
+    /// The writer, or nobody yet.
+    Writer,
+    /// A bystander, or any eligible slot when there is none.
+    Bystander,
+}
+
+/// The nemesis's state while it runs.
+struct Nemesis<'a> {
+    /// The slots it hits.
+    slots: &'a [Slot],
+    /// The cluster it restarts.
+    cluster: &'a Cluster,
+    /// Where it records what it injected and what it missed.
+    log: &'a FaultLog,
+    /// The run's start: the schedule's times count from it.
+    start: Instant,
+    /// Until when each slot's link is slow.
+    slow_until: Vec<Option<Instant>>,
+    /// The database restart in progress, if one is.
+    restart: Option<JoinHandle<Result<()>>>,
+    /// A fault aimed at the writer that is waiting for one, with the
+    /// moment it stops waiting.
+    waiting: Option<(Event, Instant)>,
+}
+
+/// Injects `schedule` into `slots` and `cluster` from `start` until `stop`
+/// is set (or Ctrl-C), then heals the links and waits for a restart in
+/// progress. An error is a database restart that failed.
+pub fn run(schedule: &Schedule, slots: &[Slot], cluster: &Cluster, log: &FaultLog, stop: &AtomicBool, start: Instant) -> Result<()> {
+    let mut nemesis = Nemesis { slots, cluster, log, start, slow_until: vec![None; slots.len()], restart: None, waiting: None };
+    let outcome = nemesis.walk(&schedule.events, stop);
+    let healed = nemesis.heal();
+    outcome.and(healed)
+}
+
+impl Nemesis<'_> {
+    fn walk(&mut self, events: &[Event], stop: &AtomicBool) -> Result<()> {
+        let mut events = events.iter().peekable();
+        while !stop.load(Ordering::SeqCst) && !interrupt::requested() {
+            let now = Instant::now();
+            for (slot, until) in self.slots.iter().zip(self.slow_until.iter_mut()) {
+                if until.is_some_and(|u| now >= u) {
+                    slot.link.set_delay(None);
+                    *until = None;
+                }
+            }
+            if self.restart.as_ref().is_some_and(JoinHandle::is_finished) {
+                self.join_restart()?;
+            }
+            while let Some(event) = events.next_if(|e| self.start + e.at <= now) {
+                self.inject(event);
+            }
+            self.retry_waiting();
+            let next = events.peek().map(|e| self.start + e.at).into_iter().chain(self.slow_until.iter().flatten().copied()).min();
+            let nap = next.map_or(TICK, |t| t.saturating_duration_since(Instant::now()).min(TICK));
+            std::thread::sleep(nap);
+        }
+        Ok(())
+    }
+
+    fn inject(&mut self, event: &Event) {
+        match (event.kind, event.aim) {
+            (FaultKind::DbRestart, _) => self.restart_database(),
+            (_, Aim::Writer) => {
+                if self.hit(event, Want::Writer) {
+                    return;
+                }
+                // One fault at most waits for the next writer: a queue of
+                // them would all fall on it at its first write, and on the
+                // one after it, and no holder would write at all.
+                if self.waiting.is_none() {
+                    self.waiting = Some((event.clone(), Instant::now() + WAIT_FOR_WRITER));
+                } else {
+                    self.hit(event, Want::Bystander);
+                }
+            }
+            (_, Aim::Bystander) => {
+                self.hit(event, Want::Bystander);
+            }
+        }
+    }
+
+    /// The fault waiting for a writer hits one if there is one now, or a
+    /// bystander once it has waited long enough.
+    fn retry_waiting(&mut self) {
+        let Some((event, until)) = self.waiting.take() else { return };
+        if !self.hit(&event, Want::Writer) {
+            if Instant::now() >= until {
+                self.hit(&event, Want::Bystander);
+            } else {
+                self.waiting = Some((event, until));
+            }
+        }
+    }
+
+    /// Sends `event` to a slot of the kind `want` asks for; `false` when it
+    /// wants the writer and there is none to take it now. A bystander
+    /// fault that finds no slot at all is recorded as missed.
+    fn hit(&mut self, event: &Event, want: Want) -> bool {
+        let views: Vec<_> = self.slots.iter().map(Slot::view).collect();
+        let eligible: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| match event.kind {
+                FaultKind::Delay => self.slow_until[i].is_none(),
+                _ => views[i].live && !views[i].busy,
+            })
+            .collect();
+        let writers: Vec<usize> = eligible.iter().copied().filter(|&i| views[i].holding && views[i].written).collect();
+        let bystanders: Vec<usize> = eligible.iter().copied().filter(|&i| !views[i].holding).collect();
+        let from = match want {
+            Want::Writer => writers,
+            Want::Bystander if bystanders.is_empty() => eligible,
+            Want::Bystander => bystanders,
+        };
+        let Some(&target) = from.get((event.pick % from.len().max(1) as u64) as usize) else {
+            if want == Want::Bystander {
+                self.log.missed(event.kind);
+            }
+            return want == Want::Bystander;
+        };
+        let slot = &self.slots[target];
+        match event.kind {
+            FaultKind::Delay => {
+                slot.link.set_delay(Some(event.delay));
+                self.slow_until[target] = Some(Instant::now() + event.length);
+                self.log.injected(self.start, FaultKind::Delay, Some(&slot.name));
+            }
+            FaultKind::Kill => slot.order(Order::Kill),
+            kind => slot.order(Order::Pause { kind, length: event.length, at_write: want == Want::Writer, into_write: event.into_write }),
+        }
+        true
+    }
+
+    /// An immediate stop and a start of the server, on a thread of its
+    /// own; missed while the previous one is still running.
+    fn restart_database(&mut self) {
+        if self.restart.is_some() {
+            self.log.missed(FaultKind::DbRestart);
+            return;
+        }
+        let cluster = self.cluster.clone();
+        match std::thread::Builder::new().name("db-restart".into()).spawn(move || cluster.restart_immediate()) {
+            Ok(thread) => {
+                self.restart = Some(thread);
+                self.log.injected(self.start, FaultKind::DbRestart, None);
+            }
+            Err(_) => self.log.missed(FaultKind::DbRestart),
+        }
+    }
+
+    fn join_restart(&mut self) -> Result<()> {
+        let Some(thread) = self.restart.take() else { return Ok(()) };
+        match thread.join() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("the nemesis's database restart failed: {}", chain(e.as_ref())).into()),
+            Err(_) => Err("the nemesis's database restart panicked".into()),
+        }
+    }
+
+    /// Every link fast again; the restart in progress finished; faults
+    /// still waiting for a writer missed.
+    fn heal(&mut self) -> Result<()> {
+        if let Some((event, _)) = self.waiting.take() {
+            self.log.missed(event.kind);
+        }
+        for slot in self.slots {
+            slot.link.set_delay(None);
+        }
+        self.slow_until.iter_mut().for_each(|u| *u = None);
+        self.join_restart()
+    }
+}

@@ -1,0 +1,201 @@
+//! One chaos run of one resource mode: fresh tables, the workload and the
+//! nemesis for the run's duration, every fault healed and every holder
+//! reaped, the server quiet, and then — only then — the history read and
+//! judged.
+//!
+//! The run owns everything it starts: the [`Workload`] (its slots, their
+//! holders and links) and the nemesis's thread, scoped to the run. Every
+//! exit path, an error or Ctrl-C included, ends them: the nemesis heals
+//! its links and joins its restart, the workload's drop ends every slot.
+
+use super::checker::{self, Fault, Verdict};
+use super::nemesis;
+use super::schedule::Schedule;
+use super::workload::{lock, FaultLog, SlotPlan, Tally, Workload};
+use crate::cluster::{self, Cluster};
+use crate::db;
+use crate::error::{Result, ResultExt};
+use crate::interrupt;
+use crate::poll;
+use crate::resource::FenceMode;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a chaos run is asked to do.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The seed of the fault schedule and of the holders' work times.
+    pub seed: u64,
+    /// How many holder slots.
+    pub holders: usize,
+    /// How long each mode runs.
+    pub duration: Duration,
+    /// The `holder` binary.
+    pub holder_bin: PathBuf,
+    /// Print every holder's protocol lines and every fault on stderr.
+    pub trace: bool,
+}
+
+/// What one mode's run found, and what it took to find it.
+#[derive(Clone, Debug)]
+pub struct ModeRun {
+    /// The resource mode.
+    pub mode: FenceMode,
+    /// The checker's verdict on the whole history.
+    pub verdict: Verdict,
+    /// Faults that found no target when they came, by kind.
+    pub missed: BTreeMap<&'static str, usize>,
+    /// Holder processes started.
+    pub started: usize,
+    /// Holder processes that failed on their own (mostly during restarts).
+    pub failed: usize,
+    /// The first of those failures, in full, for a reader who wonders.
+    pub first_failure: Option<String>,
+    /// How long the run took, the history's reading included.
+    pub took: Duration,
+    /// The token of every accepted write, in `write_attempt.id` order: the
+    /// run's chart (a fence's staircase, a broken mode's dips).
+    pub accepted_tokens: Vec<i64>,
+}
+
+/// How often a run reports its progress.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+// ANCHOR: holder_sessions_sql
+/// The holders' sessions still on the server (`holder-a`, `holder-a
+/// renewer`, …): a history is read only once there are none, so no write
+/// can still land after it was read.
+const HOLDER_SESSIONS: &str = "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'holder-%'";
+// ANCHOR_END: holder_sessions_sql
+
+/// Runs `schedule` against `mode` and judges the history; `progress` gets
+/// a line every [`PROGRESS_EVERY`].
+pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: FenceMode, progress: &mut dyn FnMut(String)) -> Result<ModeRun> {
+    let began = Instant::now();
+    // Fresh tables for every mode: token 1 first, an empty history.
+    db::reset_schema(&mut db::connect(db::LEASE_DB, "lab chaos")?, db::LEASE_SCHEMA)?;
+    db::reset_schema(&mut db::connect(db::RES_DB, "lab chaos")?, db::RES_SCHEMA)?;
+
+    let log = Arc::new(FaultLog::new(config.trace));
+    let tally = Arc::new(Tally::default());
+    let plan = SlotPlan {
+        holder_bin: config.holder_bin.clone(),
+        mode,
+        seed: config.seed,
+        server: SocketAddr::from(([127, 0, 0, 1], cluster.port())),
+        trace: config.trace,
+    };
+    let start = Instant::now();
+    let workload = Workload::start(config.holders, &plan, &log, &tally, start)?;
+    let stop_nemesis = AtomicBool::new(false);
+    let injected = std::thread::scope(|scope| {
+        let nemesis = std::thread::Builder::new()
+            .name("nemesis".into())
+            .spawn_scoped(scope, || nemesis::run(schedule, workload.slots(), cluster, &log, &stop_nemesis, start))
+            .context("starting the nemesis")?;
+        let end = start + config.duration;
+        let mut report_at = start + PROGRESS_EVERY;
+        // The run's length is the experiment's own: time waited by design.
+        poll::designed(|| {
+            while Instant::now() < end && !nemesis.is_finished() && !interrupt::requested() && lock(&tally.broken).is_none() {
+                if Instant::now() >= report_at {
+                    report_at += PROGRESS_EVERY;
+                    progress(progress_line(mode, start, config.duration, &log, &tally));
+                }
+                std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
+            }
+        });
+        stop_nemesis.store(true, Ordering::SeqCst);
+        nemesis.join().map_err(|_| crate::Error::from("the nemesis panicked"))?
+    });
+    // Every holder resumed, killed and reaped; the links closed.
+    workload.finish();
+    if interrupt::requested() {
+        return Err("interrupted".into());
+    }
+    injected?;
+    if let Some(why) = lock(&tally.broken).take() {
+        return Err(format!("a slot of the workload broke down: {why}").into());
+    }
+
+    let mut observer = db::connect(db::RES_DB, "lab chaos checker")?;
+    let mut left: i64 = 0;
+    let quiet = poll::poll_until(poll::BOUND, poll::EVERY, || {
+        left = observer.query_one(HOLDER_SESSIONS, &[])?.get(0);
+        Ok::<_, crate::Error>(left == 0)
+    })?;
+    if !quiet {
+        return Err(format!("{left} holder sessions still on the server {:?} after every holder was reaped; see {}", poll::BOUND, cluster::log_path(cluster.dir()).display()).into());
+    }
+    let mut history = checker::load(&mut observer)?;
+    history.grants = lock(&tally.grants).clone();
+    history.faults = log.all_injected().into_iter().map(|f| Fault { kind: f.kind.name().into() }).collect();
+    let first_failure = lock(&tally.first_failure).clone();
+    let mut accepted: Vec<&checker::Attempt> = history.attempts.iter().filter(|a| a.accepted).collect();
+    accepted.sort_by_key(|a| a.id);
+    let accepted_tokens = accepted.iter().map(|a| a.token).collect();
+    Ok(ModeRun {
+        mode,
+        verdict: checker::check(&history),
+        missed: log.all_missed(),
+        started: tally.started.load(Ordering::SeqCst),
+        failed: tally.failed.load(Ordering::SeqCst),
+        first_failure,
+        took: began.elapsed(),
+        accepted_tokens,
+    })
+}
+
+/// Parses a run's duration: `120s`, `2m`, `500ms`, or a bare number of seconds.
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration like 120s, 2m or 500ms"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" | "min" => Duration::from_secs(n * 60),
+        _ => return Err(format!("{text:?}: unknown unit {unit:?}; use ms, s or m")),
+    };
+    if d.is_zero() {
+        return Err("a chaos run needs a duration above zero".into());
+    }
+    Ok(d)
+}
+
+/// `chaos FENCED_SCOPE 30s/120s: 310 faults injected (12 missed), 95 holdings, 140 holders started (8 failed)`.
+fn progress_line(mode: FenceMode, start: Instant, duration: Duration, log: &FaultLog, tally: &Tally) -> String {
+    format!(
+        "chaos {mode} {:.0}s/{:.0}s: {} faults injected ({} missed), {} holdings, {} holders started ({} failed)",
+        start.elapsed().as_secs_f64(),
+        duration.as_secs_f64(),
+        log.all_injected().len(),
+        log.all_missed().values().sum::<usize>(),
+        lock(&tally.grants).len(),
+        tally.started.load(Ordering::SeqCst),
+        tally.failed.load(Ordering::SeqCst),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    /// Durations as a reader types them.
+    #[test]
+    fn durations_parse_as_typed() {
+        assert_eq!(parse_duration("120s"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5h").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+}
