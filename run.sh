@@ -40,7 +40,7 @@ usage: ./run.sh [command]
   serve              serve the book with live reload on http://127.0.0.1:3000
   list               the cases and what each shows
   cluster start|stop|status|restart-immediate|reset|log
-                     the lab's PostgreSQL cluster b3-26 (127.0.0.1:55426)
+                     the lab's PostgreSQL cluster b3-26 (127.0.0.1:26426)
   etcd start|stop|status
                      the lab's etcd cluster etcd-26 (three members, 127.0.0.1:26431-26433);
                      (a run of F16 starts it from empty data, and ends it)

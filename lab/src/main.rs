@@ -29,7 +29,7 @@ enum Command {
     List,
     /// Run cases (all by default); starts and stops the cluster unless it was already running.
     Run(RunArgs),
-    /// Manage the lab's cluster b3-26 (127.0.0.1:55426).
+    /// Manage the lab's cluster b3-26 (127.0.0.1:26426).
     Cluster {
         #[command(subcommand)]
         action: ClusterAction,

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Output;
 
 /// Which process listens on `port` (best effort, from /proc), e.g.
-/// `pid 4242 (python3 -m http.server 55426)`.
+/// `pid 4242 (python3 -m http.server 26426)`.
 pub fn who_listens(port: u16) -> Option<String> {
     let inode = ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|table| {
         let text = fs::read_to_string(table).ok()?;

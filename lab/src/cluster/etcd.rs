@@ -72,9 +72,10 @@ pub const MEMBERS: usize = 3;
 pub const HOST: &str = "127.0.0.1";
 
 /// Client ports are base+1…base+3, peer ports base+11…base+13:
-/// 26431–26433 and 26441–26443. Not beside `b3-26`'s 55426: that is inside
-/// the ephemeral range, where a busy machine's outgoing connections take
-/// ports at random (seen here: a parallel run's connections held 55802).
+/// 26431–26433 and 26441–26443, beside `b3-26`'s 26426–26428 and, like
+/// them, below the ephemeral range, where a busy machine's outgoing
+/// connections take ports at random (seen here: a parallel run's
+/// connections held 55802).
 pub const DEFAULT_PORT_BASE: u16 = 26430;
 
 /// `--heartbeat-interval`: how often the leader tells followers it lives.

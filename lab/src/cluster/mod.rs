@@ -1,7 +1,7 @@
 //! The lab's throw-away PostgreSQL cluster, `b3-26`, and its lifecycle.
 //!
 //! One piece of code owns the cluster: it initialises it in its own folder
-//! (see [`crate::paths::cluster_place`]), starts it on 127.0.0.1:55426 and a
+//! (see [`crate::paths::cluster_place`]), starts it on 127.0.0.1:26426 and a
 //! Unix socket in that folder, stops it, and crash-stops it (`pg_ctl stop -m
 //! immediate`: no checkpoint, so the next start replays the WAL; F8).
 //! PostgreSQL refuses to run as root, so when the lab runs as root every
@@ -57,8 +57,12 @@ pub const NAME: &str = paths::CLUSTER_NAME;
 /// The only address the cluster listens on.
 pub const HOST: &str = "127.0.0.1";
 
-/// The cluster's port unless `LAB_PORT` says otherwise.
-pub const DEFAULT_PORT: u16 = 55426;
+/// The cluster's port unless `LAB_PORT` says otherwise. F14's two servers
+/// take the next two (26427, 26428). Below Linux's ephemeral range
+/// (32768–60999 by default, `/proc/sys/net/ipv4/ip_local_port_range`): a
+/// port in that range can be taken at random by any outgoing connection on
+/// the machine, as a chaos run's own proxies once took F14's 55512.
+pub const DEFAULT_PORT: u16 = 26426;
 
 /// The port clients connect to and the cluster listens on. The tests move
 /// it (with `LAB_CLUSTER_DIR`) to run a private cluster; children inherit
