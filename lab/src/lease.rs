@@ -9,7 +9,7 @@
 //! valid longer.
 //!
 //! [`LeaseService`] is the lease as a holder uses it, whichever store keeps
-//! it: [`LeaseStore`] here, or the etcd backend (`crate::etcd_lease`), which
+//! it: [`LeaseStore`] here, or the etcd backend (`etcd_lease.rs`), which
 //! implements it too. The holder process and its renewer are written once,
 //! against the trait.
 

@@ -101,8 +101,7 @@ pub fn compare(out: &Path) -> Result<String> {
     let (rows, places, versions) = measure(session.cluster())?;
     drop(session);
     let text = table(&rows, &places, &versions, &load_before, started.elapsed());
-    let partial = out.with_extension("partial");
-    std::fs::write(&partial, &text).and_then(|()| std::fs::rename(&partial, out)).with_context(|| format!("writing {}", out.display()))?;
+    paths::write_whole(out, &text).with_context(|| format!("writing {}", out.display()))?;
     Ok(text)
 }
 

@@ -389,8 +389,7 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
         // The evidence run keeps its pictures too, for the book.
         keep_timelines(&selected, out)?;
         // Written whole and renamed into place: a reader never finds half a run.
-        let partial = out.with_extension("partial");
-        std::fs::write(&partial, t.text()).and_then(|()| std::fs::rename(&partial, out)).map_err(|e| format!("writing {}: {e}", out.display()))?;
+        lab::paths::write_whole(out, t.text()).map_err(|e| format!("writing {}: {e}", out.display()))?;
     }
     drop(runner);
     print_times(&times, started.elapsed());

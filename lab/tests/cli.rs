@@ -4,7 +4,8 @@
 //! - usage errors: an unknown case or flag, bad holder parameters (exit 2);
 //! - `lab diff`: match, a one-word edit, no transcript yet;
 //! - the environment: a port held by another process, psql on a stopped cluster;
-//! - no leftovers: Ctrl-C (SIGINT) at several moments of F4.
+//! - no leftovers: Ctrl-C (SIGINT) at several moments of F4, and in the
+//!   middle of a chaos run.
 //!
 //! The environment tests use a private cluster (`LAB_CLUSTER_DIR`,
 //! `LAB_PORT`) so that they never touch the reader's own cluster.
@@ -16,7 +17,12 @@ use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The leftover checks count every holder process of this build on the
+/// machine: the tests that start holders take turns.
+static HOLDERS_RUNNING: Mutex<()> = Mutex::new(());
 
 /// `lab run F99` names the valid cases and exits 2.
 #[test]
@@ -117,41 +123,16 @@ fn psql_on_a_stopped_cluster_says_how_to_start_it() {
 /// `--out` transcript as it was.
 #[test]
 fn interrupt_during_f4_leaves_nothing_behind() {
+    let _turn = HOLDERS_RUNNING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = TempDir::new("sigint");
     let port = free_port().to_string();
     let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", dir.path())];
     let out_file = dir.0.join("output.txt");
     std::fs::write(&out_file, "the previous full run\n").unwrap();
     for moment in ["", "CASE F4 ::", "SIGSTOP 后", "B 获取租约"] {
-        let mut child = Command::new(LAB)
-            .args(["run", "F4", "--out", out_file.to_str().unwrap()])
-            .envs(env)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut seen = String::new();
-        if !moment.is_empty() {
-            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-            loop {
-                let line = lines.next().unwrap_or_else(|| panic!("lab ended before {moment:?}; it printed:\n{seen}")).unwrap();
-                seen.push_str(&line);
-                seen.push('\n');
-                if line.contains(moment) {
-                    break;
-                }
-            }
-        }
-        // SIGINT, as a Ctrl-C at the terminal delivers it to the lab.
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(start.elapsed() < Duration::from_secs(60), "lab did not exit within 60 s of SIGINT at {moment:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let mut child = spawn_lab(&["run", "F4", "--out", out_file.to_str().unwrap()], &env);
+        let seen = if moment.is_empty() { String::new() } else { read_until(child.stdout.take().unwrap(), |line| line.contains(moment)) };
+        let status = exit_after_sigint(&mut child, &format!("lab run F4, SIGINT at {moment:?}"));
         let left = leftovers(dir.path());
         assert!(left.is_empty(), "SIGINT at {moment:?} left processes behind:\n{}", left.join("\n"));
         // A SIGINT that lands before the lab installs its handler kills it outright.
@@ -162,4 +143,64 @@ fn interrupt_during_f4_leaves_nothing_behind() {
         assert_exit(&out, 1, &format!("cluster status after SIGINT at {moment:?}"));
         assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "the previous full run\n", "SIGINT at {moment:?} replaced the --out file");
     }
+}
+
+/// Ctrl-C (SIGINT) ten seconds into a chaos run, with holders running,
+/// paused by the nemesis and behind their proxies: the run stops, every
+/// holder (stopped or not) is resumed or killed and reaped, the cluster
+/// stops, and the lab exits 130 without printing a table.
+#[test]
+fn interrupt_during_a_chaos_run_leaves_nothing_behind() {
+    let _turn = HOLDERS_RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("sigint-chaos");
+    let port = free_port().to_string();
+    let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", dir.path())];
+    let mut child = spawn_lab(&["chaos", "--seed", "3", "--holders", "4", "--duration", "120s", "--mode", "unfenced"], &env);
+    // The run reports its progress on stderr every ten seconds.
+    let seen = read_until(child.stderr.take().unwrap(), |line| line.starts_with("chaos UNFENCED 10s/"));
+    let during = leftovers(dir.path());
+    assert!(during.iter().any(|p| p.contains("holder")), "no holder was running ten seconds into the run:\n{}", during.join("\n"));
+    let status = exit_after_sigint(&mut child, "lab chaos");
+    let left = leftovers(dir.path());
+    assert!(left.is_empty(), "SIGINT during a chaos run left processes behind:\n{}", left.join("\n"));
+    assert_eq!(status.code(), Some(130), "lab chaos after SIGINT: {status}; it printed:\n{seen}");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    assert!(!out.contains("verdict"), "an interrupted run printed a table:\n{out}");
+    let status_out = run(LAB, &["cluster", "status"], &env);
+    assert_exit(&status_out, 1, "cluster status after SIGINT during a chaos run");
+}
+
+/// Sends SIGINT to `child`, as a Ctrl-C at the terminal delivers it to the
+/// lab, and waits (at most a minute) for it to exit.
+fn exit_after_sigint(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{what} did not exit within 60 s of SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts `lab` with `args` and `env`, its stdout and stderr piped.
+fn spawn_lab(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+    Command::new(LAB).args(args).envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// Reads `stream` line by line up to and including the first line `stop`
+/// accepts; returns the lines read. Fails the test if the stream ends first.
+fn read_until(stream: impl std::io::Read, mut stop: impl FnMut(&str) -> bool) -> String {
+    let mut seen = String::new();
+    for line in BufReader::new(stream).lines() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if stop(&line) {
+            return seen;
+        }
+    }
+    panic!("lab ended before the line the test waits for; it printed:\n{seen}");
 }

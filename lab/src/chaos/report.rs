@@ -125,17 +125,13 @@ pub fn charts(runs: &[ModeRun]) -> Vec<(FenceMode, String)> {
 /// (`chaos-fenced-scope.mmd` …), each whole and then renamed into place: a
 /// reader never finds half a table.
 pub fn write_files(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine: &str, out: &Path) -> Result<()> {
-    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
     let stem = out.file_stem().map_or("chaos".into(), |s| s.to_string_lossy().into_owned());
     let mut files = vec![(out.to_path_buf(), markdown(config, schedule, runs, machine))];
     for (mode, chart) in charts(runs) {
         files.push((out.with_file_name(format!("{stem}-{}.mmd", mode.cli_name())), chart));
     }
     for (path, text) in files {
-        let partial = path.with_extension("partial");
-        std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &path)).with_context(|| format!("writing {}", path.display()))?;
+        crate::paths::write_whole(&path, &text).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
