@@ -460,18 +460,20 @@ fn keep_timelines(selected: &[&cases::Case], out: &std::path::Path) -> Result<()
 
 /// Where the run's time went: per case, elapsed and waited by design (the
 /// rest is overhead), and the whole run including the cluster's start and
-/// stop. Printed after the transcript, never into it: the numbers vary.
+/// stop. Printed on stderr, after the transcript and never into it: stdout
+/// is the transcript alone (the mutation harness and `try` compare it), and
+/// these numbers vary.
 fn print_times(times: &[(&str, cases::CaseTime)], run: std::time::Duration) {
     let secs = |d: std::time::Duration| d.as_secs_f64();
-    println!("\n{:<6} {:>8} {:>9} {:>9}", "case", "elapsed", "designed", "overhead");
+    eprintln!("\n{:<6} {:>8} {:>9} {:>9}", "case", "elapsed", "designed", "overhead");
     let (mut elapsed, mut designed) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
     for (id, time) in times {
-        println!("{id:<6} {:>7.2}s {:>8.2}s {:>8.2}s", secs(time.elapsed), secs(time.designed), secs(time.overhead()));
+        eprintln!("{id:<6} {:>7.2}s {:>8.2}s {:>8.2}s", secs(time.elapsed), secs(time.designed), secs(time.overhead()));
         elapsed += time.elapsed;
         designed += time.designed;
     }
-    println!("{:<6} {:>7.2}s {:>8.2}s {:>8.2}s", "cases", secs(elapsed), secs(designed), secs(elapsed.saturating_sub(designed)));
-    println!("run    {:>7.2}s {:>8.2}s {:>8.2}s   (cases plus starting, resetting and stopping the cluster)", secs(run), secs(designed), secs(run.saturating_sub(designed)));
+    eprintln!("{:<6} {:>7.2}s {:>8.2}s {:>8.2}s", "cases", secs(elapsed), secs(designed), secs(elapsed.saturating_sub(designed)));
+    eprintln!("run    {:>7.2}s {:>8.2}s {:>8.2}s   (cases plus starting, resetting and stopping the cluster)", secs(run), secs(designed), secs(run.saturating_sub(designed)));
 }
 
 /// `lab stress`: one case `runs` times on one cluster. A run passes when it

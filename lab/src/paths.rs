@@ -147,6 +147,19 @@ fn path_hash(path: &Path) -> u64 {
     full & 0xffff_ffff_ffff
 }
 
+/// Writes `text` to `path` whole: into `<path>.partial` first, then renamed
+/// into place, so that a reader (or a book build) never finds half a file,
+/// and an interrupted write leaves the previous file as it was. Creates the
+/// folder when it is missing.
+pub fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, text)?;
+    std::fs::rename(&partial, path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,17 +186,4 @@ mod tests {
         assert!(can_enter(&dir, stranger, &[]));
         std::fs::remove_dir_all(&dir).unwrap();
     }
-}
-
-/// Writes `text` to `path` whole: into `<path>.partial` first, then renamed
-/// into place, so that a reader (or a book build) never finds half a file,
-/// and an interrupted write leaves the previous file as it was. Creates the
-/// folder when it is missing.
-pub fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let partial = path.with_extension("partial");
-    std::fs::write(&partial, text)?;
-    std::fs::rename(&partial, path)
 }

@@ -62,17 +62,19 @@ fn commands(chapter: &str, text: &str) -> Vec<BookCommand> {
 struct PrivateCluster {
     dir: PathBuf,
     port: String,
+    etcd_port_base: String,
 }
 
 impl PrivateCluster {
     fn new() -> PrivateCluster {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+        let port = lab::cluster::free_ports(3).unwrap().to_string();
+        let etcd_port_base = lab::cluster::free_ports(14).unwrap().to_string();
         let dir = PathBuf::from(format!("/tmp/lab-book-{}", std::process::id()));
-        PrivateCluster { dir, port }
+        PrivateCluster { dir, port, etcd_port_base }
     }
 
     fn env(&self, cmd: &mut Command) {
-        cmd.env("LAB_CLUSTER_DIR", &self.dir).env("LAB_PORT", &self.port);
+        cmd.env("LAB_CLUSTER_DIR", &self.dir).env("LAB_PORT", &self.port).env("LAB_ETCD_PORT_BASE", &self.etcd_port_base);
     }
 
     /// Stops the server and deletes the folder: the state of a fresh checkout.

@@ -191,14 +191,18 @@ fn spawn_lab(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
 }
 
 /// Reads `stream` line by line up to and including the first line `stop`
-/// accepts; returns the lines read. Fails the test if the stream ends first.
-fn read_until(stream: impl std::io::Read, mut stop: impl FnMut(&str) -> bool) -> String {
+/// accepts; returns the lines read, and drains the rest on a thread of its
+/// own, so that the lab never writes into a closed pipe (which would make
+/// its next print panic). Fails the test if the stream ends first.
+fn read_until(stream: impl std::io::Read + Send + 'static, mut stop: impl FnMut(&str) -> bool) -> String {
     let mut seen = String::new();
-    for line in BufReader::new(stream).lines() {
+    let mut lines = BufReader::new(stream).lines();
+    while let Some(line) = lines.next() {
         let line = line.unwrap();
         seen.push_str(&line);
         seen.push('\n');
         if stop(&line) {
+            std::thread::spawn(move || lines.for_each(drop));
             return seen;
         }
     }

@@ -64,6 +64,29 @@ pub const HOST: &str = "127.0.0.1";
 /// the machine, as a chaos run's own proxies once took F14's 55512.
 pub const DEFAULT_PORT: u16 = 26426;
 
+/// The first port of `count` consecutive loopback ports that nobody
+/// listens on right now, below the ephemeral range (see [`DEFAULT_PORT`]),
+/// for a private cluster (`LAB_PORT`: 3 ports with F14's two servers) or a
+/// private etcd cluster (`LAB_ETCD_PORT_BASE`: 14). Where the search starts
+/// depends on the process and the time, so two runs that look at once
+/// rarely pick the same block; a block taken between this look and the
+/// server's start is reported by the cluster's start, never adopted.
+pub fn free_ports(count: u16) -> Result<u16> {
+    const LOW: u32 = 20000;
+    const HIGH: u32 = 32000;
+    let span = HIGH - LOW - u32::from(count);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let start = std::process::id().wrapping_mul(7919).wrapping_add(nanos) % span;
+    for step in 0..span / u32::from(count) {
+        let base = LOW + (start + step * u32::from(count)) % span;
+        // Bound and dropped at once: only whether each can be bound now.
+        if (0..u32::from(count)).all(|i| std::net::TcpListener::bind((HOST, (base + i) as u16)).is_ok()) {
+            return Ok(base as u16);
+        }
+    }
+    Err(format!("no {count} consecutive free ports on {HOST} between {LOW} and {HIGH}").into())
+}
+
 /// The port clients connect to and the cluster listens on. The tests move
 /// it (with `LAB_CLUSTER_DIR`) to run a private cluster; children inherit
 /// it, so a holder always talks to its parent's cluster.

@@ -36,6 +36,9 @@ pub struct Scratch {
     cluster_dir: PathBuf,
     /// The private cluster's port (`LAB_PORT`).
     port: u16,
+    /// The first of the private etcd cluster's ports (`LAB_ETCD_PORT_BASE`),
+    /// for the mutants F16 kills.
+    etcd_port_base: u16,
 }
 
 /// A `lab` binary and the variables that point it at a cluster.
@@ -59,7 +62,8 @@ impl Scratch {
             tree: base.join("tree"),
             target: base.join("target"),
             cluster_dir: place.with_file_name(format!("{name}-mutants")),
-            port: std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port(),
+            port: crate::cluster::free_ports(3)?,
+            etcd_port_base: crate::cluster::free_ports(14)?,
         };
         scratch.sync()?;
         scratch.build()?.map_err(|e| format!("the unmutated scratch copy does not build:\n{e}"))?;
@@ -82,6 +86,7 @@ impl Scratch {
         vec![
             ("LAB_CLUSTER_DIR".into(), self.cluster_dir.display().to_string()),
             ("LAB_PORT".into(), self.port.to_string()),
+            ("LAB_ETCD_PORT_BASE".into(), self.etcd_port_base.to_string()),
         ]
     }
 

@@ -3,7 +3,6 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -62,9 +61,10 @@ impl Drop for TempDir {
     }
 }
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, and the two after it (F14's
+/// servers), below the ephemeral range.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    lab::cluster::free_ports(3).unwrap()
 }
 
 /// A private cluster (its own folder and port) for one test; every `lab`
