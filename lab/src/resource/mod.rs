@@ -168,9 +168,11 @@ const UPSERT: &str = "
 /// - `floor_after` (what the chaos checker reads, as in RECORD_ATTEMPT) is
 ///   the floor `fence` set, read from its RETURNING for the reason above.
 ///   A refused write read no row there and reads the floor itself, `FOR
-///   SHARE` as RECORD_ATTEMPT does: the lock read sees the newest committed
-///   floor, not this statement's snapshot of it. COALESCE evaluates that
-///   subquery only when `fence` returned nothing.
+///   SHARE` and below the insert, as RECORD_ATTEMPT does and for the same
+///   reason: the lock read sees the newest committed floor, not this
+///   statement's snapshot of it, and the id is drawn after it. An accepted
+///   write skips that read (`NOT EXISTS`), since its own `fence` holds the
+///   row.
 const FENCE_AND_WRITE: &str = "
     WITH fence AS (
         UPDATE fence_floor SET max_token = $5
@@ -184,9 +186,11 @@ const FENCE_AND_WRITE: &str = "
                token = EXCLUDED.token, written_at = clock_timestamp()
     ), attempt AS (
         INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
-        VALUES ($1, $2, $4, $5, $6, EXISTS (SELECT FROM fence),
-                COALESCE((SELECT max_token FROM fence),
-                         (SELECT max_token FROM fence_floor WHERE scope = $1 FOR SHARE)))
+        SELECT $1, $2, $4, $5, $6, EXISTS (SELECT FROM fence),
+               COALESCE((SELECT max_token FROM fence), f.max_token)
+          FROM (SELECT) AS one
+          LEFT JOIN (SELECT max_token FROM fence_floor
+                      WHERE scope = $1 AND NOT EXISTS (SELECT FROM fence) FOR SHARE) AS f ON true
     )
     SELECT EXISTS (SELECT FROM fence)";
 // ANCHOR_END: cte_sql
@@ -253,21 +257,28 @@ const SET_FLOOR: &str = "UPDATE fence_floor SET max_token = $1 WHERE scope = $2"
 // ANCHOR: record_sql
 /// The audit record of one attempt; see `write_attempt` in sql/res26.sql.
 ///
-/// `floor_after` is read by the statement that takes the id, and read `FOR
-/// SHARE`: a floor row that another writer has locked (a fenced write not
-/// yet committed) makes this read wait for that commit and then see the new
-/// floor, and while this statement holds the share lock no writer can lock
-/// the row, take a later id and commit a larger floor first. So in `id`
-/// order the recorded floors are the floor's own history, and a step down
-/// among them is a real regression (check-then-write's F6a), never an
-/// artefact of two sessions recording at once. The scalar subquery yields
-/// NULL for a scope that has no floor row. Inside a fenced write's own
-/// transaction the row is already locked by its UPDATE, and the read sees
-/// the floor that transaction set.
+/// `floor_after` is the scope's floor read `FOR SHARE`, and the row's `id`
+/// is drawn only after that read has its lock: the floor comes from a join
+/// below the insert, and the insert's own projection, which evaluates the
+/// `id` default (nextval), runs on the row the join returns. A floor row
+/// that another writer has locked (a fenced write not yet committed) makes
+/// the read wait for that commit and then see the new floor; while this
+/// statement holds the share lock no writer can lock the row, so any writer
+/// that advances the floor later also draws its id later. So in `id` order
+/// the recorded floors are the floor's own history, and a step down among
+/// them is a real regression (check-then-write's F6a), never an artefact of
+/// two sessions recording at once. (Drawn first, as a VALUES row would draw
+/// it, an id could wait on the lock while a later writer took the lock
+/// first, wrote a larger floor and committed: the earlier id would then show
+/// the later floor, a step down that never happened.) The LEFT JOIN keeps
+/// the record for a scope with no floor row, with NULL. Inside a fenced
+/// write's own transaction the row is already locked by its UPDATE, and the
+/// read sees the floor that transaction set.
 const RECORD_ATTEMPT: &str = "
     INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
-    VALUES ($1, $2, $3, $4, $5, $6,
-            (SELECT max_token FROM fence_floor WHERE scope = $1 FOR SHARE))";
+    SELECT $1, $2, $3, $4, $5, $6, f.max_token
+      FROM (SELECT) AS one
+      LEFT JOIN (SELECT max_token FROM fence_floor WHERE scope = $1 FOR SHARE) AS f ON true";
 // ANCHOR_END: record_sql
 
 /// The report store, in one mode, on its own connection to `res26`.
