@@ -148,7 +148,7 @@ struct ChaosArgs {
     /// How long each mode runs, e.g. 120s, 2m, 500ms.
     #[arg(long, default_value = "120s", value_parser = lab::chaos::run::parse_duration)]
     duration: std::time::Duration,
-    /// The resource mode (fenced-scope, fenced-row, unfenced, check-then-write), or all four in turn.
+    /// The resource mode (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write), or all five in turn.
     #[arg(long, default_value = "all", value_parser = mode_or_all)]
     mode: ModeChoice,
     /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md).
@@ -159,7 +159,7 @@ struct ChaosArgs {
     trace: bool,
 }
 
-/// `--mode`: one mode, or all four.
+/// `--mode`: one mode, or all five.
 #[derive(Clone, Copy)]
 struct ModeChoice(Option<FenceMode>);
 
@@ -396,7 +396,7 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
     Ok(if t.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// `lab chaos`: the same seeded schedule against one mode or all four, and
+/// `lab chaos`: the same seeded schedule against one mode or all five, and
 /// the checker's table. Exit 0 when every verdict is the expected one: the
 /// scope fences (FENCED_SCOPE, FENCED_SCOPE_CTE) clean, every broken mode caught.
 fn chaos(args: ChaosArgs) -> Result<ExitCode> {

@@ -18,9 +18,12 @@
 //! Acceptance order. For `FENCED_SCOPE` an accepted attempt is recorded
 //! inside the write's own transaction, under the `fence_floor` row lock, so
 //! `write_attempt.id` order *is* acceptance order, and the stale count is
-//! exact. The broken modes record in a statement of its own after the
-//! write; when two writers race, id order is then the order of recording,
-//! which can differ from the order in which the writes took effect. The
+//! exact; so it is for `FENCED_SCOPE_CTE`, whose record is drawn in the
+//! fence's own statement, under the same lock. The broken modes record in
+//! the write's own statement (`FENCED_ROW`, `UNFENCED`) or in one of its
+//! own after it (`CHECK_THEN_WRITE`), with no lock that orders writers;
+//! when two writers race, id order is then the order of recording, which
+//! can differ from the order in which the writes took effect. The
 //! checker uses id order for every mode all the same: against the real
 //! fence it raises no false alarm, and for a broken mode a stale count is a
 //! symptom of the race the run exists to expose (it may count a write that

@@ -21,8 +21,8 @@
 //! aimed at a bystander picks among those whose holder is waiting for the
 //! lease (among all, when every one is holding). A fault aimed at the
 //! writer picks the slot whose holder holds the lease and has written in
-//! this holding, and a pause then lands a few milliseconds into that
-//! holder's next write; when there is none (the lease is between holders,
+//! this holding, and a pause then lands just before or a few milliseconds
+//! into that holder's next write; when there is none (the lease is between holders,
 //! its holder has not written yet, or is already stopped), the fault waits
 //! up to [`WAIT_FOR_WRITER`] for one, and hits a bystander after that (one
 //! fault waits at a time; another one hits a bystander at once). A fault
@@ -45,9 +45,11 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(20);
 
 /// How long a fault aimed at the writer waits for a slot that holds the
-/// lease, when none does: about the ttl, the longest a lease stays between
-/// holders while a bystander polls for it.
-pub const WAIT_FOR_WRITER: Duration = Duration::from_millis(1500);
+/// lease and has written, when none does: twice the ttl. A lease stays
+/// between holders up to a ttl while a bystander polls for it, and the new
+/// holder writes its first part only then; waiting one ttl sent most long
+/// pauses meant for the writer to bystanders, where they break nothing.
+pub const WAIT_FOR_WRITER: Duration = Duration::from_millis(3000);
 
 /// Whom a fault is sent to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -70,10 +70,14 @@ pub fn markdown(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine:
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "`lab chaos --seed {} --holders {} --duration {}s --mode all`：{}\n",
+        "`lab chaos --seed {} --holders {} --duration {}s --mode {}`：{}\n",
         config.seed,
         config.holders,
         config.duration.as_secs(),
+        match runs {
+            [one] => one.mode.cli_name(),
+            _ => "all",
+        },
         schedule
     );
     let _ = writeln!(out, "| | {} |", runs.iter().map(|r| format!("`{}`", r.mode.name())).collect::<Vec<_>>().join(" | "));

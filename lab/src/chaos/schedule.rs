@@ -136,8 +136,8 @@ pub struct Event {
     pub length: Duration,
     /// A delay's delay of each chunk; zero for the other kinds.
     pub delay: Duration,
-    /// For a pause aimed at the writer: how long after the holder says
-    /// `DEADLINE_OK` the SIGSTOP goes out (see [`plan::INTO_WRITE`]).
+    /// For a pause aimed at the writer: where in its write the SIGSTOP
+    /// lands (see [`plan::INTO_WRITE`]).
     pub into_write: Duration,
 }
 
@@ -175,13 +175,16 @@ pub mod plan {
     /// write and acted on after it (F6a), a plain write land after it (F12).
     pub const WRITER_DELAY_SPAN: (Duration, Duration) = (Duration::from_millis(2000), Duration::from_millis(4000));
 
-    /// How far into the writer's write a pause aimed at it lands: the
-    /// SIGSTOP goes out this long after the holder says `DEADLINE_OK`. A
-    /// write is a few statements, each a round trip of a fraction of a
-    /// millisecond here: 0–3 ms spreads the pauses over them — before the
-    /// first (F4's window), between check-then-write's read of the floor
-    /// and its writes (F6a's), inside the fenced transaction (F11's) —
-    /// instead of always at the write's start.
+    /// Where in the writer's write a pause aimed at it lands. The holder
+    /// waits for the slot's go-ahead before each write; below 1.5 ms the
+    /// SIGSTOP goes out before the go-ahead, so the write leaves only after
+    /// SIGCONT (F4's window); above it, this long minus 1.5 ms after the
+    /// go-ahead (see `workload::BEFORE_WRITE`). A write is a few
+    /// statements, each a round trip of a fraction of a millisecond here:
+    /// 0–3 ms spreads the pauses over them — before the first, between
+    /// check-then-write's read of the floor and its writes (F6a's window),
+    /// inside the fenced transaction (F11's) — instead of always at one
+    /// place.
     pub const INTO_WRITE: (Duration, Duration) = (Duration::ZERO, Duration::from_millis(3));
 
     /// The gap between two database restarts, the first one after the
@@ -194,11 +197,14 @@ pub mod plan {
     /// a bystander. One lease means one writer at a time: at ten faults a
     /// second, faults that all fell on it would leave no holding unbroken.
     /// A long pause or a delay of the writer is what can make a write stale
-    /// (F4, F12), so those aim at it most: about one of each every two
-    /// seconds. Short pauses and kills, cheap for a waiting holder, make up
-    /// most of the rest.
+    /// (F4, F12), so those aim at it most: a long pause of the writer about
+    /// once a second, a delay every two. A writer can take one order at a
+    /// time, so the other kinds seldom aim at it: a short pause or a kill
+    /// armed on the writer would send the next long pause to a bystander,
+    /// where it breaks nothing. Short pauses and kills, cheap for a waiting
+    /// holder, make up most of the rest.
     pub const MIX: [(FaultKind, u64, u64); 4] =
-        [(FaultKind::PauseShort, 550, 50), (FaultKind::PauseLong, 90, 600), (FaultKind::Kill, 180, 50), (FaultKind::Delay, 180, 300)];
+        [(FaultKind::PauseShort, 520, 20), (FaultKind::PauseLong, 140, 800), (FaultKind::Kill, 160, 20), (FaultKind::Delay, 180, 300)];
 }
 
 /// The stream of the seed the faults are drawn from.

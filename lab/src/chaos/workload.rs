@@ -32,7 +32,7 @@ use super::checker::GrantRecord;
 use super::schedule::{FaultKind, SplitMix64};
 use crate::error::Result;
 use crate::fault::DelayProxy;
-use crate::holder::{HolderArgs, Step};
+use crate::holder::{HolderArgs, Step, WaitPoint};
 use crate::holder_guard::{HolderGuard, Output};
 use crate::interrupt;
 use crate::params::{ms, PART_DETAIL, PART_SUMMARY, TTL};
@@ -69,6 +69,12 @@ pub const RESTART_AFTER: Duration = Duration::from_millis(200);
 /// writes a part every [`WORK`] at most, so this is rarely reached.
 pub const AIM_BOUND: Duration = Duration::from_secs(1);
 
+/// The share of a writer-aimed pause's `into_write` (0–3 ms, see
+/// `schedule::plan::INTO_WRITE`) that lands before the write leaves: half
+/// of the pauses aimed at the writer fall in F4's window, the article's own
+/// failure, and half inside the write.
+pub const BEFORE_WRITE: Duration = Duration::from_micros(1500);
+
 /// How often a slot's thread looks at its orders and timers while its
 /// holder is quiet: the precision of the pauses' lengths.
 const TICK: Duration = Duration::from_millis(10);
@@ -82,7 +88,8 @@ pub const IDLE_TIMEOUT: Duration = TTL;
 #[derive(Clone, Copy, Debug)]
 pub enum Order {
     /// Stop the holder with SIGSTOP for `length`, then SIGCONT it; at its
-    /// next write (when it says `DEADLINE_OK`) when `at_write`, else now.
+    /// next write (when it says `WAITING`, its deadline check passed) when
+    /// `at_write`, else now.
     Pause {
         /// `pause-short` or `pause-long`.
         kind: FaultKind,
@@ -90,7 +97,7 @@ pub enum Order {
         length: Duration,
         /// Whether to wait for the holder's next write.
         at_write: bool,
-        /// How long after the holder's `DEADLINE_OK` to stop it.
+        /// Where in its write to stop it (see `SlotThread::release`).
         into_write: Duration,
     },
     /// SIGKILL the holder; the slot starts a new incarnation.
@@ -360,7 +367,7 @@ enum Ended {
 enum Pause {
     /// None.
     Off,
-    /// Stop the holder `into_write` after its next `DEADLINE_OK`, or at
+    /// Stop the holder at its next write (`into_write`), or at
     /// `until` at the latest.
     Armed { kind: FaultKind, length: Duration, into_write: Duration, until: Instant },
     /// Stopped; SIGCONT at `until`.
@@ -379,6 +386,9 @@ impl SlotThread {
                 work_ms: work,
                 acquire_every_ms: rng.duration(ACQUIRE_EVERY.0, ACQUIRE_EVERY.1).as_millis() as u64,
                 idle_timeout_ms: ms(IDLE_TIMEOUT) as u64,
+                // Each write waits for the slot's go-ahead (see `release`),
+                // so that a pause can land before the write leaves.
+                waits: vec![WaitPoint::BeforeWrite],
                 ..HolderArgs::new(&self.name, &format!("{}#{incarnation}", self.name))
             };
             let mut holder = match HolderGuard::spawn_with_env(&self.plan.holder_bin, &args, &[("LAB_PORT", &self.port)]) {
@@ -479,12 +489,9 @@ impl SlotThread {
             match holder.read_within(TICK) {
                 Output::Line(line) => {
                     self.follow(&line, incarnation, holding);
-                    if line == Step::DeadlineOk.to_string() {
-                        if let Pause::Armed { kind, length, into_write, .. } = pause {
-                            // Its deadline check passed; its write is starting.
-                            std::thread::sleep(into_write);
-                            pause = self.freeze(holder, kind, length)?;
-                        }
+                    if line == Step::Waiting.to_string() {
+                        // Its deadline check passed; it waits to write.
+                        pause = self.release(holder, pause)?;
                     }
                 }
                 Output::Quiet => {}
@@ -498,6 +505,30 @@ impl SlotThread {
                 }
             }
         }
+    }
+
+    /// Lets a holder that waits before its write go on, landing an armed
+    /// pause in or just before that write. The write's first statement
+    /// leaves as soon as the holder reads the line, sooner than any signal
+    /// the slot could send after it: so a pause meant to land before the
+    /// write (F4's window: the first [`BEFORE_WRITE`] of `into_write`) is
+    /// sent first, and the line waits in the pipe until SIGCONT. A later
+    /// pause lands the rest of `into_write` after the line, inside the
+    /// write: between check-then-write's read and its writes (F6a's
+    /// window), or inside the fenced transaction (F11's).
+    fn release(&self, holder: &mut HolderGuard, pause: Pause) -> Result<Pause> {
+        let Pause::Armed { kind, length, into_write, .. } = pause else {
+            go(holder)?;
+            return Ok(pause);
+        };
+        if into_write < BEFORE_WRITE {
+            let pause = self.freeze(holder, kind, length)?;
+            go(holder)?;
+            return Ok(pause);
+        }
+        go(holder)?;
+        std::thread::sleep(into_write - BEFORE_WRITE);
+        self.freeze(holder, kind, length)
     }
 
     /// SIGSTOP now, until `length` from now; a holder that exited just
@@ -553,6 +584,17 @@ impl SlotThread {
 
     fn broken(&self, why: String) {
         lock(&self.tally.broken).get_or_insert(why);
+    }
+}
+
+/// The go-ahead for a holder's write. A holder that has just exited (its
+/// stdin closed) cannot take it, and its end is read next; a live holder
+/// that cannot be written to is an error.
+fn go(holder: &mut HolderGuard) -> Result<()> {
+    match holder.send_line("go") {
+        Ok(()) => Ok(()),
+        Err(_) if holder.state().map_or(true, |s| s == 'Z' || s == 'X') => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

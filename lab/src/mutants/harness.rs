@@ -190,9 +190,15 @@ pub fn try_one(name: &str, color: bool) -> Result<bool> {
     let scratch = Scratch::prepare()?;
     let verdict = judge(&scratch, m)?;
     drop(scratch);
-    let Verdict::Killed { by, transcript, .. } = verdict else {
-        println!("这次没有任何一行失败：这个防线此刻没有被检查到。");
-        return Ok(false);
+    let (by, transcript) = match verdict {
+        Verdict::Killed { by, transcript, .. } => (by, transcript),
+        Verdict::Survived => {
+            println!("这次没有任何一行失败：这个防线此刻没有被检查到。");
+            return Ok(false);
+        }
+        // The run itself broke (the mutant does not build, or the lab ended
+        // without its SUMMARY line): say why, never as a surviving guard.
+        Verdict::Broken(why) => return Err(format!("the exercise's run broke, so it proves nothing: {why}").into()),
     };
     println!("失败的行（{by}）：");
     for line in transcript.lines().filter(|l| l.starts_with("  FAIL")) {
