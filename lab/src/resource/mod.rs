@@ -187,7 +187,7 @@ const FENCE_AND_WRITE: &str = "
     ), attempt AS (
         INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
         SELECT $1, $2, $4, $5, $6, EXISTS (SELECT FROM fence),
-               COALESCE((SELECT max_token FROM fence), f.max_token)
+               COALESCE((SELECT max_token FROM fence WHERE fence.scope = $1), f.max_token)
           FROM (SELECT) AS one
           LEFT JOIN (SELECT max_token FROM fence_floor
                       WHERE scope = $1 AND NOT EXISTS (SELECT FROM fence) FOR SHARE) AS f ON true
