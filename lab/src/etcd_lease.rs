@@ -321,7 +321,8 @@ impl EtcdLeaseStore {
     /// happens on the leader's clock and shows as the revocation's delete,
     /// so the only honest way to wait for it is to ask etcd.
     pub fn wait_until_free(&self, name: &str) -> Result<()> {
-        let free = poll::poll_until(poll::BOUND, poll::EVERY, || Ok::<_, crate::Error>(self.holding(name)?.0.is_none()))?;
+        // Waited by design, like the expiry by the database clock (see poll::designed).
+        let free = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || Ok::<_, crate::Error>(self.holding(name)?.0.is_none())))?;
         if !free {
             return Err(format!("etcd still holds the key of lease {name} after {:?}", poll::BOUND).into());
         }

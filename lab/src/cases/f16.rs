@@ -79,7 +79,9 @@ const PROBE: &str = "ttl-probe";
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let cluster = EtcdCluster::locate()?;
-    cluster.start_fresh_for_run()?;
+    // The experiment's own lease store, started for it as F14 builds its
+    // standby: time waited by design, not the lab's overhead.
+    poll::designed(|| cluster.start_fresh_for_run())?;
     let store = EtcdLeaseStore::new(Gateway::new(cluster.gateway().members().to_vec()));
     t.note(format!(
         "租约库：etcd 集群 {}，三个成员 m1–m3，只监听 127.0.0.1；心跳 {}ms、选举超时 {}ms；本次运行从空数据启动它，用例结束时结束它",
@@ -219,7 +221,8 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
         "故障注入：SIGKILL 发给 leader={} 的进程（无法捕获：它来不及交出 leadership，其余成员只能从心跳停止得知）",
         old.name
     ));
-    let new = cluster.wait_for_leader()?;
+    // The election is what the experiment waits for.
+    let new = poll::designed(|| cluster.wait_for_leader())?;
     let elected = killed_at.elapsed();
     t.check(new.id != old.id && new.term > old.term, format!("etcd 选出新的 leader（不是被杀的成员，term 更大）：{}，杀掉之后 {:.1}ms", leader(&new), ms(elected)), || {
         format!("{} → {}", leader(&old), leader(&new))
@@ -302,13 +305,13 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
         format!("{}; {:?}", view.floor(SCOPE)?, view.accepted_tokens(SCOPE)?),
     );
 
-    cluster.restart_member(old.index)?;
+    poll::designed(|| cluster.restart_member(old.index))?;
     let revision = store.holding(LEASE)?.1;
     let mut seen = Vec::new();
-    poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+    poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
         seen = cluster.gateway().statuses().iter().map(|s| s.as_ref().map(|s| s.revision)).collect();
         Ok(seen.iter().all(|r| *r == Some(revision)))
-    })?;
+    }))?;
     let shown: Vec<String> = seen.iter().map(|r| r.map_or("no answer".into(), |r| r.to_string())).collect();
     t.check_eq_shown(
         "被杀的成员从自己的数据重启并追上日志：m1、m2、m3 各自报告的 revision",
@@ -335,10 +338,10 @@ fn probe_lease(t: &mut Transcript, side: &mut EtcdSide) -> Result<EtcdGrant> {
 /// returns that reading. A lease that is gone is an error.
 fn remaining_down_to(store: &EtcdLeaseStore, probe: &EtcdGrant, at: Duration) -> Result<Duration> {
     let mut seen = None;
-    let reached = poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+    let reached = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
         seen = store.remaining_ttl(probe.lease_id)?;
         Ok(seen.is_some_and(|left| left <= at))
-    })?;
+    }))?;
     match seen {
         Some(left) if reached => Ok(left),
         _ => Err(format!("the probe lease's remaining TTL did not come down to {at:?} (last seen {seen:?})").into()),
