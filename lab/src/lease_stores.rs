@@ -197,7 +197,17 @@ fn table(rows: &[Row], places: &[Place], versions: &[String], load_before: &str,
     let places: Vec<String> = places.iter().map(|p| format!("{} 在 {}", p.what, filesystem(&p.dir))).collect();
     let _ = writeln!(text);
     let _ = writeln!(text, "- 机器：{}，{} 个逻辑 CPU；Linux {}", cpu_model(), cpus(), read_trimmed("/proc/sys/kernel/osrelease"));
-    let _ = writeln!(text, "- 负载（/proc/loadavg 的 1、5、15 分钟均值）：测量前 {load_before}，测量后 {}；这台机器同时在跑别的工作", load_average());
+    // Said only when the load says so: a 1-minute load above half the
+    // processors means other work shared the machine with the measurement.
+    let load_after = load_average();
+    let busy = [load_before, load_after.as_str()]
+        .iter()
+        .any(|l| l.split_whitespace().next().and_then(|m| m.parse::<f64>().ok()).is_some_and(|m| m > cpus() as f64 / 2.0));
+    let _ = writeln!(
+        text,
+        "- 负载（/proc/loadavg 的 1、5、15 分钟均值）：测量前 {load_before}，测量后 {load_after}{}",
+        if busy { "；这台机器同时在跑别的工作" } else { "" }
+    );
     let _ = writeln!(text, "- 服务器：{}", versions.join("；"));
     let _ = writeln!(text, "- 数据目录所在的文件系统（决定一次刷盘的代价）：{}", places.join("；"));
     let _ = writeln!(text, "- 测量于 {}，用时 {:.0} s（含建备库、启动 etcd）", utc_now(), took.as_secs_f64());
