@@ -221,8 +221,9 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
         "故障注入：SIGKILL 发给 leader={} 的进程（无法捕获：它来不及交出 leadership，其余成员只能从心跳停止得知）",
         old.name
     ));
-    // The election is what the experiment waits for.
-    let new = poll::designed(|| cluster.wait_for_leader())?;
+    // The election is what the experiment waits for; the check below
+    // still judges what the wait returns.
+    let new = poll::designed(|| cluster.wait_for_leader_after(&old))?;
     let elected = killed_at.elapsed();
     t.check(new.id != old.id && new.term > old.term, format!("etcd 选出新的 leader（不是被杀的成员，term 更大）：{}，杀掉之后 {:.1}ms", leader(&new), ms(elected)), || {
         format!("{} → {}", leader(&old), leader(&new))

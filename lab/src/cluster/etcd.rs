@@ -463,17 +463,38 @@ impl EtcdCluster {
     /// within [`poll::BOUND`]. A member that exits meanwhile ends the wait
     /// with its log.
     pub fn wait_for_leader(&self) -> Result<Leader> {
+        self.wait_for_leader_beyond(None)
+    }
+
+    /// Waits, like [`Self::wait_for_leader`], for a leader that is not
+    /// `old` and that serves a later term than `old` did. etcd's status
+    /// reports the term of the last entry a member *applied*: a member
+    /// elected a moment ago still shows the old term until it has applied
+    /// the empty entry every new leader appends to its log, so waiting for
+    /// the term also waits for the new leader to be able to serve.
+    pub fn wait_for_leader_after(&self, old: &Leader) -> Result<Leader> {
+        self.wait_for_leader_beyond(Some(old))
+    }
+
+    fn wait_for_leader_beyond(&self, old: Option<&Leader>) -> Result<Leader> {
         let ready = poll::poll_until(poll::BOUND, Duration::from_millis(20), || -> Result<bool> {
             self.check_recorded_members_run()?;
             let statuses = self.gateway.statuses();
-            let Some((_, id, _)) = gateway::agreed_leader(&statuses) else { return Ok(false) };
-            Ok((0..MEMBERS).filter(|&i| self.pid(i).is_some()).all(|i| statuses[i].as_ref().is_some_and(|s| s.leader == id)))
+            let Some((_, id, term)) = gateway::agreed_leader(&statuses) else { return Ok(false) };
+            let succeeds = old.is_none_or(|old| id != old.id && term > old.term);
+            Ok(succeeds && (0..MEMBERS).filter(|&i| self.pid(i).is_some()).all(|i| statuses[i].as_ref().is_some_and(|s| s.leader == id)))
         })?;
+        let leader = self.leader()?;
         if !ready {
+            // A leader that never got past `old` is handed back as it is,
+            // for the caller's check to judge and show.
+            if let (Some(_), Some(seen)) = (old, leader) {
+                return Ok(seen);
+            }
             let logs: Vec<String> = (0..MEMBERS).map(|i| self.log_path(i).display().to_string()).collect();
             return Err(format!("etcd cluster {NAME} has no leader after {:?}; see {}", poll::BOUND, logs.join(", ")).into());
         }
-        self.leader()?.ok_or_else(|| format!("etcd cluster {NAME} lost its leader right after electing it").into())
+        leader.ok_or_else(|| format!("etcd cluster {NAME} lost its leader right after electing it").into())
     }
 
     /// Each member's process and answer, and the leader.

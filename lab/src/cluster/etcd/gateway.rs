@@ -127,7 +127,8 @@ pub struct Leader {
     pub id: u64,
     /// Its name (`--name`), from etcd's member list.
     pub name: String,
-    /// The raft term it leads.
+    /// The raft term of the last entry it applied (etcd's `raft_term`):
+    /// the term it leads once it has applied its first entry as leader.
     pub term: u64,
 }
 
