@@ -3,7 +3,7 @@
 //!
 //! - a pause is a real SIGSTOP and, after its length, SIGCONT, sent by the
 //!   target slot's own thread (the one owner of that holder; the nemesis
-//!   only orders it, see `workload.rs`);
+//!   only orders it, see `workload.rs` and `workload/`);
 //! - a kill is a real SIGKILL, sent the same way, after which the slot
 //!   starts a new incarnation;
 //! - a delay slows the target slot's link, the

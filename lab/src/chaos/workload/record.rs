@@ -1,0 +1,88 @@
+//! What the workload records as it goes: the faults injected and missed
+//! (the [`FaultLog`], shared by the nemesis and the slots), the [`Tally`]
+//! of grants, holder starts and failures that the run reads, and [`lock`],
+//! which keeps both readable after a panic.
+
+use crate::chaos::checker::GrantRecord;
+use crate::chaos::schedule::FaultKind;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// One fault as injected: what, when, where.
+#[derive(Clone, Debug)]
+pub struct Injected {
+    /// Since the start of the run.
+    pub at: Duration,
+    /// What.
+    pub kind: FaultKind,
+    /// The slot's holder name, or `None` for a database restart.
+    pub target: Option<String>,
+}
+
+/// The run's record of faults, shared by the nemesis and the slots: the
+/// ones injected, and the ones that found no target.
+#[derive(Default)]
+pub struct FaultLog {
+    /// Every fault injected, in the order of injection.
+    injected: Mutex<Vec<Injected>>,
+    /// Faults that found no target when they came (every slot stopped,
+    /// busy or restarting), by kind.
+    missed: Mutex<std::collections::BTreeMap<&'static str, usize>>,
+    /// Whether to print each fault as it is injected.
+    trace: bool,
+}
+
+impl FaultLog {
+    /// A log that also prints every fault on stderr when `trace`.
+    pub fn new(trace: bool) -> FaultLog {
+        FaultLog { trace, ..FaultLog::default() }
+    }
+
+    /// Records a fault injected now.
+    pub fn injected(&self, start: Instant, kind: FaultKind, target: Option<&str>) {
+        if self.trace {
+            eprintln!("[{:8.3}s] {} {kind}", start.elapsed().as_secs_f64(), target.unwrap_or("server"));
+        }
+        lock(&self.injected).push(Injected { at: start.elapsed(), kind, target: target.map(str::to_owned) });
+    }
+
+    /// Records a fault that found no target.
+    pub fn missed(&self, kind: FaultKind) {
+        *lock(&self.missed).entry(kind.name()).or_insert(0) += 1;
+    }
+
+    /// Every fault injected so far.
+    pub fn all_injected(&self) -> Vec<Injected> {
+        lock(&self.injected).clone()
+    }
+
+    /// How many faults found no target, by kind.
+    pub fn all_missed(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        lock(&self.missed).clone()
+    }
+}
+
+/// Locks a mutex whatever a panicking thread left in it: these records
+/// stay readable, and the run reports the panic itself.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What every slot adds to as it goes; the run reads it for its progress
+/// lines and, at the end, for the grants.
+#[derive(Default)]
+pub struct Tally {
+    /// Every successful acquire, as the holders reported it.
+    pub grants: Mutex<Vec<GrantRecord>>,
+    /// Holder processes started.
+    pub started: AtomicUsize,
+    /// Holder processes that failed on their own (not killed by the
+    /// nemesis): most when the server restarts under them.
+    pub failed: AtomicUsize,
+    /// The first failure's report (argv, exit status, stderr), to show.
+    pub first_failure: Mutex<Option<String>>,
+    /// A slot's thread that could not go on (it could not start a holder
+    /// or signal it): the run ends with this error.
+    pub broken: Mutex<Option<String>>,
+}

@@ -1,0 +1,85 @@
+//! One slot as the run and the nemesis hold it: its holder name, its link
+//! to the server, its [`SlotView`], the sender of its orders, and the
+//! handle of its thread.
+
+use super::orders::{Order, SlotView};
+use super::plan::SlotPlan;
+use super::record::{lock, FaultLog, Tally};
+use super::slot_thread::SlotThread;
+use crate::error::Result;
+use crate::fault::DelayProxy;
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// One slot: its link, its view, its thread.
+pub struct Slot {
+    /// The holder's name, e.g. `holder-a`.
+    pub name: String,
+    /// Its link to the server.
+    pub link: DelayProxy,
+    /// What its thread shows the nemesis.
+    view: Arc<Mutex<SlotView>>,
+    /// Where the nemesis's orders go.
+    orders: mpsc::Sender<Order>,
+    /// The thread; `None` once joined.
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The holder names of the slots: `holder-a` … `holder-z`.
+pub fn holder_name(index: usize) -> String {
+    format!("holder-{}", (b'a' + index as u8) as char)
+}
+
+/// The most slots: one letter each.
+pub const MAX_HOLDERS: usize = 26;
+
+impl Slot {
+    /// Starts slot `index`: its link, and its thread, which starts its
+    /// first holder at once.
+    pub(super) fn start(index: usize, plan: &SlotPlan, stop: &Arc<AtomicBool>, log: &Arc<FaultLog>, tally: &Arc<Tally>, start: Instant) -> Result<Slot> {
+        let name = holder_name(index);
+        let link = DelayProxy::start(plan.server)?;
+        let view = Arc::new(Mutex::new(SlotView::default()));
+        let (orders, inbox) = mpsc::channel();
+        let worker = SlotThread {
+            index,
+            name: name.clone(),
+            plan: plan.clone(),
+            port: link.port().to_string(),
+            view: Arc::clone(&view),
+            inbox,
+            stop: Arc::clone(stop),
+            log: Arc::clone(log),
+            tally: Arc::clone(tally),
+            start,
+        };
+        let thread = std::thread::Builder::new().name(format!("slot {name}")).spawn(move || worker.run())?;
+        Ok(Slot { name, link, view, orders, thread: Mutex::new(Some(thread)) })
+    }
+
+    /// What the slot's thread shows right now.
+    pub fn view(&self) -> SlotView {
+        *lock(&self.view)
+    }
+
+    /// Sends an order; the slot takes no other until it has carried it out.
+    pub fn order(&self, order: Order) {
+        lock(&self.view).busy = true;
+        // A send fails only once the thread has ended (the run is ending):
+        // the order then simply does not happen.
+        if self.orders.send(order).is_err() {
+            lock(&self.view).busy = false;
+        }
+    }
+
+    /// Waits for the slot's thread, which ends once the run's stop flag is
+    /// set: its holder resumed, killed and reaped.
+    pub(super) fn join(&self) {
+        let thread = lock(&self.thread).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! The cluster's lifecycle: start (all members, or from empty data for a
+//! run), stop (followers first, then the leader), reset, and a member's
+//! crash (SIGKILL) and restart.
+
+use super::config::{MEMBERS, NAME, STOP_BOUND};
+use super::gateway::{self, Leader};
+use super::run_members::{lock, wait_gone, LIFECYCLE, RUN_MEMBERS};
+use super::EtcdCluster;
+use crate::cluster::owner::{self, Owner};
+use crate::error::{Result, ResultExt};
+use crate::{interrupt, poll};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs;
+use std::path::PathBuf;
+use std::time::Instant;
+
+impl EtcdCluster {
+    /// Starts every member that is not running and waits until etcd has a
+    /// leader that every running member follows. From nothing, `owner`
+    /// becomes the cluster's owner; members missing from a running cluster
+    /// are started for the owner it has. A cluster already up is left as is.
+    pub fn start(&self, owner: Owner) -> Result<Leader> {
+        {
+            let _lifecycle = lock(&LIFECYCLE);
+            if interrupt::requested() {
+                return Err("interrupted".into());
+            }
+            let missing: Vec<usize> = (0..MEMBERS).filter(|&i| self.pid(i).is_none()).collect();
+            let owner = if missing.len() == MEMBERS { owner } else { self.owner_of_running()? };
+            // Every port first: a port held by something else ends the start
+            // before any member runs.
+            for &i in &missing {
+                self.check_ports_free(i)?;
+            }
+            if !missing.is_empty() {
+                fs::create_dir_all(&self.dir).with_context(|| format!("creating {}", self.dir.display()))?;
+                if missing.len() == MEMBERS {
+                    owner::write(&self.dir, &owner)?;
+                }
+            }
+            for &i in &missing {
+                self.spawn(i, &owner)?;
+            }
+        }
+        self.wait_for_leader()
+    }
+
+    /// Stops every running member: SIGTERM (etcd closes cleanly), and
+    /// SIGKILL for one still there after [`STOP_BOUND`]. Works on the
+    /// reader's members from any process, by their pid files.
+    ///
+    /// The followers go first, then the leader, once it has stepped down. A
+    /// leader that gets SIGTERM hands its leadership to a peer it still
+    /// counts as connected, and waits for the handover up to etcd's request
+    /// timeout: 6 s when that peer is stopping too (measured). A leader that
+    /// lost its followers steps down within one or two election timeouts
+    /// (raft's CheckQuorum, on in etcd), and a member that is not the leader
+    /// exits at once on SIGTERM.
+    pub fn stop(&self) -> Result<()> {
+        let _lifecycle = lock(&LIFECYCLE);
+        // This run's own members leave the registry: from here on the stop
+        // below is their one owner.
+        let own_pid_files: Vec<PathBuf> = (0..MEMBERS).map(|i| self.pid_file(i)).collect();
+        lock(&RUN_MEMBERS).retain(|m| !own_pid_files.contains(&m.pid_file));
+        let running: Vec<(usize, Pid)> =
+            (0..MEMBERS).filter_map(|i| self.pid(i).map(|p| (i, Pid::from_raw(p as i32)))).collect();
+        let leader = gateway::agreed_leader(&self.gateway.statuses()).map(|(index, _, _)| index);
+        let (last, first): (Vec<_>, Vec<_>) = running.into_iter().partition(|(i, _)| Some(*i) == leader);
+        let start = Instant::now();
+        let mut forced = Vec::new();
+        for (group, group_is_followers) in [(first, true), (last, false)] {
+            for (_, pid) in &group {
+                // SIGCONT first: a member a case froze must see the SIGTERM.
+                let _ = kill(*pid, Signal::SIGCONT);
+                let _ = kill(*pid, Signal::SIGTERM);
+            }
+            for (i, pid) in group {
+                if !wait_gone(pid, STOP_BOUND.saturating_sub(start.elapsed()))? {
+                    let _ = kill(pid, Signal::SIGKILL);
+                    if !wait_gone(pid, poll::BOUND)? {
+                        return Err(format!("etcd member {} (pid {pid}) survived SIGKILL", self.member(i).name).into());
+                    }
+                    forced.push(self.member(i).name);
+                }
+                let _ = fs::remove_file(self.pid_file(i));
+            }
+            if group_is_followers {
+                if let Some(i) = leader {
+                    self.wait_for_step_down(i);
+                }
+            }
+        }
+        owner::clear(&self.dir);
+        if !forced.is_empty() {
+            eprintln!("lab: etcd members {} did not stop within {STOP_BOUND:?} of SIGTERM; killed", forced.join(", "));
+        }
+        Ok(())
+    }
+
+    /// Starts the cluster from empty data for this run (F16, `lab
+    /// lease-stores`): its revisions, the tokens, start at 1 again, as every
+    /// case starts from fresh databases, so a transcript can lock them. A
+    /// cluster that the reader or another live run has up is refused, not
+    /// taken over (the run kills its leader); one left by a run that died is
+    /// stopped first.
+    pub fn start_fresh_for_run(&self) -> Result<Leader> {
+        if (0..MEMBERS).any(|i| self.pid(i).is_some()) {
+            match owner::read(&self.dir) {
+                Some(run @ Owner::Run { .. }) if run.is_dead_run() => {}
+                Some(Owner::Run { pid, .. }) => {
+                    return Err(format!("lab run pid {pid} is using etcd cluster {NAME} ({}); wait for it to finish", self.dir.display()).into())
+                }
+                Some(Owner::Reader) | None => {
+                    return Err(format!(
+                        "etcd cluster {NAME} ({}) is running for the reader; a run starts it from empty data and kills its \
+                         leader: stop it first with `./run.sh etcd stop`",
+                        self.dir.display()
+                    )
+                    .into())
+                }
+            }
+        }
+        self.reset()?;
+        self.start(Owner::this_run())
+    }
+
+    /// Stops the cluster and removes its folder: the next start makes a new
+    /// cluster, whose revisions start again at 1.
+    pub fn reset(&self) -> Result<()> {
+        self.stop()?;
+        if self.dir.exists() {
+            fs::remove_dir_all(&self.dir).with_context(|| format!("removing {}", self.dir.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Kills member `i` with SIGKILL, as a crash would, and waits until it
+    /// is gone; returns its pid. Its data stays for [`Self::restart_member`].
+    pub fn kill_member(&self, i: usize) -> Result<u32> {
+        let _lifecycle = lock(&LIFECYCLE);
+        let name = self.member(i).name;
+        let pid = self.pid(i).ok_or_else(|| format!("etcd member {name} is not running"))?;
+        let pid = Pid::from_raw(pid as i32);
+        // A run's member leaves the registry first: this call is now its one
+        // owner, and reaps it.
+        lock(&RUN_MEMBERS).retain(|m| m.pid != pid);
+        // SIGKILL cannot be caught: no clean close, no leadership handover;
+        // the others learn of it by the missing heartbeats. What it had
+        // acknowledged is safe: etcd syncs its log before it answers.
+        kill(pid, Signal::SIGKILL).with_context(|| format!("killing etcd member {name} (pid {pid})"))?;
+        if !wait_gone(pid, poll::BOUND)? {
+            return Err(format!("etcd member {name} (pid {pid}) survived SIGKILL for {:?}", poll::BOUND).into());
+        }
+        let _ = fs::remove_file(self.pid_file(i));
+        Ok(pid.as_raw() as u32)
+    }
+
+    /// Starts member `i` again from its data, for the cluster's owner, and
+    /// waits until it follows the leader.
+    pub fn restart_member(&self, i: usize) -> Result<Leader> {
+        {
+            let _lifecycle = lock(&LIFECYCLE);
+            if interrupt::requested() {
+                return Err("interrupted".into());
+            }
+            let name = self.member(i).name;
+            if self.pid(i).is_some() {
+                return Err(format!("etcd member {name} is already running").into());
+            }
+            if (0..MEMBERS).all(|j| self.pid(j).is_none()) {
+                return Err(format!("etcd cluster {NAME} is not running: start it, not one member").into());
+            }
+            let owner = self.owner_of_running()?;
+            self.check_ports_free(i)?;
+            self.spawn(i, &owner)?;
+        }
+        self.wait_for_leader()
+    }
+
+    /// The owner to start members for, in a cluster that has running members.
+    fn owner_of_running(&self) -> Result<Owner> {
+        match owner::read(&self.dir) {
+            Some(run @ Owner::Run { .. }) if run == Owner::this_run() => Ok(run),
+            Some(Owner::Run { pid, .. }) => Err(format!(
+                "lab run pid {pid} started etcd cluster {NAME} ({}) and still runs; wait for it to finish",
+                self.dir.display()
+            )
+            .into()),
+            // Up with no record: started by hand, so the reader's.
+            Some(Owner::Reader) | None => Ok(Owner::Reader),
+        }
+    }
+}

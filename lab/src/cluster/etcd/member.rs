@@ -1,0 +1,220 @@
+//! One member: its name, ports and files, its etcd command line, and its
+//! process: the port check before it starts, the spawn for a run or for
+//! the reader, and its pid file, which finds it again from any process.
+
+use super::config::{ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, NAME};
+use super::run_members::{lock, stop_run_members, RunMember, RUN_MEMBERS};
+use super::EtcdCluster;
+use crate::cluster::diagnose;
+use crate::cluster::owner::{self, Owner};
+use crate::error::{Result, ResultExt};
+use crate::interrupt;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// One member's name and ports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Member {
+    /// 0 for `m1`.
+    pub index: usize,
+    /// `m1`, `m2`, `m3`: etcd's `--name`.
+    pub name: String,
+    /// Where clients (and the gateway) connect.
+    pub client_port: u16,
+    /// Where the other members replicate to it.
+    pub peer_port: u16,
+}
+
+impl EtcdCluster {
+    /// Member `i` (0 for `m1`).
+    pub fn member(&self, i: usize) -> Member {
+        assert!(i < MEMBERS, "etcd member index {i} out of 0..{MEMBERS}");
+        Member {
+            index: i,
+            name: format!("m{}", i + 1),
+            client_port: self.base + 1 + i as u16,
+            peer_port: self.base + 11 + i as u16,
+        }
+    }
+
+    /// Member `i`'s data directory.
+    pub fn data_dir(&self, i: usize) -> PathBuf {
+        self.dir.join(self.member(i).name)
+    }
+
+    /// Member `i`'s log (its stderr, appended across restarts).
+    pub fn log_path(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("{}.log", self.member(i).name))
+    }
+
+    pub(super) fn pid_file(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("{}.pid", self.member(i).name))
+    }
+
+    /// Member `i`'s pid, when its recorded process still runs (same pid,
+    /// same start time, not a zombie).
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        let text = fs::read_to_string(self.pid_file(i)).ok()?;
+        let (pid, started) = text.trim().split_once(' ')?;
+        let (pid, started): (u32, u64) = (pid.parse().ok()?, started.parse().ok()?);
+        match owner::state_and_start(pid) {
+            Some((state, now)) if now == started && state != 'Z' => Some(pid),
+            _ => None,
+        }
+    }
+
+    pub(super) fn check_ports_free(&self, i: usize) -> Result<()> {
+        let member = self.member(i);
+        for (port, what) in [(member.client_port, "client"), (member.peer_port, "peer")] {
+            match TcpListener::bind((HOST, port)) {
+                Ok(_probe) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                    let holder = diagnose::who_listens(port).unwrap_or_else(|| {
+                        "a connection, not a listener: the kernel gave the port to an outgoing connection \
+                         (see /proc/sys/net/ipv4/ip_local_port_range)"
+                            .into()
+                    });
+                    return Err(format!(
+                        "port {port} on {HOST} ({what} port of etcd member {}) is already in use by {holder}, which is \
+                         not the lab's etcd cluster ({}). The lab does not touch it: stop that process, free the port \
+                         or choose another block with LAB_ETCD_PORT_BASE, then run again",
+                        member.name,
+                        self.dir.display()
+                    )
+                    .into());
+                }
+                Err(e) => return Err(e).context(format!("probing port {port}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// etcd's command line for member `i`.
+    fn flags(&self, i: usize) -> Vec<String> {
+        let url = |port: u16| format!("http://{HOST}:{port}");
+        let member = self.member(i);
+        let initial_cluster: Vec<String> =
+            (0..MEMBERS).map(|j| self.member(j)).map(|m| format!("{}={}", m.name, url(m.peer_port))).collect();
+        [
+            ("--name", member.name.clone()),
+            ("--data-dir", self.data_dir(i).display().to_string()),
+            ("--listen-client-urls", url(member.client_port)),
+            ("--advertise-client-urls", url(member.client_port)),
+            ("--listen-peer-urls", url(member.peer_port)),
+            ("--initial-advertise-peer-urls", url(member.peer_port)),
+            // Used only on a member's first start; afterwards its data says
+            // who the members are. The token carries the port block, so two
+            // lab clusters can never join each other.
+            ("--initial-cluster", initial_cluster.join(",")),
+            ("--initial-cluster-token", format!("{NAME}-{}", self.base)),
+            ("--initial-cluster-state", "new".into()),
+            ("--heartbeat-interval", HEARTBEAT.as_millis().to_string()),
+            ("--election-timeout", ELECTION_TIMEOUT.as_millis().to_string()),
+            ("--logger", "zap".into()),
+            ("--log-outputs", "stderr".into()),
+        ]
+        .into_iter()
+        .flat_map(|(flag, value)| [flag.to_owned(), value])
+        .collect()
+    }
+
+    /// Starts member `i`'s process for `owner` and records its pid.
+    pub(super) fn spawn(&self, i: usize, owner: &Owner) -> Result<()> {
+        let name = self.member(i).name;
+        let log = fs::OpenOptions::new().create(true).append(true).open(self.log_path(i))?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(self.flags(i)).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+        // etcd also reads every flag from ETCD_* variables: none of the
+        // caller's may change the member the lab asked for.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("ETCD_") {
+                cmd.env_remove(key);
+            }
+        }
+        let spawned = match owner {
+            Owner::Run { .. } => {
+                // Its own process group: a Ctrl-C at the terminal reaches the
+                // lab only, and the lab's cleanup ends the member.
+                cmd.process_group(0);
+                let parent = nix::unistd::getpid();
+                // SAFETY: the closure runs in the forked child before exec and
+                // calls only prctl(2) and getppid(2), both async-signal-safe,
+                // and allocates nothing.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        // If the run dies without cleaning up (SIGKILL, a
+                        // crash), the kernel kills the member.
+                        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+                        // The run may have died between fork and prctl: then
+                        // no death signal will come, so do not start at all.
+                        if nix::unistd::getppid() != parent {
+                            return Err(std::io::Error::other("the lab exited while starting an etcd member"));
+                        }
+                        Ok(())
+                    });
+                }
+                let mut members = lock(&RUN_MEMBERS);
+                // Checked under the registry's lock: the interrupt cleanup
+                // has either run already (then nothing new starts) or will
+                // find this member in the registry.
+                if interrupt::requested() {
+                    return Err("interrupted".into());
+                }
+                interrupt::on_stop(stop_run_members);
+                let child = cmd.spawn().with_context(|| format!("starting etcd member {name} ({})", self.bin.display()))?;
+                let pid = Pid::from_raw(child.id() as i32);
+                members.push(RunMember { pid, pid_file: self.pid_file(i) });
+                pid
+            }
+            Owner::Reader => {
+                // SAFETY: runs in the forked child before exec; setsid(2) is
+                // async-signal-safe and nothing is allocated.
+                unsafe {
+                    // A session of its own: no terminal's hang-up or Ctrl-C
+                    // reaches it; it lives until `stop`.
+                    cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
+                }
+                let child = cmd.spawn().with_context(|| format!("starting etcd member {name} ({})", self.bin.display()))?;
+                // Not waited for: it outlives this process (and is reaped by
+                // whoever inherits it, or by `stop` if this process stops it).
+                Pid::from_raw(child.id() as i32)
+            }
+        };
+        // spawn() returns after the exec succeeded, so /proc has the process.
+        let started = owner::start_time(spawned.as_raw() as u32).ok_or_else(|| format!("etcd member {name} vanished at once"))?;
+        fs::write(self.pid_file(i), format!("{spawned} {started}\n"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::client_addrs;
+    use super::super::gateway::Gateway;
+    use super::*;
+
+    /// Every member listens on loopback only, on its own two ports of the block.
+    #[test]
+    fn members_use_the_port_block_on_loopback() {
+        let cluster = EtcdCluster {
+            dir: PathBuf::from("/tmp/etcd-26"),
+            base: 26430,
+            bin: PathBuf::from("/usr/bin/etcd"),
+            version: "3.4.23".into(),
+            gateway: Gateway::new(client_addrs(26430)),
+        };
+        let ports: Vec<(u16, u16)> = (0..MEMBERS).map(|i| (cluster.member(i).client_port, cluster.member(i).peer_port)).collect();
+        assert_eq!(ports, [(26431, 26441), (26432, 26442), (26433, 26443)]);
+        let flags = cluster.flags(1).join(" ");
+        assert!(flags.contains("--name m2 --data-dir /tmp/etcd-26/m2"), "{flags}");
+        assert!(flags.contains("--listen-client-urls http://127.0.0.1:26432"), "{flags}");
+        assert!(flags.contains("m1=http://127.0.0.1:26441,m2=http://127.0.0.1:26442,m3=http://127.0.0.1:26443"), "{flags}");
+        assert!(!flags.contains("0.0.0.0"), "{flags}");
+        assert_eq!(cluster.gateway().members()[2].to_string(), "127.0.0.1:26433");
+    }
+}
