@@ -85,24 +85,9 @@ impl HolderGuard {
         // Its own process group: a Ctrl-C at the terminal must not stop or
         // kill it behind the lab's back; the lab's cleanup decides.
         cmd.process_group(0);
-        let parent = nix::unistd::getpid();
-        // SAFETY: the closure runs in the forked child before exec and calls
-        // only prctl(2) and getppid(2), both async-signal-safe, and allocates
-        // nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                // If the lab dies without running its cleanup (SIGKILL, a
-                // crash), the kernel sends the holder SIGKILL, which ends it
-                // even while it is stopped.
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-                // The parent may have died between fork and prctl: then no
-                // death signal will ever come, so do not start at all.
-                if nix::unistd::getppid() != parent {
-                    return Err(std::io::Error::other("the lab exited while starting a holder"));
-                }
-                Ok(())
-            });
-        }
+        // If the lab dies without its cleanup, the kernel sends the holder
+        // SIGKILL, which ends it even while it is stopped.
+        interrupt::tie_to_lab(&mut cmd, Signal::SIGKILL);
         let mut child = cmd.spawn().map_err(|e| format!("cannot start holder {}: {e}", bin.display()))?;
         let pid = Pid::from_raw(child.id() as i32);
         interrupt::register_child(pid);

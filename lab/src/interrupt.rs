@@ -10,6 +10,8 @@
 
 use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::Pid;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -101,6 +103,28 @@ pub fn register_child(pid: Pid) {
 /// be reused by an unrelated process, which must never receive our signals).
 pub fn unregister_child(pid: Pid) {
     CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).retain(|p| *p != pid);
+}
+
+/// Ties a child to this process: when the lab dies without running its
+/// cleanup (SIGKILL, a crash), the kernel sends the child `signal`. If the
+/// lab is already gone by the time the child could ask for that (it died
+/// between fork and prctl), no signal would ever come, so the child does
+/// not start at all (the spawn fails; its caller names the child).
+pub fn tie_to_lab(cmd: &mut Command, signal: Signal) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec (after std
+    // has switched the child's account, if the command asks for one, so the
+    // setting survives it) and calls only prctl(2) and getppid(2), both
+    // async-signal-safe, and allocates only on the way out.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(signal)?;
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::other("the lab exited while starting it"));
+            }
+            Ok(())
+        });
+    }
 }
 
 fn kill_children() {

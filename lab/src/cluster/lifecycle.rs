@@ -126,22 +126,9 @@ impl Cluster {
         let mut cmd = self.server_command("postgres");
         cmd.arg("-D").arg(self.data_dir()).arg("-p").arg(self.port.to_string());
         cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
-        let parent = nix::unistd::getpid();
-        // SAFETY: the closure runs in the forked child before exec (after std
-        // has switched to the server account, so the setting survives it) and
-        // calls only prctl(2) and getppid(2), both async-signal-safe; it
-        // allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGQUIT)?;
-                // The lab may have died between fork and prctl: then no
-                // signal will ever come, so do not start at all.
-                if nix::unistd::getppid() != parent {
-                    return Err(std::io::Error::other("the lab exited while starting a server"));
-                }
-                Ok(())
-            });
-        }
+        // SIGQUIT is the postmaster's immediate shutdown: a run killed
+        // without its cleanup takes its servers with it.
+        interrupt::tie_to_lab(&mut cmd, Signal::SIGQUIT);
         let mut child = cmd.spawn().with_context(|| format!("starting the postmaster of {}", self.name))?;
         // Ready when the postmaster's pid file says so, as `pg_ctl start -w`
         // waits: `ready` once it takes connections (read-only ones on a hot

@@ -141,23 +141,9 @@ impl EtcdCluster {
                 // Its own process group: a Ctrl-C at the terminal reaches the
                 // lab only, and the lab's cleanup ends the member.
                 cmd.process_group(0);
-                let parent = nix::unistd::getpid();
-                // SAFETY: the closure runs in the forked child before exec and
-                // calls only prctl(2) and getppid(2), both async-signal-safe,
-                // and allocates nothing.
-                unsafe {
-                    cmd.pre_exec(move || {
-                        // If the run dies without cleaning up (SIGKILL, a
-                        // crash), the kernel kills the member.
-                        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-                        // The run may have died between fork and prctl: then
-                        // no death signal will come, so do not start at all.
-                        if nix::unistd::getppid() != parent {
-                            return Err(std::io::Error::other("the lab exited while starting an etcd member"));
-                        }
-                        Ok(())
-                    });
-                }
+                // If the run dies without cleaning up (SIGKILL, a crash),
+                // the kernel kills the member.
+                interrupt::tie_to_lab(&mut cmd, Signal::SIGKILL);
                 let mut members = lock(&RUN_MEMBERS);
                 // Checked under the registry's lock: the interrupt cleanup
                 // has either run already (then nothing new starts) or will
