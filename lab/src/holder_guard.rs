@@ -176,6 +176,23 @@ impl HolderGuard {
         Ok(lines.join(", "))
     }
 
+    /// Up to `n` protocol lines, joined with ", ": fewer if the holder ends
+    /// its output first, so that a holder that took another path shows what
+    /// it printed instead of ending the case.
+    pub fn up_to_lines(&mut self, n: usize) -> Result<String> {
+        let mut lines = Vec::new();
+        while lines.len() < n {
+            match self.lines.recv_timeout(ANSWER_BOUND) {
+                Ok(line) => lines.push(line),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(self.failure(&format!("{} printed nothing for {ANSWER_BOUND:?}", self.holder)).into())
+                }
+            }
+        }
+        Ok(lines.join(", "))
+    }
+
     /// Reads the next line, which must be `step`.
     pub fn expect_step(&mut self, step: Step) -> Result<()> {
         let line = self.next_line()?;

@@ -81,7 +81,14 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     proxy.release();
     events::record("holder-a", "release");
     let (a_lines, _) = a.rest_of_output()?;
-    t.note(format!("{mode}：代理放行后，A：{}", a_lines.join("；")));
+    // The late write must arrive and be answered: a summary that stays B's
+    // proves nothing if A's request never reached the resource.
+    let accepted = mode == FenceMode::Unfenced;
+    t.check_eq_shown(
+        format!("{mode}：代理放行后，A 的写入到达资源端并得到回答；它随后的续租失败"),
+        [Step::Write { accepted, token: 1 }, Step::RenewAfterWrite { ok: false }, Step::LeaseLost].map(|s| s.to_string()).join(", "),
+        a_lines.join(", "),
+    );
     lab.view()?.part_text(SCOPE, PART_SUMMARY)
 }
 // ANCHOR_END: f12_timeline
