@@ -51,6 +51,10 @@ pub enum Group {
     Chaos,
     /// The lease on etcd: the acquire txn and its token (F16).
     Etcd,
+    /// The faults the cases inject (F12's delay on the wire, F13's slow
+    /// clock): a case that judges the fence under a fault that never
+    /// happened proves nothing, so each checks that its fault took hold.
+    Faults,
 }
 
 /// Every mutation, in the book's order.
@@ -299,6 +303,20 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "I2 on etcd: the token is the key's create revision, one counter for the whole cluster; a lease id is unique but not ordered",
         killer: &["F16"],
         question: "etcd 上获取返回的 token 换成了 etcd 租约的 ID（它也独一无二，而且同一个成员发出的一个比一个大）。F16 里 A 拿到的 token 会是多少？换一个成员授予租约，还能保证更大吗？",
+    },
+    Mutation {
+        name: "delay-off-the-wire",
+        group: Group::Faults,
+        guards: "F12's fault is real: holder A reaches the server only through the delaying proxy, so its write is stale in flight",
+        killer: &["F12"],
+        question: "F12 启动 A 时忘了把 LAB_PORT 指向代理：A 直连服务器，代理照样启动、照样“扣住”。F12 的结论（栅栏拒绝迟到的写入、不设栅栏时它覆盖 B）还站得住吗？哪一行先失败？",
+    },
+    Mutation {
+        name: "clock-fault-not-preloaded",
+        group: Group::Faults,
+        guards: "F13's fault is real: libfaketime is preloaded into the holder, so its clocks (monotonic included) run slow",
+        killer: &["F13"],
+        question: "F13 给持有者的环境里只有 FAKETIME=\"+0 x0.6\"，没有 LD_PRELOAD：没有哪个库去读这个变量。x0.9 和 x0.6 两段各会打印什么？",
     },
 ];
 
