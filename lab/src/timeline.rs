@@ -141,10 +141,15 @@ impl Timeline {
         };
         for holder in holders {
             let _ = writeln!(out, "    section {holder}");
-            for acquire in self.lease.iter().filter(|e| e.holder == holder && e.kind == "acquire") {
+            for (i, acquire) in self.lease.iter().enumerate().filter(|(_, e)| e.holder == holder && e.kind == "acquire") {
+                // This holding's own events: those of its holder and token
+                // after its acquire, up to the next acquire of the same
+                // pair (a case that resets between two runs of a timeline,
+                // as F12 does, issues token 1 again).
                 let same = |e: &&LeaseEvent| e.holder == holder && e.token == acquire.token;
-                let released = self.lease.iter().filter(same).find(|e| e.kind == "release").map(|e| e.at_ms);
-                let expiry = self.lease.iter().filter(same).filter(|e| e.kind != "release").map(|e| e.expires_ms).fold(acquire.expires_ms, f64::max);
+                let own: Vec<&LeaseEvent> = self.lease[i + 1..].iter().filter(same).take_while(|e| e.kind != "acquire").collect();
+                let released = own.iter().find(|e| e.kind == "release").map(|e| e.at_ms);
+                let expiry = own.iter().filter(|e| e.kind != "release").map(|e| e.expires_ms).fold(acquire.expires_ms, f64::max);
                 let (end, how) = match released {
                     Some(r) if r < expiry => (r, "释放"),
                     _ => (expiry, "到期"),
@@ -251,6 +256,32 @@ mod tests {
             "    持有 token=2 :t5, 2000, 2050",
             "    token=2 释放 :milestone, t6, 2050, 2050",
             "    写入 token=2 接受 :milestone, t7, 2020, 2020",
+        ] {
+            assert!(chart.contains(&format!("{line}\n")), "missing {line:?} in:\n{chart}");
+        }
+    }
+
+    /// A timeline run twice with a reset between (F12): token 1 is issued
+    /// twice, and each holding ends with its own release or expiry.
+    #[test]
+    fn a_token_issued_again_after_a_reset_is_a_holding_of_its_own() {
+        let lease = |at_ms, token, kind: &str, expires_ms| LeaseEvent { at_ms, holder: "holder-a".into(), token, kind: kind.into(), expires_ms };
+        let timeline = Timeline {
+            lease: vec![
+                lease(1000.0, 1, "acquire", 2500.0),
+                lease(1200.0, 1, "release", f64::NEG_INFINITY),
+                lease(5000.0, 1, "acquire", 6500.0),
+                lease(5400.0, 1, "renew", 6900.0),
+            ],
+            writes: Vec::new(),
+            parent: Vec::new(),
+        };
+        let chart = timeline.gantt("F12", 1000.0);
+        for line in [
+            "    持有 token=1 :t1, 0, 200",
+            "    token=1 释放 :milestone, t2, 200, 200",
+            "    持有 token=1 :t3, 4000, 5900",
+            "    token=1 到期 :milestone, t4, 5900, 5900",
         ] {
             assert!(chart.contains(&format!("{line}\n")), "missing {line:?} in:\n{chart}");
         }
