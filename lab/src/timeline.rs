@@ -224,6 +224,13 @@ pub fn page(name: &str) -> Result<PathBuf> {
 mod tests {
     use super::*;
 
+    /// Every one of `lines` is a whole line of `chart`.
+    fn assert_draws(chart: &str, lines: &[&str]) {
+        for line in lines {
+            assert!(chart.contains(&format!("{line}\n")), "missing {line:?} in:\n{chart}");
+        }
+    }
+
     /// A paused holder whose lease expires, a second holder that writes, a
     /// refused late write: every piece drawn where it happened.
     #[test]
@@ -245,8 +252,7 @@ mod tests {
                 ParentEvent { at_ms: 3990.0, holder: "holder-a".into(), act: "SIGCONT" },
             ],
         };
-        let chart = timeline.gantt("F4", 1000.0);
-        for line in [
+        assert_draws(&timeline.gantt("F4", 1000.0), &[
             "    section holder-a",
             "    持有 token=1 :t1, 0, 1900",
             "    token=1 到期 :milestone, t2, 1900, 1900",
@@ -256,9 +262,7 @@ mod tests {
             "    持有 token=2 :t5, 2000, 2050",
             "    token=2 释放 :milestone, t6, 2050, 2050",
             "    写入 token=2 接受 :milestone, t7, 2020, 2020",
-        ] {
-            assert!(chart.contains(&format!("{line}\n")), "missing {line:?} in:\n{chart}");
-        }
+        ]);
     }
 
     /// A timeline run twice with a reset between (F12): token 1 is issued
@@ -276,14 +280,11 @@ mod tests {
             writes: Vec::new(),
             parent: Vec::new(),
         };
-        let chart = timeline.gantt("F12", 1000.0);
-        for line in [
+        assert_draws(&timeline.gantt("F12", 1000.0), &[
             "    持有 token=1 :t1, 0, 200",
             "    token=1 释放 :milestone, t2, 200, 200",
             "    持有 token=1 :t3, 4000, 5900",
             "    token=1 到期 :milestone, t4, 5900, 5900",
-        ] {
-            assert!(chart.contains(&format!("{line}\n")), "missing {line:?} in:\n{chart}");
-        }
+        ]);
     }
 }
