@@ -130,14 +130,22 @@ impl HolderGuard {
     }
     // ANCHOR_END: spawn
 
+    /// The next protocol line within [`ANSWER_BOUND`], `None` once the
+    /// holder has closed its output; a holder silent for the whole bound is
+    /// an error, worded by `silent` ("printed nothing", …).
+    fn answer(&mut self, silent: &str) -> Result<Option<String>> {
+        match self.lines.recv_timeout(ANSWER_BOUND) {
+            Ok(line) => Ok(Some(line)),
+            Err(RecvTimeoutError::Disconnected) => Ok(None),
+            Err(RecvTimeoutError::Timeout) => Err(self.failure(&format!("{} {silent} for {ANSWER_BOUND:?}", self.holder)).into()),
+        }
+    }
+
     /// The next protocol line, within [`ANSWER_BOUND`].
     pub fn next_line(&mut self) -> Result<String> {
-        match self.lines.recv_timeout(ANSWER_BOUND) {
-            Ok(line) => Ok(line),
-            Err(RecvTimeoutError::Timeout) => {
-                Err(self.failure(&format!("{} printed nothing for {ANSWER_BOUND:?}", self.holder)).into())
-            }
-            Err(RecvTimeoutError::Disconnected) => {
+        match self.answer("printed nothing")? {
+            Some(line) => Ok(line),
+            None => {
                 let _ = self.wait_exit();
                 Err(self.failure(&format!("{} ended its output early", self.holder)).into())
             }
@@ -158,14 +166,8 @@ impl HolderGuard {
     /// exit status: after this, nothing the holder does can still land.
     pub fn rest_of_output(&mut self) -> Result<(Vec<String>, ExitStatus)> {
         let mut lines = Vec::new();
-        loop {
-            match self.lines.recv_timeout(ANSWER_BOUND) {
-                Ok(line) => lines.push(line),
-                Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) => {
-                    return Err(self.failure(&format!("{} neither printed nor ended its output for {ANSWER_BOUND:?}", self.holder)).into())
-                }
-            }
+        while let Some(line) = self.answer("neither printed nor ended its output")? {
+            lines.push(line);
         }
         Ok((lines, self.wait_exit()?))
     }
@@ -182,12 +184,9 @@ impl HolderGuard {
     pub fn up_to_lines(&mut self, n: usize) -> Result<String> {
         let mut lines = Vec::new();
         while lines.len() < n {
-            match self.lines.recv_timeout(ANSWER_BOUND) {
-                Ok(line) => lines.push(line),
-                Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) => {
-                    return Err(self.failure(&format!("{} printed nothing for {ANSWER_BOUND:?}", self.holder)).into())
-                }
+            match self.answer("printed nothing")? {
+                Some(line) => lines.push(line),
+                None => break,
             }
         }
         Ok(lines.join(", "))
