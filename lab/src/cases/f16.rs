@@ -53,8 +53,8 @@ use crate::cluster::etcd::gateway::{Gateway, Leader};
 use crate::cluster::etcd::{EtcdCluster, ELECTION_TIMEOUT, HEARTBEAT, MEMBERS};
 use crate::error::Result;
 use crate::etcd_lease::{EtcdGrant, EtcdLeaseStore};
-use crate::holder::{HolderArgs, LeaseBackend, Step, WaitPoint};
-use crate::holder_guard::HolderGuard;
+use crate::holder::{HolderArgs, LeaseBackend, Step, Steps, WaitPoint};
+use crate::holder_guard::{ending, exit_text, HolderGuard};
 use crate::lease::LeaseService;
 use crate::lease_stores::{median_acquire_ms, ms, SAMPLES};
 use crate::params::{self, margin, ETCD_OBSERVE, ETCD_RENEW_EVERY, ETCD_TTL, LEASE, SCOPE, TTL_PROBE, TTL_PROBE_KILL_AT};
@@ -62,7 +62,6 @@ use crate::poll;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
 use std::path::Path;
-use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 /// The case.
@@ -208,8 +207,8 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
     let mut c = HolderGuard::spawn(&lab.holder_bin, &c_args)?;
     let ready = t.check_eq(
         format!("holder-c 获取 token={c_token}，通过本地检查，停在写入之前（续租线程照常 keep-alive）"),
-        format!("{}, {}, {}", Step::Acquired { token: c_token }, Step::DeadlineOk, Step::Waiting),
-        c.next_lines(3)?,
+        Steps::from([Step::Acquired { token: c_token }, Step::DeadlineOk, Step::Waiting]),
+        c.next_steps(3)?,
     );
     require(ready, "holder-c is not ready to write")?;
 
@@ -355,20 +354,13 @@ fn leader(l: &Leader) -> String {
     format!("leader={} id={:016x} term={}", l.name, l.id, l.term)
 }
 
-/// Protocol lines as one comparable string, with a clean exit.
+/// Protocol lines as one comparable text, with a clean exit.
 fn lines_of<const N: usize>(steps: [Step; N]) -> String {
-    let mut lines: Vec<String> = steps.iter().map(Step::to_string).collect();
-    lines.push("exit 0".into());
-    lines.join(", ")
+    ending(&Steps::from(steps), "exit 0")
 }
 
-/// Everything a holder prints until it exits, and its exit status.
+/// Everything a holder prints until it exits, and how it exited.
 fn rest(holder: &mut HolderGuard) -> Result<String> {
-    let (mut lines, status) = holder.rest_of_output()?;
-    lines.push(exit(status));
-    Ok(lines.join(", "))
-}
-
-fn exit(status: ExitStatus) -> String {
-    format!("exit {}", status.code().map_or("by signal".into(), |c| c.to_string()))
+    let (steps, status) = holder.rest_of_output()?;
+    Ok(ending(&steps, &exit_text(status)))
 }
