@@ -6,7 +6,6 @@ use lab::cases::{self, Options, Runner};
 use lab::cluster::owner::{self, Owner};
 use lab::cluster::{credentials, Cluster};
 use lab::error::{chain, Result};
-use lab::holder::parse_mode;
 use lab::interrupt::QuietAfterStop;
 use lab::resource::FenceMode;
 use lab::transcript::Transcript;
@@ -124,7 +123,7 @@ struct RunArgs {
     /// F4/F5: judge writes with this resource mode instead of the case's own
     /// (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write);
     /// F6/F7: the scope fence of (b) and of the scope half (fenced-scope, fenced-scope-cte).
-    #[arg(long, value_parser = parse_mode)]
+    #[arg(long, value_enum, hide_possible_values = true)]
     mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its local deadline check instead of after it.
     #[arg(long)]
@@ -167,7 +166,10 @@ fn mode_or_all(text: &str) -> std::result::Result<ModeChoice, String> {
     if text == "all" {
         return Ok(ModeChoice(None));
     }
-    parse_mode(text).map(|m| ModeChoice(Some(m))).map_err(|e| format!("{e}, or all"))
+    FenceMode::from_str(text, false).map(|m| ModeChoice(Some(m))).map_err(|_| {
+        let all: Vec<String> = FenceMode::ALL.map(FenceMode::cli_name).into();
+        format!("unknown mode {text:?}; the modes are {}, or all", all.join(", "))
+    })
 }
 
 #[derive(Subcommand)]
@@ -363,7 +365,7 @@ fn run_cases(args: RunArgs) -> Result<ExitCode> {
         // is refused, not silently run in its own.
         let named = |c: &cases::Case| args.cases.iter().any(|id| id.eq_ignore_ascii_case(c.id));
         if let Some(case) = selected.iter().find(|c| named(c) && !c.modes.is_empty() && !c.takes_mode(picked)) {
-            let takes: Vec<&str> = case.modes.iter().map(|m| m.cli_name()).collect();
+            let takes: Vec<String> = case.modes.iter().map(|m| m.cli_name()).collect();
             eprintln!("lab: {} takes --mode {} only", case.id, takes.join(" or "));
             return Ok(ExitCode::from(2));
         }

@@ -78,7 +78,7 @@ fn chaos_run(lab: &Lab, t: &mut Transcript, config: &Config, schedule: &Schedule
     let v = &run.verdict;
     // Every kind the schedule has, injected or not: the line keeps its shape.
     let faults: Vec<String> =
-        schedule.counts().into_keys().map(|kind| format!("{kind} count={}", v.faults.get(kind).copied().unwrap_or(0))).collect();
+        schedule.counts().into_keys().map(|kind| format!("{kind} count={}", v.faults.get(&kind).copied().unwrap_or(0))).collect();
     t.note(format!(
         "{mode}：写入尝试 count={}，接受 count={}，拒绝 count={}，持有 count={}；注入的故障 {}，没找到目标的 count={}",
         v.attempts,

@@ -139,7 +139,7 @@ impl Case {
         if let (Some(own), Some(picked)) = (self.mode, self.mode_in_force(options)) {
             if own != picked {
                 name.push('-');
-                name.push_str(picked.cli_name());
+                name.push_str(&picked.cli_name());
             }
         }
         if options.pause_before_check && self.mode.is_some() {

@@ -31,6 +31,7 @@
 //! so they do not depend on the order at all. Floor regressions are exact
 //! when the floor is read as [`Attempt::floor_after`] asks.
 
+use super::schedule::FaultKind;
 use crate::error::{Result, ResultExt};
 use crate::resource::FenceMode;
 use postgres::{Client, IsolationLevel};
@@ -99,10 +100,10 @@ pub struct FinalPart {
 /// One fault the nemesis injected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fault {
-    /// What it was: `pause-short` and `pause-long` (SIGSTOP shorter and
-    /// longer than the ttl), `kill` (SIGKILL and restart), `delay` (a write
-    /// held in the proxy), `db-restart` (an immediate stop and a start).
-    pub kind: String,
+    /// What it was: a pause shorter or longer than the ttl (SIGSTOP), a
+    /// kill (SIGKILL and restart), a delay (a write held in the proxy), a
+    /// database restart (an immediate stop and a start).
+    pub kind: FaultKind,
 }
 
 /// Everything a chaos run leaves behind, as the checker reads it.
@@ -154,7 +155,7 @@ pub struct Verdict {
     /// row loses that write (F5).
     pub lost_writes: usize,
     /// The nemesis's faults, counted by kind.
-    pub faults: BTreeMap<String, usize>,
+    pub faults: BTreeMap<FaultKind, usize>,
 }
 
 impl Verdict {
@@ -243,10 +244,10 @@ fn lost_writes(attempts: &[&Attempt], final_parts: &[FinalPart]) -> usize {
 }
 // ANCHOR_END: lost_writes
 
-fn faults_by_kind(faults: &[Fault]) -> BTreeMap<String, usize> {
+fn faults_by_kind(faults: &[Fault]) -> BTreeMap<FaultKind, usize> {
     let mut counts = BTreeMap::new();
     for f in faults {
-        *counts.entry(f.kind.clone()).or_insert(0) += 1;
+        *counts.entry(f.kind).or_insert(0) += 1;
     }
     counts
 }
@@ -300,11 +301,13 @@ pub const FINAL_PARTS: &str = "
 // ANCHOR_END: load_sql
 
 // ANCHOR: load
-/// Reads the resource's half of a history from `res26`: the attempts and the
-/// final parts. Grants and faults come from the holders' and the nemesis's
-/// logs; they are left empty here for the run to fill in (and an empty
-/// grants log shows in the verdict as `holdings granted 0`).
-pub fn load(client: &mut Client) -> Result<History> {
+/// Reads the resource's half of a history of a run in `mode` from `res26`:
+/// the attempts and the final parts. An attempt judged by another mode
+/// means the tables were not the run's own, and is an error. Grants and
+/// faults come from the holders' and the nemesis's logs; they are left
+/// empty here for the run to fill in (and an empty grants log leaves the
+/// verdict with nothing to judge).
+pub fn load(client: &mut Client, mode: FenceMode) -> Result<History> {
     // One REPEATABLE READ snapshot for both reads: a write that commits while
     // the checker reads (a holder the run failed to stop) is then in both or
     // in neither, and cannot show up as an attempt above a final row that the
@@ -317,17 +320,17 @@ pub fn load(client: &mut Client) -> Result<History> {
         .context("starting the history snapshot")?;
     let mut attempts = Vec::new();
     for r in tx.query(ATTEMPTS, &[]).context("reading write_attempt")? {
-        let mode: String = r.get(5);
+        let (id, judged_by): (i64, String) = (r.get(0), r.get(5));
+        if judged_by != mode.name() {
+            return Err(format!("write_attempt {id} was judged by {judged_by}, not by this run's {mode}").into());
+        }
         attempts.push(Attempt {
-            id: r.get(0),
+            id,
             scope: r.get(1),
             part: r.get(2),
             writer: r.get(3),
             token: r.get(4),
-            mode: FenceMode::ALL
-                .into_iter()
-                .find(|m| m.name() == mode)
-                .ok_or_else(|| format!("write_attempt {} has an unknown mode {mode:?}", r.get::<_, i64>(0)))?,
+            mode,
             accepted: r.get(6),
             floor_after: r.get(7),
         });
@@ -412,8 +415,8 @@ mod tests {
         }
 
         /// A fault of `kind`.
-        fn fault(mut self, kind: &str) -> Run {
-            self.history.faults.push(Fault { kind: kind.into() });
+        fn fault(mut self, kind: FaultKind) -> Run {
+            self.history.faults.push(Fault { kind });
             self
         }
 
@@ -560,11 +563,10 @@ mod tests {
     /// not make a run unclean.
     #[test]
     fn faults_counted_by_kind() {
-        let run = ["kill", "pause-long", "db-restart", "kill", "delay", "pause-short", "kill"]
-            .into_iter()
-            .fold(Run::default(), Run::fault);
+        use FaultKind::{DbRestart, Delay, Kill, PauseLong, PauseShort};
+        let run = [Kill, PauseLong, DbRestart, Kill, Delay, PauseShort, Kill].into_iter().fold(Run::default(), Run::fault);
         let v = run.verdict();
-        let counted: Vec<(&str, usize)> = v.faults.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        let counted: Vec<(&str, usize)> = v.faults.iter().map(|(k, n)| (k.name(), *n)).collect();
         assert_eq!(counted, [("db-restart", 1), ("delay", 1), ("kill", 3), ("pause-long", 1), ("pause-short", 1)]);
         assert!(v.is_clean());
     }
@@ -608,8 +610,8 @@ mod tests {
             .attempt(CheckThenWrite, "summary", "holder-a", 1, true, Some(1))
             .attempt(CheckThenWrite, "detail", "holder-a", 1, false, Some(1))
             .kept("summary", "holder-a", 1)
-            .fault("pause-long")
-            .fault("db-restart");
+            .fault(FaultKind::PauseLong)
+            .fault(FaultKind::DbRestart);
         let expected = "\
 write attempts                   3
 accepted                         2

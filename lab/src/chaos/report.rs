@@ -32,7 +32,7 @@ fn rows(runs: &[ModeRun]) -> Vec<Row> {
         count("faults injected", &|r| r.verdict.faults.values().sum()),
     ];
     for kind in FaultKind::ALL {
-        rows.push(count(&format!("  {kind}"), &|r| r.verdict.faults.get(kind.name()).copied().unwrap_or(0)));
+        rows.push(count(&format!("  {kind}"), &|r| r.verdict.faults.get(&kind).copied().unwrap_or(0)));
     }
     rows.push(count("faults with no target", &|r| r.missed.values().sum()));
     rows.push(count("holder processes", &|r| r.started));
@@ -76,7 +76,7 @@ pub fn markdown(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine:
         config.duration.as_secs(),
         match runs {
             [one] => one.mode.cli_name(),
-            _ => "all",
+            _ => "all".into(),
         },
         schedule
     );

@@ -10,7 +10,7 @@
 
 use super::checker::{self, Fault, Verdict};
 use super::nemesis;
-use super::schedule::Schedule;
+use super::schedule::{FaultKind, Schedule};
 use super::workload::{lock, FaultLog, SlotPlan, Tally, Workload};
 use crate::cluster::{self, Cluster};
 use crate::db;
@@ -48,7 +48,7 @@ pub struct ModeRun {
     /// The checker's verdict on the whole history.
     pub verdict: Verdict,
     /// Faults that found no target when they came, by kind.
-    pub missed: BTreeMap<&'static str, usize>,
+    pub missed: BTreeMap<FaultKind, usize>,
     /// Holder processes started.
     pub started: usize,
     /// Holder processes that failed on their own (mostly during restarts).
@@ -131,9 +131,9 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
     if !quiet {
         return Err(format!("{left} holder sessions still on the server {:?} after every holder was reaped; see {}", poll::BOUND, cluster::log_path(cluster.dir()).display()).into());
     }
-    let mut history = checker::load(&mut observer)?;
+    let mut history = checker::load(&mut observer, mode)?;
     history.grants = lock(&tally.grants).clone();
-    history.faults = log.all_injected().into_iter().map(|f| Fault { kind: f.kind.name().into() }).collect();
+    history.faults = log.all_injected().into_iter().map(|f| Fault { kind: f.kind }).collect();
     let first_failure = lock(&tally.first_failure).clone();
     let mut accepted: Vec<&checker::Attempt> = history.attempts.iter().filter(|a| a.accepted).collect();
     accepted.sort_by_key(|a| a.id);

@@ -29,7 +29,7 @@ use std::time::Duration;
 mod args;
 mod protocol;
 
-pub use args::{parse_mode, value_name, HolderArgs, LeaseBackend, WaitPoint};
+pub use args::{HolderArgs, LeaseBackend, WaitPoint};
 pub use protocol::{Step, Steps};
 
 /// What a failed write reports: the server's SQLSTATE when it sent one

@@ -5,6 +5,7 @@
 
 use crate::chaos::checker::GrantRecord;
 use crate::chaos::schedule::FaultKind;
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -28,7 +29,7 @@ pub struct FaultLog {
     injected: Mutex<Vec<Injected>>,
     /// Faults that found no target when they came (every slot stopped,
     /// busy or restarting), by kind.
-    missed: Mutex<std::collections::BTreeMap<&'static str, usize>>,
+    missed: Mutex<BTreeMap<FaultKind, usize>>,
     /// Whether to print each fault as it is injected.
     trace: bool,
 }
@@ -49,7 +50,7 @@ impl FaultLog {
 
     /// Records a fault that found no target.
     pub fn missed(&self, kind: FaultKind) {
-        *lock(&self.missed).entry(kind.name()).or_insert(0) += 1;
+        *lock(&self.missed).entry(kind).or_insert(0) += 1;
     }
 
     /// Every fault injected so far.
@@ -58,7 +59,7 @@ impl FaultLog {
     }
 
     /// How many faults found no target, by kind.
-    pub fn all_missed(&self) -> std::collections::BTreeMap<&'static str, usize> {
+    pub fn all_missed(&self) -> BTreeMap<FaultKind, usize> {
         lock(&self.missed).clone()
     }
 }
