@@ -197,6 +197,16 @@ pub fn dir() -> PathBuf {
     paths::timelines_dir()
 }
 
+/// Removes a run's chart, if there is one: a run that draws none must not
+/// leave the last run's in its place.
+pub fn discard(name: &str) -> Result<()> {
+    let path = dir().join(format!("{name}.mmd"));
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", path.display())),
+        _ => Ok(()),
+    }
+}
+
 /// Saves a case's chart as `<dir>/<name>.mmd`.
 pub fn save(name: &str, gantt: &str) -> Result<PathBuf> {
     std::fs::create_dir_all(dir())?;
