@@ -24,6 +24,11 @@
 //! - [`latch`]: the one-shot latch the cases use to force interleavings.
 //! - [`events`]: what the parent did to a holder (SIGSTOP, SIGCONT,
 //!   SIGKILL), stamped with the wall clock, for the pictures of a run.
+//! - [`stats`]: the arithmetic on measurements, one home each: a duration
+//!   in milliseconds, a median, a quantile by nearest rank.
+//! - [`sysinfo`]: facts of the machine and its processes from `/proc`:
+//!   processors, kernel, load, the file system under a folder, and a
+//!   process's state and start time (`/proc/<pid>/stat`).
 //! - [`params`]: the article's parameters (TTL, margin, renewal period,
 //!   observation window, names), one home with a why for each.
 //!
@@ -64,6 +69,9 @@
 //!   `--lease-backend postgres|etcd`.
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
+//! - [`report_files`]: the files a measured run leaves for the book (`lab
+//!   chaos`, `lab bench`): a table, a CSV beside it, a chart per resource
+//!   mode, each written whole.
 //! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
 //!   seed, the workload (holder slots, each the one owner of its holder
 //!   processes, each behind a link of its own, a `DelayProxy`), the nemesis
@@ -87,6 +95,11 @@
 //!   resource mode, side by side, and contended acquires (`lab bench`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
+//!
+//! The command line:
+//! - [`cli`]: `lab`'s arguments (clap derives), turned into the library's
+//!   requests, and the plumbing commands (cluster, etcd, psql, diff);
+//!   `main.rs` only dispatches.
 
 pub mod error;
 pub mod paths;
@@ -94,6 +107,8 @@ pub mod interrupt;
 pub mod poll;
 pub mod latch;
 pub mod events;
+pub mod stats;
+pub mod sysinfo;
 pub mod params;
 pub mod cluster;
 pub mod db;
@@ -105,6 +120,7 @@ pub mod resource;
 pub mod publish;
 pub mod holder;
 pub mod holder_guard;
+pub mod report_files;
 pub mod chaos;
 pub mod transcript;
 pub mod evidence;
@@ -113,5 +129,6 @@ pub mod lease_stores;
 pub mod cases;
 pub mod bench;
 pub mod mutants;
+pub mod cli;
 
 pub use error::{Error, Result};

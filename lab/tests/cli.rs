@@ -4,6 +4,7 @@
 //! - usage errors: an unknown case or flag, bad holder parameters (exit 2);
 //! - `lab diff`: match, a one-word edit, no transcript yet;
 //! - the environment: a port held by another process, psql on a stopped cluster;
+//! - a chaos run with nothing to judge fails, and writes no evidence;
 //! - no leftovers: Ctrl-C (SIGINT) at several moments of F4, and in the
 //!   middle of a chaos run.
 //!
@@ -115,6 +116,27 @@ fn psql_on_a_stopped_cluster_says_how_to_start_it() {
     let out = run(LAB, &["psql"], &[("LAB_CLUSTER_DIR", dir.path()), ("LAB_PORT", &free_port().to_string())]);
     assert_exit(&out, 3, "lab psql on a stopped cluster");
     assert!(stderr(&out).contains("./run.sh cluster start"), "{}", stderr(&out));
+}
+
+/// A chaos run too short for anything to happen (1 ms: the schedule has
+/// no fault in it, and no holder gets to write) has nothing to judge: its
+/// zeros are not a clean fence. `lab chaos` says so, exits 1, and writes no
+/// table where the evidence would go.
+#[test]
+fn a_chaos_run_with_nothing_to_judge_fails() {
+    let _turn = HOLDERS_RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("chaos-empty");
+    let port = free_port().to_string();
+    let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", dir.path())];
+    let table = dir.0.join("chaos.md");
+    let args = ["chaos", "--holders", "2", "--duration", "1ms", "--mode", "fenced-scope", "--out", table.to_str().unwrap()];
+    let out = run(LAB, &args, &env);
+    assert_exit(&out, 1, "lab chaos --duration 1ms");
+    let text = stdout(&out);
+    assert!(text.contains("chaos: UNEXPECTED: FENCED_SCOPE had nothing to judge (") && text.contains("no fault injected"), "{text}");
+    assert!(text.contains("verdict") && text.contains("nothing to judge"), "the table shows the verdict:\n{text}");
+    assert!(!table.exists(), "a run with nothing to judge wrote {}", table.display());
+    assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
 }
 
 /// Ctrl-C (SIGINT) while F4 runs — during startup, with holder-a frozen by

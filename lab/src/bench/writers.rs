@@ -9,7 +9,8 @@
 //! modes that alternate every quarter of a second see the same one, so
 //! their ratio holds even when the absolute figures drift.
 
-use super::{quantile, Sample, MODES, SCOPES};
+use super::{Sample, MODES, SCOPES};
+use crate::stats::quantile;
 use crate::db;
 use crate::error::{Result, ResultExt};
 use crate::resource::{FenceMode, PartWrite, ResourceStore};
@@ -167,10 +168,11 @@ impl Team {
             .into());
         }
         self.latencies.sort_unstable();
+        let untimed = || format!("{} with {} writers: no write was timed", self.mode, self.writers.len());
         Ok(Sample {
             per_second: timed as f64 / self.elapsed.as_secs_f64(),
-            p50: quantile(&self.latencies, 0.5),
-            p99: quantile(&self.latencies, 0.99),
+            p50: quantile(&self.latencies, 0.5).ok_or_else(untimed)?,
+            p99: quantile(&self.latencies, 0.99).ok_or_else(untimed)?,
             refused: self.refused,
             wal_per_write: self.wal_bytes as f64 / timed as f64,
             slice_rates: self.slice_rates,

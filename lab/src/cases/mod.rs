@@ -23,6 +23,7 @@
 //! own lease store on servers of its own, F16 starts the etcd cluster from
 //! empty data; both use `res26` like the others).
 
+pub mod command;
 pub mod common;
 pub mod f1;
 pub mod f2;

@@ -158,12 +158,100 @@ pub struct Verdict {
     pub faults: BTreeMap<FaultKind, usize>,
 }
 
+/// What a history lacks for a zero count to mean anything: each gap leaves
+/// some count with nothing to judge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gap {
+    /// No holder reported a holding: the reuse count (I2) saw no grant.
+    NoHoldings,
+    /// The resource accepted no write: the stale and lost counts saw none.
+    NoAcceptedWrite,
+    /// No attempt, or an attempt without its `floor_after`: the regression
+    /// count saw no floor, or not every one.
+    FloorsUnrecorded,
+    /// The nemesis injected no fault: whatever held, held undisturbed.
+    NoFault,
+}
+
+impl fmt::Display for Gap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Gap::NoHoldings => "no holding granted",
+            Gap::NoAcceptedWrite => "no write accepted",
+            Gap::FloorsUnrecorded => "not every write attempt recorded its floor",
+            Gap::NoFault => "no fault injected",
+        })
+    }
+}
+
+/// The checker's conclusion from a [`Verdict`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Judgement {
+    /// Every count judged something, and every one is zero.
+    Clean,
+    /// Some count found what it looks for: evidence, whatever else the
+    /// history lacks.
+    NotClean,
+    /// Every count is zero, but some of them saw nothing to count: the
+    /// zeros prove nothing, and the run is neither clean nor caught.
+    NothingToJudge(Vec<Gap>),
+}
+
+impl Judgement {
+    /// The conclusion in a word or three, as a table's cell shows it.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Judgement::Clean => "clean",
+            Judgement::NotClean => "NOT clean",
+            Judgement::NothingToJudge(_) => "nothing to judge",
+        }
+    }
+}
+
+/// The word, and for nothing to judge what was missing.
+impl fmt::Display for Judgement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())?;
+        if let Judgement::NothingToJudge(gaps) = self {
+            let gaps: Vec<String> = gaps.iter().map(Gap::to_string).collect();
+            write!(f, " ({})", gaps.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
 impl Verdict {
-    /// No stale write accepted, no token reused, no floor regression and no
-    /// lost write. The fault counts say what the run survived, not whether
-    /// it survived it.
-    pub fn is_clean(&self) -> bool {
-        self.stale_accepted == 0 && self.tokens_reused == 0 && self.floor_regressions == 0 && self.lost_writes == 0
+    /// What the history lacks; empty when every count had something to judge.
+    pub fn gaps(&self) -> Vec<Gap> {
+        let mut gaps = Vec::new();
+        if self.holdings == 0 {
+            gaps.push(Gap::NoHoldings);
+        }
+        if self.accepted == 0 {
+            gaps.push(Gap::NoAcceptedWrite);
+        }
+        if self.attempts == 0 || self.floors_recorded < self.attempts {
+            gaps.push(Gap::FloorsUnrecorded);
+        }
+        if self.faults.values().sum::<usize>() == 0 {
+            gaps.push(Gap::NoFault);
+        }
+        gaps
+    }
+
+    /// Not clean when a stale write was accepted, a token reused, a floor
+    /// regressed or a write lost; otherwise clean only when nothing is
+    /// missing from the history. The fault counts say what the run
+    /// survived, not whether it survived it.
+    pub fn judgement(&self) -> Judgement {
+        let gaps = self.gaps();
+        if self.stale_accepted > 0 || self.tokens_reused > 0 || self.floor_regressions > 0 || self.lost_writes > 0 {
+            Judgement::NotClean
+        } else if gaps.is_empty() {
+            Judgement::Clean
+        } else {
+            Judgement::NothingToJudge(gaps)
+        }
     }
 }
 
@@ -273,7 +361,7 @@ impl fmt::Display for Verdict {
         for (kind, count) in &self.faults {
             writeln!(f, "{}", row(&format!("  {kind}"), *count, ""))?;
         }
-        write!(f, "verdict: {}", if self.is_clean() { "clean" } else { "NOT clean" })
+        write!(f, "verdict: {}", self.judgement())
     }
 }
 
@@ -448,11 +536,60 @@ mod tests {
             .grant("holder-c", 1, 3)
             .attempt(FencedScope, "summary", "holder-c", 3, true, Some(3))
             .kept("summary", "holder-c", 3)
-            .kept("detail", "holder-b", 2);
+            .kept("detail", "holder-b", 2)
+            .fault(FaultKind::PauseLong);
         let v = run.verdict();
         assert_eq!((v.attempts, v.accepted, v.refused, v.holdings, v.floors_recorded), (6, 5, 1, 3, 6));
         assert_eq!(wrongs(&v), (0, 0, 0, 0));
-        assert!(v.is_clean());
+        assert_eq!(v.judgement(), Judgement::Clean);
+    }
+
+    /// A history with no holder at all (zero holders, a run that ended
+    /// before anything happened) has nothing to judge: its zeros are not
+    /// a clean verdict.
+    #[test]
+    fn an_empty_history_has_nothing_to_judge() {
+        let v = Run::default().verdict();
+        assert_eq!(wrongs(&v), (0, 0, 0, 0));
+        assert_eq!(
+            v.judgement(),
+            Judgement::NothingToJudge(vec![Gap::NoHoldings, Gap::NoAcceptedWrite, Gap::FloorsUnrecorded, Gap::NoFault])
+        );
+        assert!(v.to_string().ends_with(
+            "verdict: nothing to judge (no holding granted, no write accepted, not every write attempt recorded its floor, no fault injected)"
+        ));
+    }
+
+    /// Each thing a history can lack is named on its own: writes without
+    /// their floor, or a fenced run the nemesis never touched, are not clean.
+    #[test]
+    fn each_missing_source_is_named() {
+        let full = || {
+            Run::default()
+                .grant("holder-a", 1, 1)
+                .attempt(FencedScope, "summary", "holder-a", 1, true, Some(1))
+                .kept("summary", "holder-a", 1)
+                .fault(FaultKind::Kill)
+        };
+        assert_eq!(full().verdict().judgement(), Judgement::Clean);
+        let unrecorded = full().attempt(FencedScope, "detail", "holder-a", 1, false, None);
+        assert_eq!(unrecorded.verdict().judgement(), Judgement::NothingToJudge(vec![Gap::FloorsUnrecorded]));
+        let mut undisturbed = full();
+        undisturbed.history.faults.clear();
+        assert_eq!(undisturbed.verdict().judgement(), Judgement::NothingToJudge(vec![Gap::NoFault]));
+        let refused_only = Run::default().grant("holder-a", 1, 1).attempt(FencedScope, "summary", "holder-a", 1, false, Some(2)).fault(FaultKind::Kill);
+        assert_eq!(refused_only.verdict().judgement(), Judgement::NothingToJudge(vec![Gap::NoAcceptedWrite]));
+    }
+
+    /// What a count found is evidence even when the history lacks
+    /// something else: a stale write with no fault recorded is not clean.
+    #[test]
+    fn a_finding_is_not_clean_whatever_is_missing() {
+        let run = Run::default()
+            .attempt(Unfenced, "summary", "holder-b", 2, true, None)
+            .attempt(Unfenced, "summary", "holder-a", 1, true, None)
+            .kept("summary", "holder-a", 1);
+        assert_eq!(run.verdict().judgement(), Judgement::NotClean);
     }
 
     /// F5 without a fence: A's stale rewrite is accepted and B's newer part is lost.
@@ -467,7 +604,7 @@ mod tests {
             .kept("detail", "holder-b", 2);
         let v = run.verdict();
         assert_eq!(wrongs(&v), (1, 0, 0, 1));
-        assert!(!v.is_clean());
+        assert_eq!(v.judgement(), Judgement::NotClean);
     }
 
     /// F6(a) check-then-write: the floor goes 2 → 1, a regression, and A's
@@ -559,8 +696,8 @@ mod tests {
         assert_eq!((v.lost_writes, v.floors_recorded), (2, 0));
     }
 
-    /// Faults are counted by kind, in the kinds' alphabetical order, and do
-    /// not make a run unclean.
+    /// Faults are counted by kind, in the kinds' alphabetical order, and
+    /// count nothing wrong.
     #[test]
     fn faults_counted_by_kind() {
         use FaultKind::{DbRestart, Delay, Kill, PauseLong, PauseShort};
@@ -568,7 +705,7 @@ mod tests {
         let v = run.verdict();
         let counted: Vec<(&str, usize)> = v.faults.iter().map(|(k, n)| (k.name(), *n)).collect();
         assert_eq!(counted, [("db-restart", 1), ("delay", 1), ("kill", 3), ("pause-long", 1), ("pause-short", 1)]);
-        assert!(v.is_clean());
+        assert_eq!(wrongs(&v), (0, 0, 0, 0));
     }
 
     /// Scopes are judged apart: a smaller token or floor in another scope,
