@@ -24,7 +24,7 @@ static LOG: Mutex<Vec<ParentEvent>> = Mutex::new(Vec::new());
 
 /// The wall clock now, in milliseconds since the Unix epoch.
 pub fn now_ms() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, crate::stats::ms)
 }
 
 /// Records that the parent did `act` to `holder`, now.

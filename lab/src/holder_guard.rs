@@ -17,7 +17,7 @@
 
 use crate::error::Result;
 use crate::holder::{HolderArgs, Step, Steps};
-use crate::{events, interrupt};
+use crate::{events, interrupt, sysinfo};
 use crate::paths;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -259,7 +259,7 @@ impl HolderGuard {
     /// `T` stopped by a signal, `Z` exited but not yet reaped.
     pub fn state(&self) -> Result<char> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
-        stat_state(&stat).ok_or_else(|| format!("unreadable /proc/{}/stat", self.pid).into())
+        sysinfo::parse_stat(&stat).map(|s| s.state).ok_or_else(|| format!("unreadable /proc/{}/stat", self.pid).into())
     }
 
     /// Each thread's name and state, from `/proc/<pid>/task/<tid>/{comm,stat}`.
@@ -268,7 +268,9 @@ impl HolderGuard {
         for task in std::fs::read_dir(format!("/proc/{}/task", self.pid))?.flatten() {
             let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
             let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            threads.push((comm.trim().to_owned(), stat_state(&stat).unwrap_or('?')));
+            // A thread that ended between the listing and the read shows
+            // as '?': never as stopped, so a wait for 'T' goes on.
+            threads.push((comm.trim().to_owned(), sysinfo::parse_stat(&stat).map_or('?', |s| s.state)));
         }
         Ok(threads)
     }
@@ -365,12 +367,6 @@ fn signal_text(status: ExitStatus) -> String {
     status.signal().map_or_else(|| status.to_string(), |signal| format!("signal {signal}"))
 }
 
-/// The state letter of a `/proc/…/stat` line: "pid (comm) S …", where comm
-/// may hold spaces or parentheses, so the state follows the *last* ')'.
-fn stat_state(stat: &str) -> Option<char> {
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
 // ANCHOR: guard
 impl Drop for HolderGuard {
     fn drop(&mut self) {
@@ -385,16 +381,3 @@ impl Drop for HolderGuard {
     }
 }
 // ANCHOR_END: guard
-
-#[cfg(test)]
-mod tests {
-    use super::stat_state;
-
-    /// The state follows the last ')', whatever the command name holds.
-    #[test]
-    fn state_follows_the_last_parenthesis() {
-        assert_eq!(stat_state("4242 (holder) T 1 4242"), Some('T'));
-        assert_eq!(stat_state("4242 (a) b (c) S 1 4242"), Some('S'));
-        assert_eq!(stat_state("garbage"), None);
-    }
-}

@@ -22,13 +22,13 @@
 //!   signal arrived; it stops the holders and runs registered cleanups.
 //! - [`poll`]: waiting for a state by asking for it, with a bound.
 //! - [`latch`]: the one-shot latch the cases use to force interleavings.
-//! - [`events`]: what the parent did to a holder (SIGSTOP, SIGCONT,
-//!   SIGKILL), stamped with the wall clock, for the pictures of a run.
 //! - [`stats`]: the arithmetic on measurements, one home each: a duration
 //!   in milliseconds, a median, a quantile by nearest rank.
 //! - [`sysinfo`]: facts of the machine and its processes from `/proc`:
 //!   processors, kernel, load, the file system under a folder, and a
 //!   process's state and start time (`/proc/<pid>/stat`).
+//! - [`events`]: what the parent did to a holder (SIGSTOP, SIGCONT,
+//!   SIGKILL), stamped with the wall clock, for the pictures of a run.
 //! - [`params`]: the article's parameters (TTL, margin, renewal period,
 //!   observation window, names), one home with a why for each.
 //!
@@ -106,9 +106,9 @@ pub mod paths;
 pub mod interrupt;
 pub mod poll;
 pub mod latch;
-pub mod events;
 pub mod stats;
 pub mod sysinfo;
+pub mod events;
 pub mod params;
 pub mod cluster;
 pub mod db;

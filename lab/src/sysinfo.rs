@@ -88,25 +88,34 @@ fn mount_in(mounts: &str, path: &Path) -> Option<Mount> {
         .max_by_key(|m| m.point.as_os_str().len())
 }
 
-/// A process's (or a thread's) state and start time, from its `stat`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A process's (or a thread's) name, state, parent and start time, from
+/// its `stat`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcStat {
+    /// The command name (`comm`, at most 15 bytes), e.g. `holder`.
+    pub comm: String,
     /// `S` sleeping, `R` running, `T` stopped by a signal, `Z` exited but
     /// not yet reaped.
     pub state: char,
+    /// The parent's pid (field 4).
+    pub ppid: u32,
     /// When it started, in clock ticks since boot (field 22): with the pid,
     /// it names one process, never a later one given the same pid.
     pub start_time: u64,
 }
 
 /// Parses a `/proc/<pid>/stat` (or `/proc/<pid>/task/<tid>/stat`) line,
-/// "pid (comm) S … starttime …". The command name may hold spaces and
-/// parentheses, so the fields are counted after the *last* ')': the state
-/// is the first of them, the start time (field 22) the twentieth.
+/// "pid (comm) S ppid … starttime …". The command name may hold spaces
+/// and parentheses, so it ends at the *last* ')', and the fields are
+/// counted after it: the state is the first of them, the parent the
+/// second, the start time (field 22) the twentieth.
 pub fn parse_stat(stat: &str) -> Option<ProcStat> {
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let (head, rest) = stat.rsplit_once(')')?;
+    let comm = head.split_once('(')?.1.to_owned();
+    let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
-    Some(ProcStat { state, start_time: fields.nth(18)?.parse().ok()? })
+    let ppid = fields.next()?.parse().ok()?;
+    Some(ProcStat { comm, state, ppid, start_time: fields.nth(17)?.parse().ok()? })
 }
 
 /// A process's [`ProcStat`], or `None` if it is gone.
@@ -130,12 +139,13 @@ mod tests {
         format!("4242 ({comm}) {state} 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 9876 123456 789 18446744073709551615")
     }
 
-    /// The state and the start time follow the last ')', whatever the
-    /// command name holds; a line cut short or garbled is none.
+    /// The name ends at the last ')', whatever it holds, and the fields
+    /// follow it; a line cut short or garbled is none.
     #[test]
     fn stat_fields_follow_the_last_parenthesis() {
-        assert_eq!(parse_stat(&stat_line("holder", 'T')), Some(ProcStat { state: 'T', start_time: 9876 }));
-        assert_eq!(parse_stat(&stat_line("a) b (c", 'S')), Some(ProcStat { state: 'S', start_time: 9876 }));
+        let stat = |comm: &str, state| Some(ProcStat { comm: comm.into(), state, ppid: 1, start_time: 9876 });
+        assert_eq!(parse_stat(&stat_line("holder", 'T')), stat("holder", 'T'));
+        assert_eq!(parse_stat(&stat_line("a) b (c", 'S')), stat("a) b (c", 'S'));
         assert_eq!(parse_stat("4242 (holder) T 1 4242"), None);
         assert_eq!(parse_stat("garbage"), None);
     }

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{assert_exit, free_port, leftovers, run, stderr, stdout, TempDir, LAB, HOLDER};
+use common::{assert_exit, free_port, leftovers, run, stderr, stdout, PrivateCluster, TempDir, LAB, HOLDER};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -125,18 +125,16 @@ fn psql_on_a_stopped_cluster_says_how_to_start_it() {
 #[test]
 fn a_chaos_run_with_nothing_to_judge_fails() {
     let _turn = HOLDERS_RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = TempDir::new("chaos-empty");
-    let port = free_port().to_string();
-    let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", dir.path())];
-    let table = dir.0.join("chaos.md");
-    let args = ["chaos", "--holders", "2", "--duration", "1ms", "--mode", "fenced-scope", "--out", table.to_str().unwrap()];
-    let out = run(LAB, &args, &env);
+    let cluster = PrivateCluster::new("chaos-empty");
+    let table = cluster.dir.0.join("chaos.md");
+    let out = cluster.lab(&["chaos", "--holders", "2", "--duration", "1ms", "--mode", "fenced-scope", "--out", table.to_str().unwrap()]);
     assert_exit(&out, 1, "lab chaos --duration 1ms");
     let text = stdout(&out);
     assert!(text.contains("chaos: UNEXPECTED: FENCED_SCOPE had nothing to judge (") && text.contains("no fault injected"), "{text}");
     assert!(text.contains("verdict") && text.contains("nothing to judge"), "the table shows the verdict:\n{text}");
     assert!(!table.exists(), "a run with nothing to judge wrote {}", table.display());
-    assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
+    let left = leftovers(cluster.dir.path());
+    assert!(left.is_empty(), "{}", left.join("\n"));
 }
 
 /// Ctrl-C (SIGINT) while F4 runs — during startup, with holder-a frozen by

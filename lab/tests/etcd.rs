@@ -33,6 +33,7 @@ use lab::cluster::etcd::gateway::{int, Gateway};
 use lab::cluster::etcd::{EtcdCluster, MEMBERS, MIN_TTL, NAME};
 use lab::cluster::owner::Owner;
 use lab::etcd_lease::EtcdLeaseStore;
+use lab::{stats, sysinfo};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -66,12 +67,11 @@ impl Tokens {
 /// line, or, for an unreaped member, as a zombie child named etcd.
 fn etcd_leftovers(dir: &str) -> Vec<String> {
     let mut found = leftovers(dir);
-    let me = std::process::id().to_string();
+    let me = std::process::id();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let Some((comm, rest)) = stat.rsplit_once(')') else { continue };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if comm.ends_with("(etcd") && fields.first() == Some(&"Z") && fields.get(1) == Some(&me.as_str()) {
+        // A process that ended since the listing has no stat: not a leftover.
+        let Some(stat) = std::fs::read_to_string(entry.path().join("stat")).ok().as_deref().and_then(sysinfo::parse_stat) else { continue };
+        if stat.comm == "etcd" && stat.state == 'Z' && stat.ppid == me {
             found.push(format!("zombie etcd {}", entry.file_name().to_string_lossy()));
         }
     }
@@ -90,9 +90,10 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// The median of some latencies (nearest rank).
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
-    samples[samples.len() / 2]
+    stats::quantile(&samples, 0.5).expect("latencies were measured")
 }
 
 /// A member's client port held by another process: the start says which

@@ -15,7 +15,8 @@ use super::{Case, Lab};
 use crate::error::Result;
 use crate::holder::{HolderArgs, Step, Steps, WaitPoint};
 use crate::holder_guard::HolderGuard;
-use crate::params::{ms, LEASE, PART_SUMMARY, SCOPE, TTL};
+use crate::params::{LEASE, PART_SUMMARY, SCOPE, TTL};
+use crate::stats::ms;
 use crate::poll;
 use crate::transcript::Transcript;
 use std::time::{Duration, Instant};
@@ -85,7 +86,7 @@ fn without_timeout(lab: &Lab, t: &mut Transcript) -> Result<()> {
         let wait = view.wait_event_type(b_session)?.unwrap_or_else(|| "none".into());
         let (_, for_ms) = view.session_state(b_session)?.unwrap_or_default();
         seen = format!("wait_event_type={wait} for {for_ms:.0}ms");
-        Ok::<_, crate::Error>(wait == "Lock" && for_ms > ms(TTL) as f64)
+        Ok::<_, crate::Error>(wait == "Lock" && for_ms > ms(TTL))
     }))?;
     t.check(waited, format!("B 的写入在 floor 行锁上排队，已超过一个 TTL（{}ms），A 停着，它就一直等", ms(TTL)), || &seen);
     t.check_eq("阻塞 B 的正是 A 的会话（pg_blocking_pids）", format!("[{a_session}]"), format!("{:?}", view.blocking_pids(b_session)?));

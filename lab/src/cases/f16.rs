@@ -56,9 +56,10 @@ use crate::etcd_lease::{EtcdGrant, EtcdLeaseStore};
 use crate::holder::{HolderArgs, LeaseBackend, Step, Steps, WaitPoint};
 use crate::holder_guard::{ending, exit_text, HolderGuard};
 use crate::lease::LeaseService;
-use crate::lease_stores::{median_acquire_ms, ms, SAMPLES};
-use crate::params::{self, margin, ETCD_OBSERVE, ETCD_RENEW_EVERY, ETCD_TTL, LEASE, SCOPE, TTL_PROBE, TTL_PROBE_KILL_AT};
+use crate::lease_stores::{median_acquire_ms, SAMPLES};
+use crate::params::{margin, ETCD_OBSERVE, ETCD_RENEW_EVERY, ETCD_TTL, LEASE, SCOPE, TTL_PROBE, TTL_PROBE_KILL_AT};
 use crate::poll;
+use crate::stats::ms;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
 use std::path::Path;
@@ -97,9 +98,9 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
 
     t.note(format!(
         "（一）F4 的时间线，租约在 etcd 上：持有者进程带 --lease-backend etcd，TTL={}ms（etcd 的 TTL 以整秒计）、每 {}ms 一次 keep-alive、margin {}ms；token 是锁键 {} 的 create_revision",
-        params::ms(ETCD_TTL),
-        params::ms(ETCD_RENEW_EVERY),
-        params::ms(margin(ETCD_TTL)),
+        ms(ETCD_TTL),
+        ms(ETCD_RENEW_EVERY),
+        ms(margin(ETCD_TTL)),
         crate::etcd_lease::key(LEASE)
     ));
     let mut side = EtcdSide { store: &store, tokens: Vec::new() };
@@ -150,9 +151,9 @@ impl LeaseSide for EtcdSide<'_> {
     fn holder(&self, args: HolderArgs) -> HolderArgs {
         HolderArgs {
             lease_backend: LeaseBackend::Etcd,
-            ttl_ms: params::ms(ETCD_TTL) as u64,
-            renew_ms: params::ms(ETCD_RENEW_EVERY) as u64,
-            margin_ms: params::ms(margin(ETCD_TTL)) as u64,
+            ttl_ms: ms(ETCD_TTL) as u64,
+            renew_ms: ms(ETCD_RENEW_EVERY) as u64,
+            margin_ms: ms(margin(ETCD_TTL)) as u64,
             ..args
         }
     }

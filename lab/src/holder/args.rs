@@ -3,7 +3,8 @@
 //! argv the parent builds that parses back to the same parameters.
 
 use crate::error::Result;
-use crate::params::{self, ms};
+use crate::params;
+use crate::stats::ms;
 use crate::resource::FenceMode;
 use std::time::Duration;
 
