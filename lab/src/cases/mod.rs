@@ -43,6 +43,7 @@ pub mod f15;
 pub mod f16;
 pub mod paused_holder;
 pub mod runner;
+pub mod test_args;
 
 pub use runner::{CaseTime, Runner};
 
