@@ -4,7 +4,7 @@
 //! which on this one machine is the same wall clock, so `timeline` can put
 //! both on one axis. A process-wide log, taken (and emptied) once per case.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One thing the parent did to a holder.
@@ -29,10 +29,10 @@ pub fn now_ms() -> f64 {
 
 /// Records that the parent did `act` to `holder`, now.
 pub fn record(holder: &str, act: &'static str) {
-    LOG.lock().unwrap_or_else(|p| p.into_inner()).push(ParentEvent { at_ms: now_ms(), holder: holder.to_owned(), act });
+    LOG.lock().push(ParentEvent { at_ms: now_ms(), holder: holder.to_owned(), act });
 }
 
 /// The log so far, and an empty one from now on.
 pub fn take() -> Vec<ParentEvent> {
-    std::mem::take(&mut *LOG.lock().unwrap_or_else(|p| p.into_inner()))
+    std::mem::take(&mut *LOG.lock())
 }

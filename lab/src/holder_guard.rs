@@ -26,7 +26,8 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a holder may take to print its next line or to exit. Far above
@@ -114,7 +115,7 @@ impl HolderGuard {
                 if n == 0 {
                     break;
                 }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                sink.lock().push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
         let stdin = child.stdin.take();
@@ -308,7 +309,10 @@ impl HolderGuard {
                 interrupt::unregister_child(self.pid);
                 self.child = None;
                 self.status = Some(status);
-                // The holder is gone, so its stderr is at EOF: the reader ends.
+                // The holder is gone, so its stderr is at EOF: the reader
+                // ends. It only copies bytes for failure reports, and
+                // decides nothing: a panic there would show as a report
+                // without the holder's last words, never as a verdict.
                 if let Some(reader) = self.stderr_reader.take() {
                     let _ = reader.join();
                 }
@@ -331,7 +335,7 @@ impl HolderGuard {
                 Err(_) => "unknown".into(),
             },
         };
-        let stderr = self.stderr.lock().unwrap().trim_end().to_owned();
+        let stderr = self.stderr.lock().trim_end().to_owned();
         format!(
             "{what}\nargv: holder {}\nexit status: {status}\nstderr: {}\nserver log: {}",
             self.argv.join(" "),

@@ -18,7 +18,7 @@ use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// The leftover checks count every holder process of this build on the
@@ -124,7 +124,7 @@ fn psql_on_a_stopped_cluster_says_how_to_start_it() {
 /// table where the evidence would go.
 #[test]
 fn a_chaos_run_with_nothing_to_judge_fails() {
-    let _turn = HOLDERS_RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = HOLDERS_RUNNING.lock();
     let cluster = PrivateCluster::new("chaos-empty");
     let table = cluster.dir.0.join("chaos.md");
     let out = cluster.lab(&["chaos", "--holders", "2", "--duration", "1ms", "--mode", "fenced-scope", "--out", table.to_str().unwrap()]);
@@ -143,7 +143,7 @@ fn a_chaos_run_with_nothing_to_judge_fails() {
 /// `--out` transcript as it was.
 #[test]
 fn interrupt_during_f4_leaves_nothing_behind() {
-    let _turn = HOLDERS_RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = HOLDERS_RUNNING.lock();
     let dir = TempDir::new("sigint");
     let port = free_port().to_string();
     let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", dir.path())];
@@ -171,7 +171,7 @@ fn interrupt_during_f4_leaves_nothing_behind() {
 /// stops, and the lab exits 130 without printing a table.
 #[test]
 fn interrupt_during_a_chaos_run_leaves_nothing_behind() {
-    let _turn = HOLDERS_RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = HOLDERS_RUNNING.lock();
     let dir = TempDir::new("sigint-chaos");
     let port = free_port().to_string();
     let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", dir.path())];

@@ -6,7 +6,7 @@
 use super::AcquireSample;
 use crate::stats::quantile;
 use crate::db;
-use crate::error::Result;
+use crate::error::{panic_message, Result};
 use crate::lease::LeaseStore;
 use crate::params::{margin, LEASE, TTL};
 use std::sync::Barrier;
@@ -38,7 +38,7 @@ pub fn measure(threads: usize, seconds: Duration) -> Result<AcquireSample> {
                 s.spawn(move || acquire_for(leases, i, barrier, seconds))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a bench acquirer panicked".into()))).collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| Err(format!("a bench acquirer panicked: {}", panic_message(&*panic)).into()))).collect()
     });
     let tallies = tallies.into_iter().collect::<Result<Vec<_>>>()?;
     let granted: u64 = tallies.iter().map(|t| t.granted).sum();

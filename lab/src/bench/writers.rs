@@ -12,7 +12,7 @@
 use super::{Sample, MODES, SCOPES};
 use crate::stats::quantile;
 use crate::db;
-use crate::error::{Result, ResultExt};
+use crate::error::{panic_message, Result, ResultExt};
 use crate::resource::{FenceMode, PartWrite, ResourceStore};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -134,7 +134,7 @@ impl Team {
                     s.spawn(move || write_for(writer, barrier, length))
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a bench writer panicked".into()))).collect()
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| Err(format!("a bench writer panicked: {}", panic_message(&*panic)).into()))).collect()
         });
         let slices = slices.into_iter().collect::<Result<Vec<_>>>()?;
         let wal_after: i64 = observer.query_one(WAL_POSITION, &[]).context("reading the WAL position")?.get(0);

@@ -173,15 +173,16 @@ fn hold_on<S: LeaseService>(mut lease: S, args: &HolderArgs) -> Result<i32> {
 }
 // ANCHOR_END: holder_run
 
-/// Stops the renewer and makes what it ended in count: a store's error is
-/// the holder's error (the run must not look clean), and a renewer that lost
+/// Stops the renewer and makes what it ended in count: a store's error, or
+/// a panic of its thread, is the holder's error (the run must not look
+/// clean), and a renewer that lost
 /// a holding which the holder's own renewal just kept would mean the lease
 /// store contradicts itself.
 fn end_renewer(renewer: Option<Renewer>, renewed: bool) -> Result<()> {
     let Some(renewer) = renewer else { return Ok(()) };
     let state = renewer.stop();
     if let Some(error) = state.error {
-        return Err(format!("the renewer stopped on an error of the lease store: {error}").into());
+        return Err(format!("the renewer stopped on an error: {error}").into());
     }
     if state.lost && renewed {
         return Err("the renewer's renewal was refused, yet the holder's own renewal afterwards succeeded".into());

@@ -5,7 +5,7 @@
 
 use super::orders::{order_kind, Order, SlotView};
 use super::plan::SlotPlan;
-use super::record::{lock, FaultLog, Tally};
+use super::record::{FaultLog, Tally};
 use crate::chaos::checker::GrantRecord;
 use crate::chaos::schedule::{FaultKind, SplitMix64};
 use crate::error::Result;
@@ -14,7 +14,8 @@ use crate::holder_guard::{HolderGuard, Output};
 use crate::interrupt;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// The pause before a slot starts a new incarnation after a failure: a
@@ -107,7 +108,7 @@ impl SlotThread {
                 Ok(Ended::Exited(_)) => {
                     // Failed on its own: a new incarnation, after a breath.
                     self.tally.failed.fetch_add(1, Ordering::SeqCst);
-                    lock(&self.tally.first_failure).get_or_insert_with(|| holder.failure(&format!("{} failed", self.name)));
+                    self.tally.first_failure.lock().get_or_insert_with(|| holder.failure(&format!("{} failed", self.name)));
                     (incarnation, holding) = (incarnation + 1, 0);
                     std::thread::sleep(RESTART_AFTER);
                 }
@@ -252,7 +253,7 @@ impl SlotThread {
         match *step {
             Step::Acquired { token } => {
                 *holding += 1;
-                lock(&self.tally.grants).push(GrantRecord { holder: self.name.clone(), incarnation, holding: *holding, token });
+                self.tally.grants.lock().push(GrantRecord { holder: self.name.clone(), incarnation, holding: *holding, token });
                 self.set(|v| (v.holding, v.written) = (true, false));
             }
             Step::Write { .. } | Step::WriteFailed { .. } => self.set(|v| v.written = true),
@@ -280,11 +281,11 @@ impl SlotThread {
     }
 
     fn set(&self, change: impl FnOnce(&mut SlotView)) {
-        change(&mut lock(&self.view));
+        change(&mut self.view.lock());
     }
 
     fn broken(&self, why: String) {
-        lock(&self.tally.broken).get_or_insert(why);
+        self.tally.broken.lock().get_or_insert(why);
     }
 }
 
