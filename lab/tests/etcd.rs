@@ -25,6 +25,10 @@
 //! One test owns the cluster from start to end, on one thread: members die
 //! with the thread that started them (PR_SET_PDEATHSIG), and the steps
 //! share its tokens. The measured numbers are printed (`--nocapture`).
+//!
+//! Why this file stays whole (~360 lines): one test binary for the etcd
+//! cluster's lifecycle, whose tests share its ports and its leftover
+//! checks.
 
 mod common;
 

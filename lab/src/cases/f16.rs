@@ -45,6 +45,9 @@
 //! leases longer, never shorter: the holder's local deadline stays on the
 //! safe side, but the lease of a holder that died lives up to a whole TTL
 //! longer before anyone else can acquire it.
+//!
+//! Why this file stays whole (~390 lines): one file per case, and this
+//! case's two timelines share its lease side and its cluster.
 
 use super::common::require;
 use super::paused_holder::{self, LeaseSide, Reading};

@@ -19,6 +19,10 @@
 //! Faults and restarts come from two streams of the seed, so a shorter run
 //! is the beginning of a longer one: F15's few seconds are the first
 //! seconds of `lab chaos --seed 1 --duration 120s`.
+//!
+//! Why this file stays whole (~380 lines): the plan's numbers and the
+//! drawing that uses them are read together, each number beside the reason
+//! for it.
 
 use std::collections::BTreeMap;
 use std::fmt;
