@@ -64,9 +64,10 @@
 //! - [`publish`]: F9's stand-in for an external publisher that takes no token.
 //!
 //! Processes:
-//! - [`holder`]: the holder process (the `holder` binary) and its protocol
-//!   lines; one `hold` over `LeaseService`, its store picked by
-//!   `--lease-backend postgres|etcd`.
+//! - [`holder`]: the holder process (the `holder` binary): its command line
+//!   (`holder/args.rs`), its protocol lines, printed and parsed in one place
+//!   (`holder/protocol.rs`: `Step`), and one `hold` over `LeaseService`, its
+//!   store picked by `--lease-backend postgres|etcd`.
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
 //! - [`report_files`]: the files a measured run leaves for the book (`lab
@@ -78,21 +79,26 @@
 //!   that injects pauses, kills, slow links and database restarts, and the
 //!   checker, a pure function from the run's history (write attempts,
 //!   grants, final parts, faults) to counts of stale writes accepted,
-//!   tokens reused, floor regressions and lost writes. Below `cases`, whose
-//!   F15 runs a short fixed-seed chaos run.
+//!   tokens reused, floor regressions and lost writes, and to a judgement
+//!   that knows when there was nothing to judge; `lab chaos` itself
+//!   (`chaos::command`). Below `cases`, whose F15 runs a short fixed-seed
+//!   chaos run.
 //!
 //! The experiments and their evidence:
-//! - [`transcript`]: the `ok`/`note`/`FAIL` format.
+//! - [`transcript`]: the `ok`/`note`/`FAIL` format, written and read back.
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
 //! - [`timeline`]: pictures of a run: each holder's holdings, pauses and
 //!   writes on one time axis, from the database's and the parent's clocks.
 //! - [`lease_stores`]: the lease stores side by side: one acquire timed the
 //!   same way on each (F14's and F16's medians), and `lab lease-stores`,
 //!   which times all four on this machine and writes the book's table.
-//! - [`cases`]: one module per case, `F1` … `F16`, what they share, and the
-//!   one runner that `lab run` and the snapshot test both use.
+//! - [`cases`]: one module per case, `F1` … `F16`, what they share, the
+//!   one runner that `lab run` and the snapshot test both use, `lab run`
+//!   and `lab stress` themselves (`cases::command`), and the snapshot
+//!   test's command line read as libtest reads it (`cases::test_args`).
 //! - [`bench`]: what fencing costs: writes per second and latency per
-//!   resource mode, side by side, and contended acquires (`lab bench`).
+//!   resource mode, side by side, and contended acquires (`lab bench`,
+//!   `bench::command`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
 //!
