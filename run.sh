@@ -39,8 +39,9 @@ usage: ./run.sh [command]
   book               build the book into target/book (installs the pinned mdbook first)
   serve              serve the book with live reload on http://127.0.0.1:3000
   list               the cases and what each shows
-  cluster start|stop|status|restart-immediate|reset|log
-                     the lab's PostgreSQL cluster b3-26 (127.0.0.1:26426)
+  cluster start|stop|status|restart-immediate|reset|forget|log
+                     the lab's PostgreSQL cluster b3-26 (127.0.0.1:26426); `forget`
+                     stops it and removes its folders, for a clone about to go
   etcd start|stop|status
                      the lab's etcd cluster etcd-26 (three members, 127.0.0.1:26431-26433);
                      (a run of F16 starts it from empty data, and ends it)
@@ -172,21 +173,33 @@ ensure_chromium() {
 # backend's tests (lab/tests/etcd.rs): each starts a three-member cluster on
 # loopback. Debian's etcd-server would start a system etcd (2379/2380) as it
 # installs: a policy-rc.d that denies service starts, in place for the install
-# only, keeps it from running. LAB_ETCD_BIN names a binary of the reader's own.
+# only (removed on every way out, Ctrl-C included), keeps it from running,
+# and the service the package enables is disabled again: the lab runs its
+# own members, never a system etcd. LAB_ETCD_BIN names a binary of the
+# reader's own.
 ensure_etcd() {
   [ -n "${LAB_ETCD_BIN:-}" ] && return 0
   command -v etcd >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "run.sh: installing etcd-server for F16 and the etcd tests (once)…" >&2
-    local policy=/usr/sbin/policy-rc.d made=
+    local policy=/usr/sbin/policy-rc.d
     if [ ! -e "$policy" ]; then
-      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && made=1
+      trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+      trap 'rm -f /usr/sbin/policy-rc.d; exit 130' INT
+      trap 'rm -f /usr/sbin/policy-rc.d; exit 143' TERM
+      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
     fi
     export DEBIAN_FRONTEND=noninteractive
     local ok=0
     { apt-get update -q >/dev/null && apt-get install -y -q etcd-server >/dev/null; } || ok=$?
-    [ -z "$made" ] || rm -f "$policy"
+    if trap -p EXIT | grep -q policy-rc.d; then
+      rm -f "$policy"
+      trap - EXIT INT TERM
+    fi
     [ "$ok" = 0 ] || die "installing etcd-server failed"
+    # Enabled by the package for the next boot: disabled, with its init script.
+    if command -v systemctl >/dev/null 2>&1; then systemctl disable etcd.service >/dev/null 2>&1 || true; fi
+    if command -v update-rc.d >/dev/null 2>&1; then update-rc.d etcd disable >/dev/null 2>&1 || true; fi
     return 0
   fi
   die "etcd is missing: F16 and the etcd tests need etcd 3.4 or newer (Debian: apt-get install etcd-server; or set LAB_ETCD_BIN)"

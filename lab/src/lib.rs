@@ -16,8 +16,12 @@
 //! Process-wide ground:
 //! - [`error`]: the crate's one error type, with context.
 //! - [`paths`]: where things live: the project root, `target/lab`, the
-//!   evidence, and the cluster's folder (moved under `/var/tmp` when the
-//!   server account cannot reach the checkout).
+//!   evidence, and the cluster's folder (moved under
+//!   `/var/lib/lease-fencing-lab` when the server account cannot reach the
+//!   checkout).
+//! - [`safe_dir`]: folders no other account can have placed first: a
+//!   trusted path checked from `/`, descriptors and `O_NOFOLLOW` inside,
+//!   and the marker without which the lab neither uses nor deletes a folder.
 //! - [`interrupt`]: Ctrl-C and friends: the one place that knows a stop
 //!   signal arrived; it stops the holders and runs registered cleanups.
 //! - [`poll`]: waiting for a state by asking for it, with a bound.
@@ -90,6 +94,7 @@
 
 pub mod error;
 pub mod paths;
+pub mod safe_dir;
 pub mod interrupt;
 pub mod poll;
 pub mod latch;

@@ -184,8 +184,10 @@ enum ClusterAction {
     RestartImmediate,
     /// Say whether it runs (exit 0) or not (exit 1), and where its data and log are.
     Status,
-    /// Stop the server and delete the cluster's folder.
+    /// Stop the server and delete the cluster's folder (only one the lab made).
     Reset,
+    /// Stop the servers and delete every folder of this checkout's cluster, for a clone about to be deleted.
+    Forget,
     /// Print the server log (wherever the cluster lives).
     Log,
 }
@@ -555,15 +557,21 @@ fn cluster(action: ClusterAction) -> Result<ExitCode> {
             }
         }
         ClusterAction::Log => {
-            let log = cluster.log_path();
-            let text = std::fs::read(&log).map_err(|e| format!("reading the server log {}: {e} (has the cluster been started?)", log.display()))?;
+            let text = cluster.log_since(0)?;
             use std::io::Write;
             // A closed pipe (`| head`) is not an error worth reporting.
-            let _ = std::io::stdout().write_all(&text);
+            let _ = std::io::stdout().write_all(text.as_bytes());
         }
-        ClusterAction::Reset => {
-            cluster.reset()?;
-            println!("cluster {} removed", lab::cluster::NAME);
+        ClusterAction::Reset | ClusterAction::Forget => {
+            // Held while deleting: a run using the cluster is not pulled from under.
+            let _lock = lab::cluster::lock_runs()?.map_err(|pid| format!("lab run pid {pid} is using the cluster; wait for it to finish"))?;
+            let removed = cluster.forget(matches!(action, ClusterAction::Forget))?;
+            if removed.is_empty() {
+                println!("cluster {}: nothing to remove", lab::cluster::NAME);
+            }
+            for dir in removed {
+                println!("removed {}", dir.display());
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -589,7 +597,7 @@ fn etcd(action: EtcdAction) -> Result<ExitCode> {
         EtcdAction::Stop => {
             // A run's members are the run's to end (it kills the leader on
             // purpose, and ends them all at its end): not the reader's.
-            if let Some(Owner::Run { pid, .. }) = owner::read(cluster.dir()).filter(|o| !o.is_dead_run()) {
+            if let Some(Owner::Run { pid, .. }) = owner::read(cluster.dir())?.filter(|o| !o.is_dead_run()) {
                 return Err(format!("etcd cluster {} belongs to lab run pid {pid}, which stops it at its end", etcd::NAME).into());
             }
             cluster.stop()?;
@@ -623,7 +631,7 @@ fn psql(database: Database, args: Vec<String>) -> Result<ExitCode> {
     let err = std::process::Command::new(&program)
         .args(["-h", lab::cluster::HOST, "-p", &port, "-U", credentials::ROLE, "-d", name])
         // The password comes from the cluster's credentials file, readable by this account only.
-        .env("PGPASSFILE", lab::cluster::credentials_file())
+        .env("PGPASSFILE", lab::cluster::credentials_file()?)
         .args(args)
         .exec();
     Err(format!("cannot run {}: {err} (psql comes with the postgresql-client package)", program.display()).into())

@@ -58,19 +58,24 @@ fn commands(chapter: &str, text: &str) -> Vec<BookCommand> {
     out
 }
 
-/// A private cluster for the book's commands, removed on drop.
+/// A private cluster for the book's commands, removed on drop: its place
+/// inside a folder `tempfile` made (a random name, created atomically),
+/// opened to 0711 for the server account.
 struct PrivateCluster {
     dir: PathBuf,
     port: String,
     etcd_port_base: String,
+    _parent: tempfile::TempDir,
 }
 
 impl PrivateCluster {
     fn new() -> PrivateCluster {
+        use std::os::unix::fs::PermissionsExt;
         let port = lab::cluster::free_ports(3).unwrap().to_string();
         let etcd_port_base = lab::cluster::free_ports(14).unwrap().to_string();
-        let dir = PathBuf::from(format!("/tmp/lab-book-{}", std::process::id()));
-        PrivateCluster { dir, port, etcd_port_base }
+        let parent = tempfile::Builder::new().prefix("lab-book-").tempdir().unwrap();
+        std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        PrivateCluster { dir: parent.path().join("cluster"), port, etcd_port_base, _parent: parent }
     }
 
     fn env(&self, cmd: &mut Command) {
