@@ -29,7 +29,7 @@
 mod common;
 
 use common::{leftovers, TempDir};
-use lab::cluster::etcd::gateway::{int, Gateway};
+use lab::cluster::etcd::reply;
 use lab::cluster::etcd::{EtcdCluster, MEMBERS, MIN_TTL, NAME};
 use lab::cluster::owner::Owner;
 use lab::etcd_lease::EtcdLeaseStore;
@@ -170,9 +170,10 @@ fn etcd_cluster_and_leases() {
     let _reader_members = StopOnDrop(dir.clone());
     {
         let cluster = EtcdCluster::new(&dir, BASE).unwrap();
-        let store = EtcdLeaseStore::new(Gateway::new(cluster.gateway().members().to_vec()));
         let mut tokens = Tokens(Vec::new());
         start_elects_a_leader(&cluster);
+        // After the start: it turned authentication on; the store logs in as the cluster does.
+        let store = EtcdLeaseStore::new(cluster.gateway().another());
         the_minimum_ttl_is_one_second(&store);
         one_holder_at_a_time(&store, &mut tokens);
         renewals_keep_the_holding(&store);
@@ -193,7 +194,7 @@ fn start_elects_a_leader(cluster: &EtcdCluster) {
     let leader = cluster.start(Owner::this_run()).unwrap();
     eprintln!("etcd {}: started in {:?}, leader {} ({:x})", cluster.version(), t.elapsed(), leader.name, leader.id);
     let status = cluster.status().unwrap();
-    assert!(status.members.iter().all(|m| m.pid.is_some() && m.status.as_ref().is_some_and(|s| s.leader == leader.id)));
+    assert!(status.members.iter().all(|m| m.pid.is_some() && m.status.as_ref().is_some_and(|s| s.leader == Some(leader.id))));
     assert_eq!(status.leader.as_ref().map(|l| &l.name), Some(&leader.name));
     assert_eq!(status.owner, Some(Owner::this_run()));
     eprintln!("{}", cluster.describe().unwrap());
@@ -203,9 +204,9 @@ fn start_elects_a_leader(cluster: &EtcdCluster) {
 /// the smallest lease etcd grants with the lab's timing flags.
 fn the_minimum_ttl_is_one_second(store: &EtcdLeaseStore) {
     for (asked, granted) in [("1", 1), ("0", 1)] {
-        let answer = store.gateway().call("/v3/lease/grant", &json!({ "TTL": asked })).unwrap().unwrap();
-        assert_eq!(int(&answer, "TTL"), granted, "grant of TTL {asked}: {answer}");
-        store.gateway().call("/v3/lease/revoke", &json!({ "ID": int(&answer, "ID").to_string() })).unwrap().unwrap();
+        let answer: reply::Granted = store.gateway().call_as("/v3/lease/grant", &json!({ "TTL": asked })).unwrap().unwrap();
+        assert_eq!(answer.ttl, granted, "grant of TTL {asked}: {answer:?}");
+        store.gateway().call("/v3/lease/revoke", &json!({ "ID": answer.id.to_string() })).unwrap().unwrap();
     }
     assert_eq!(MIN_TTL, Duration::from_secs(1));
 }
