@@ -44,6 +44,9 @@ usage: ./run.sh [command]
   etcd start|stop|status
                      the lab's etcd cluster etcd-26 (three members, 127.0.0.1:26431-26433);
                      (a run of F16 starts it from empty data, and ends it)
+  facts [--check]    write the book's counts, case titles and measured figures
+                     (evidence/26/facts/) from the code and the evidence; --check
+                     only names the stale files (exit 1)
   lease-stores       time one acquire on each lease store (one PostgreSQL, with an async
                      and a sync standby, etcd); writes evidence/26/lease-stores.md
   psql [lease26|res26] [-- psql args]
@@ -300,7 +303,7 @@ case "$cmd" in
     build
     "$LAB" "$@"
     ;;
-  diff|list|psql)
+  diff|list|psql|facts)
     build
     "$LAB" "$@"
     ;;
