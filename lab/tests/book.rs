@@ -6,6 +6,10 @@
 //!   missing anchor as empty text, silently;
 //! - every rust/sql/text listing is nothing but includes (no pasted code);
 //! - every case's locked transcript appears in the book;
+//! - the generated facts the prose includes (`evidence/26/facts/`) are up
+//!   to date with the code and the evidence;
+//! - every exercise's answer states the FAIL lines of its locked broken run;
+//! - one paragraph per line, and one vocabulary (the glossary's);
 //! - `mdbook build` succeeds with no error or warning line;
 //! - in headless Chromium, both diagrams render as SVG and no page shows a
 //!   raw `{{#include`.
@@ -39,25 +43,33 @@ fn chapters() -> Vec<(String, String)> {
 struct Include {
     /// The chapter and line it is written on, for messages.
     at: String,
-    /// The file, relative to the chapter.
+    /// The folder `path` is relative to: `book/`, or the folder of an
+    /// included Markdown file whose own includes mdBook expands in turn.
+    base: PathBuf,
+    /// The file, relative to `base`.
     path: String,
     /// After the first colon, if anything.
     selector: Option<String>,
 }
 
 fn includes(chapter: &str, text: &str) -> Vec<Include> {
+    includes_in(&format!("book/{chapter}"), &root().join("book"), text)
+}
+
+/// The includes of `text`, a file shown as `name` whose includes are relative to `base`.
+fn includes_in(name: &str, base: &Path, text: &str) -> Vec<Include> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let mut rest = line;
         while let Some(start) = rest.find("{{#include ") {
             let after = &rest[start + "{{#include ".len()..];
-            let end = after.find("}}").unwrap_or_else(|| panic!("{chapter}:{}: unterminated include", n + 1));
+            let end = after.find("}}").unwrap_or_else(|| panic!("{name}:{}: unterminated include", n + 1));
             let spec = after[..end].trim();
             let (path, selector) = match spec.split_once(':') {
                 Some((p, s)) => (p.to_owned(), Some(s.to_owned())),
                 None => (spec.to_owned(), None),
             };
-            out.push(Include { at: format!("book/{chapter}:{}", n + 1), path, selector });
+            out.push(Include { at: format!("{name}:{}", n + 1), base: base.to_path_buf(), path, selector });
             rest = &after[end..];
         }
     }
@@ -66,7 +78,7 @@ fn includes(chapter: &str, text: &str) -> Vec<Include> {
 
 /// What an include pulls in, or why it cannot.
 fn resolve(inc: &Include) -> Result<String, String> {
-    let file = root().join("book").join(&inc.path);
+    let file = inc.base.join(&inc.path);
     let text = fs::read_to_string(&file).map_err(|e| format!("{}: cannot read {}: {e}", inc.at, inc.path))?;
     let lines: Vec<&str> = text.lines().collect();
     let selected: String = match inc.selector.as_deref() {
@@ -81,13 +93,15 @@ fn resolve(inc: &Include) -> Result<String, String> {
             lines[from - 1..to.min(lines.len())].join("\n")
         }
         Some(anchor) => {
+            // As mdBook reads an anchor: `ANCHOR: name` anywhere in a line
+            // (after `//`, `--`, inside `<!-- … -->`), the name being the
+            // word characters and dashes that follow.
             let is = |l: &str, tag: &str| {
-                l.trim_start()
-                    .trim_start_matches("//")
-                    .trim_start_matches("--")
-                    .trim()
-                    .strip_prefix(tag)
-                    .is_some_and(|rest| rest.trim() == anchor)
+                l.find(tag).is_some_and(|at| {
+                    let rest = l[at + tag.len()..].trim_start();
+                    let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect();
+                    name == anchor
+                })
             };
             let start = lines.iter().position(|l| is(l, "ANCHOR:"));
             let end = lines.iter().position(|l| is(l, "ANCHOR_END:"));
@@ -110,8 +124,16 @@ fn includes_resolve_to_text() {
     let mut problems = Vec::new();
     let mut count = 0;
     for (name, text) in chapters() {
-        for inc in includes(&name, &text) {
+        let mut pending = includes(&name, &text);
+        while let Some(inc) = pending.pop() {
             count += 1;
+            // An included Markdown file's own includes are expanded too, relative to it.
+            if inc.path.ends_with(".md") {
+                let file = inc.base.join(&inc.path);
+                if let Ok(body) = resolve(&inc) {
+                    pending.extend(includes_in(&inc.path, file.parent().unwrap(), &body));
+                }
+            }
             match resolve(&inc) {
                 // A transcript include must start at the case header, not inside insta's metadata.
                 Ok(body) if inc.path.ends_with(".snap") && !body.starts_with("CASE F") => {
@@ -140,10 +162,14 @@ fn listings_are_only_includes() {
                 }
                 continue;
             }
-            if let Some((start, lang)) = &fence {
-                let listing = matches!(lang.as_str(), "rust" | "sql" | "text" | "diff" | "" | "console");
+            if let Some((start, info)) = &fence {
+                // An exercise's answer block (```text answer=NAME) holds the
+                // FAIL lines it states, compared with the locked run by
+                // `answers_match_their_locked_runs`.
+                let lang = info.split_whitespace().next().unwrap_or("");
+                let listing = matches!(lang, "rust" | "sql" | "text" | "diff" | "" | "console") && answer_name(info).is_none();
                 if listing && !line.trim().is_empty() && !line.trim().starts_with("{{#include ") {
-                    problems.push(format!("book/{name}:{}: ```{lang} block opened at line {start} holds pasted text: {line}", n + 1));
+                    problems.push(format!("book/{name}:{}: ```{info} block opened at line {start} holds pasted text: {line}", n + 1));
                 }
             }
         }
@@ -284,6 +310,167 @@ fn one_vocabulary() {
 fn a_planted_vocabulary_slip_is_found() {
     let text = "持有进程会续约。\n`持有进程` 在代码里。\n```text\n续约\n```\n";
     assert_eq!(vocabulary_slips("x.md", text), vec!["x.md:1: 持有进程 → 持有者进程".to_owned(), "x.md:1: 续约 → 续租".to_owned()]);
+}
+
+// The generated facts -------------------------------------------------------
+
+/// Every generated facts file (`evidence/26/facts/`, from which the book
+/// includes its counts, case titles and measured figures) is what the code
+/// and the evidence give now.
+#[test]
+fn facts_are_up_to_date() {
+    let stale = lab::facts::stale().unwrap();
+    assert!(stale.is_empty(), "stale facts: the book would show numbers the code and evidence no longer give (run ./run.sh facts):\n{}", stale.join("\n"));
+}
+
+/// A committed facts file holding a planted stale value is named, with the value.
+#[test]
+fn a_planted_stale_fact_is_named() {
+    let files = lab::facts::compute(&lab::facts::Inputs::read().unwrap()).unwrap();
+    let dir = std::env::temp_dir().join(format!("lab-book-facts-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    for file in &files {
+        fs::write(dir.join(file.name), file.render()).unwrap();
+    }
+    assert!(lab::facts::differences(&files, &dir).is_empty());
+    let code = files.iter().find(|f| f.name == "code.md").unwrap();
+    let real = &code.facts.iter().find(|f| f.anchor == "mutations").unwrap().text;
+    let planted = code.render().replace(&format!("mutations -->\n{real}\n"), "mutations -->\n35\n");
+    assert_ne!(planted, code.render());
+    fs::write(dir.join("code.md"), planted).unwrap();
+    let stale = lab::facts::differences(&files, &dir);
+    let _ = fs::remove_dir_all(&dir);
+    assert_eq!(stale.len(), 1, "{stale:?}");
+    assert!(stale[0].contains("facts/code.md is stale") && stale[0].contains("`35`") && stale[0].contains(&format!("`{real}`")), "{}", stale[0]);
+}
+
+// Exercise answers ----------------------------------------------------------
+
+/// The mutation an answer block answers: its info string is `text answer=NAME`.
+fn answer_name(info: &str) -> Option<&str> {
+    let mut words = info.split_whitespace();
+    if words.next() != Some("text") {
+        return None;
+    }
+    words.find_map(|w| w.strip_prefix("answer="))
+}
+
+/// An exercise's stated answer: the FAIL lines it says the broken run prints.
+struct Answer {
+    /// `book/<page>:<line>` of the block's opening fence.
+    at: String,
+    /// The mutation, `mutants/<name>.patch`.
+    name: String,
+    /// The block's lines, trimmed.
+    lines: Vec<String>,
+}
+
+/// The answer blocks of a page.
+fn answers(page: &str, text: &str) -> Vec<Answer> {
+    let mut out = Vec::new();
+    let mut open: Option<Option<Answer>> = None;
+    for (n, line) in text.lines().enumerate() {
+        if let Some(info) = line.trim_start().strip_prefix("```") {
+            match open.take() {
+                None => {
+                    open = Some(answer_name(info.trim()).map(|name| Answer { at: format!("{page}:{}", n + 1), name: name.to_owned(), lines: Vec::new() }))
+                }
+                Some(done) => out.extend(done),
+            }
+            continue;
+        }
+        if let Some(Some(answer)) = open.as_mut() {
+            if !line.trim().is_empty() {
+                answer.lines.push(line.trim().to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The FAIL lines of a transcript, trimmed.
+fn fail_lines(transcript: &str) -> Vec<&str> {
+    transcript.lines().map(str::trim).filter(|l| l.starts_with("FAIL ")).collect()
+}
+
+/// A FAIL line without its ` (expected=…)` or ` (saw …)` tail.
+fn label(line: &str) -> &str {
+    [" (expected=", " (saw "].iter().filter_map(|tail| line.find(tail)).min().map_or(line, |at| &line[..at])
+}
+
+/// Where an answer disagrees with its locked broken run. The rule: the
+/// answer lists the run's FAIL lines, all of them and in their order, each
+/// either whole or cut anywhere after its label (the text before ` (expected=`
+/// or ` (saw `), so that an answer may leave out values it does not discuss
+/// but never states a line the run did not print.
+fn answer_problems(answer: &Answer, transcript: &str) -> Vec<String> {
+    let fails = fail_lines(transcript);
+    let mut problems = Vec::new();
+    for (i, line) in answer.lines.iter().enumerate() {
+        match fails.get(i) {
+            Some(fail) if fail.starts_with(line.as_str()) && line.len() >= label(fail).len() => {}
+            Some(fail) => problems.push(format!("{}: answer line {} is `{line}`, but FAIL line {} of the locked run is `{fail}`", answer.at, i + 1, i + 1)),
+            None => problems.push(format!("{}: answer line {} `{line}` is not a FAIL line of the locked run (it has {} FAIL lines)", answer.at, i + 1, fails.len())),
+        }
+    }
+    for fail in fails.iter().skip(answer.lines.len()) {
+        problems.push(format!("{}: the answer leaves out the locked run's `{fail}`", answer.at));
+    }
+    problems
+}
+
+/// Every exercise's answer states the FAIL lines of its locked broken run
+/// (`evidence/26/try/<name>.snap`), by the rule of `answer_problems`; every
+/// mutation has one answer, and every 答案 on a page holds one.
+#[test]
+fn answers_match_their_locked_runs() {
+    let mut problems = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for (page, text) in chapters().into_iter().filter(|(p, _)| p.starts_with("try-")) {
+        let found = answers(&format!("book/{page}"), &text);
+        let summaries = text.matches("<summary>答案</summary>").count();
+        if summaries != found.len() {
+            problems.push(format!("book/{page}: {summaries} answers (<summary>答案</summary>), but {} answer blocks (```text answer=NAME)", found.len()));
+        }
+        for answer in found {
+            let Some(mutation) = lab::mutants::find(&answer.name) else {
+                problems.push(format!("{}: answer=`{}` names no mutation", answer.at, answer.name));
+                continue;
+            };
+            let snap = fs::read_to_string(root().join("evidence/26/try").join(format!("{}.snap", mutation.name))).unwrap();
+            problems.extend(answer_problems(&answer, lab::evidence::snapshot_body(&snap).unwrap()));
+            if !text.contains(&format!("../evidence/26/try/{}.snap:4:", mutation.name)) {
+                problems.push(format!("{}: the page does not show the locked run of {}", answer.at, mutation.name));
+            }
+            seen.push(answer.name);
+        }
+    }
+    for m in lab::mutants::MUTATIONS {
+        match seen.iter().filter(|n| *n == m.name).count() {
+            1 => {}
+            0 => problems.push(format!("no exercise page answers {} with a ```text answer={} block", m.name, m.name)),
+            n => problems.push(format!("{} is answered {n} times", m.name)),
+        }
+    }
+    assert!(problems.is_empty(), "exercise answers that disagree with their locked broken runs:\n{}", problems.join("\n"));
+}
+
+/// A planted answer that contradicts its locked run is caught: a line the
+/// run did not print, a value it did not read, a FAIL line left out.
+#[test]
+fn a_planted_wrong_answer_is_caught() {
+    let run = "CASE F6 :: x\n  ok   a\n  FAIL B 等锁：wait_event_type = Lock (expected=Lock, actual=Client)\n  FAIL 顺序 B→A：被拒 (saw none)\nSUMMARY passed=1 failed=2\n";
+    let page = |body: &str| format!("<summary>答案</summary>\n\n```text answer=fence-commits-before-write\n{body}\n```\n");
+    let check = |body: &str| answers("x.md", &page(body)).iter().flat_map(|a| answer_problems(a, run)).collect::<Vec<_>>();
+    // Right: whole lines, or cut after the label.
+    assert!(check("FAIL B 等锁：wait_event_type = Lock (expected=Lock, actual=Client)\nFAIL 顺序 B→A：被拒").is_empty());
+    // A value the run did not read.
+    assert_eq!(check("FAIL B 等锁：wait_event_type = Lock (expected=Lock, actual=Lock)\nFAIL 顺序 B→A：被拒").len(), 1);
+    // A line the run did not print (an ok line stated as failing).
+    assert_eq!(check("FAIL a\nFAIL B 等锁：wait_event_type = Lock\nFAIL 顺序 B→A：被拒").len(), 3);
+    // A FAIL line left out, or cut inside its label.
+    assert_eq!(check("FAIL B 等锁：wait_event_type = Lock"), vec!["x.md:3: the answer leaves out the locked run's `FAIL 顺序 B→A：被拒 (saw none)`".to_owned()]);
+    assert_eq!(check("FAIL B 等锁\nFAIL 顺序 B→A：被拒").len(), 1);
 }
 
 /// Writes straight to the process's stderr, which the test harness does not
