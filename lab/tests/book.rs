@@ -9,6 +9,7 @@
 //! - the generated facts the prose includes (`evidence/26/facts/`) are up
 //!   to date with the code and the evidence;
 //! - every exercise's answer states the FAIL lines of its locked broken run;
+//! - every long transcript is preceded by a "看什么" (what to look at);
 //! - one paragraph per line, and one vocabulary (the glossary's);
 //! - `mdbook build` succeeds with no error or warning line;
 //! - in headless Chromium, both diagrams render as SVG and no page shows a
@@ -264,6 +265,26 @@ const VOCABULARY: &[(&str, &str)] = &[
     ("作用范围", "作用域"),
     ("分块", "分片"),
     ("地板值", "floor"),
+    // The second half's words.
+    ("故障注入器", "nemesis"),
+    ("捣乱者", "nemesis"),
+    ("检验器", "检查器"),
+    ("校验器", "检查器"),
+    ("判定器", "检查器"),
+    ("插槽", "槽位"),
+    ("延时代理", "延迟代理"),
+    ("世代", "代（incarnation）"),
+    ("化身", "代（incarnation）"),
+    ("修订号", "revision"),
+    ("修订版本", "revision"),
+    ("日志序列号", "WAL 位置（LSN）"),
+    ("WAL 发送进程", "walsender"),
+    ("单语句写法", "一条语句写法"),
+    ("一条语句的写法", "一条语句写法"),
+    ("事务空闲超时", "空闲事务超时"),
+    ("日志字节", "WAL 字节"),
+    ("百分位", "中位数（p50）、p90、p99"),
+    ("50 分位", "中位数（p50）"),
 ];
 
 /// Uses of rejected variants in the prose of `text` (code fences and inline
@@ -308,8 +329,16 @@ fn one_vocabulary() {
 /// A planted variant is found in prose, and not inside code.
 #[test]
 fn a_planted_vocabulary_slip_is_found() {
-    let text = "持有进程会续约。\n`持有进程` 在代码里。\n```text\n续约\n```\n";
-    assert_eq!(vocabulary_slips("x.md", text), vec!["x.md:1: 持有进程 → 持有者进程".to_owned(), "x.md:1: 续约 → 续租".to_owned()]);
+    let text = "持有进程会续约。\n`持有进程` 在代码里。\n```text\n续约\n```\n故障注入器的故障由检验器数出。\n";
+    assert_eq!(
+        vocabulary_slips("x.md", text),
+        vec![
+            "x.md:1: 持有进程 → 持有者进程".to_owned(),
+            "x.md:1: 续约 → 续租".to_owned(),
+            "x.md:6: 故障注入器 → nemesis".to_owned(),
+            "x.md:6: 检验器 → 检查器".to_owned(),
+        ]
+    );
 }
 
 // The generated facts -------------------------------------------------------
@@ -471,6 +500,103 @@ fn a_planted_wrong_answer_is_caught() {
     // A FAIL line left out, or cut inside its label.
     assert_eq!(check("FAIL B 等锁：wait_event_type = Lock"), vec!["x.md:3: the answer leaves out the locked run's `FAIL 顺序 B→A：被拒 (saw none)`".to_owned()]);
     assert_eq!(check("FAIL B 等锁\nFAIL 顺序 B→A：被拒").len(), 1);
+}
+
+// What to look at -----------------------------------------------------------
+
+/// A transcript longer than this many lines needs a "看什么" before it.
+const LONG_TRANSCRIPT: usize = 15;
+
+/// The fenced blocks of a page: (opening line, closing line, info), 0-based.
+fn blocks(text: &str) -> Vec<(usize, usize, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (n, line) in text.lines().enumerate() {
+        if let Some(info) = line.trim_start().strip_prefix("```") {
+            match open.take() {
+                None => open = Some((n, info.trim().to_owned())),
+                Some((start, info)) => out.push((start, n, info)),
+            }
+        }
+    }
+    out
+}
+
+/// Transcript blocks (```text) longer than `LONG_TRANSCRIPT` lines that
+/// nothing tells the reader how to read: walking back from the block, a
+/// line holding "看什么" or an answer block must come before a heading,
+/// another kind of block or the top of the page. A run of transcripts
+/// shares the guide before its first one. `lines_of` counts what a line of
+/// the block shows (an include, all its lines).
+fn unguided_transcripts(page: &str, text: &str, lines_of: impl Fn(&str) -> usize) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let all = blocks(text);
+    let mut found = Vec::new();
+    for (i, (start, end, info)) in all.iter().enumerate() {
+        if info != "text" {
+            continue;
+        }
+        let shown: usize = lines[start + 1..*end].iter().filter(|l| !l.trim().is_empty()).map(|l| lines_of(l)).sum();
+        if shown <= LONG_TRANSCRIPT {
+            continue;
+        }
+        let mut at = *start;
+        let mut earlier = all[..i].iter().rev().peekable();
+        let guided = loop {
+            if at == 0 {
+                break false;
+            }
+            at -= 1;
+            if let Some((b_start, b_end, b_info)) = earlier.peek() {
+                if *b_end == at {
+                    if answer_name(b_info).is_some() {
+                        break true;
+                    }
+                    if b_info != "text" {
+                        break false;
+                    }
+                    at = *b_start;
+                    earlier.next();
+                    continue;
+                }
+            }
+            if lines[at].contains("看什么") {
+                break true;
+            }
+            if lines[at].starts_with('#') {
+                break false;
+            }
+        };
+        if !guided {
+            found.push(format!("{page}:{}: a {shown}-line transcript with no 看什么 before it", start + 1));
+        }
+    }
+    found
+}
+
+/// Every transcript longer than `LONG_TRANSCRIPT` lines is preceded by a
+/// short "看什么" (what to look at), so the reader knows which lines matter
+/// before reading forty of them.
+#[test]
+fn long_transcripts_say_what_to_look_at() {
+    let mut found = Vec::new();
+    for (name, text) in chapters() {
+        let lines_of = |line: &str| match includes(&name, line).first() {
+            Some(inc) => resolve(inc).map_or(1, |body| body.lines().count()),
+            None => 1,
+        };
+        found.extend(unguided_transcripts(&format!("book/{name}"), &text, lines_of));
+    }
+    assert!(found.is_empty(), "long transcripts without a 看什么 before them:\n{}", found.join("\n"));
+}
+
+/// The check finds a long transcript with no guide, and accepts one after a
+/// 看什么, after an answer block, or second in a run of transcripts.
+#[test]
+fn a_planted_unguided_transcript_is_found() {
+    let lines_of = |line: &str| if line.contains("long") { 40 } else { 1 };
+    let text = "# 章\n\n先预测。\n\n```text\nlong\n```\n\n**看什么**：第三行。\n\n```text\nlong\n```\n\n`F4 --mode x`：\n\n```text\nlong\n```\n\n```sh\n./run.sh F4\n```\n\n```text\nlong\n```\n\n```text answer=x\nFAIL y\n```\n\n```text\nlong\n```\n\n```text\nshort\n```\n";
+    assert_eq!(unguided_transcripts("x.md", text, lines_of), vec!["x.md:5: a 40-line transcript with no 看什么 before it".to_owned(), "x.md:25: a 40-line transcript with no 看什么 before it".to_owned()]);
 }
 
 /// Writes straight to the process's stderr, which the test harness does not
