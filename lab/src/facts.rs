@@ -305,9 +305,11 @@ fn run_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     let number_ms = |c: char| !(c.is_ascii_digit() || c == '.' || c == 'm' || c == 's');
     f.add("etcd-election", ms(need(&f16, "杀掉之后 ", number_ms, FILE)?));
     f.add("f16-remaining", format!("切换前 remaining={}s，切换后 remaining={}s", need(&f16, "切换前 remaining=", digits, FILE)?, need(&f16, "切换后 remaining=", digits, FILE)?));
-    f.add("f16-acquire-median", ms(need(&f16, "的延迟中位数（50 次）：", number_ms, FILE)?));
-    f.add("f14-async-median", ms(need(&f14, "异步复制下，主库上一次获取的延迟中位数（50 次）：", number_ms, FILE)?));
-    f.add("f14-sync-median", ms(need(&f14, "同步复制（remote_apply）下，主库上一次获取的延迟中位数（50 次）：", number_ms, FILE)?));
+    // The medians' notes name how many acquires they time (lease_stores::SAMPLES).
+    let median = format!("的延迟中位数（{} 次）：", lease_stores::SAMPLES);
+    f.add("f16-acquire-median", ms(need(&f16, &median, number_ms, FILE)?));
+    f.add("f14-async-median", ms(need(&f14, &format!("异步复制下，主库上一次获取{median}"), number_ms, FILE)?));
+    f.add("f14-sync-median", ms(need(&f14, &format!("同步复制（remote_apply）下，主库上一次获取{median}"), number_ms, FILE)?));
     let took = |id: &str| -> Result<String> {
         let lines = sections.get(id).map(|l| l.join("\n")).unwrap_or_default();
         Ok(format!("took={}ms", need(&lines, "(took=", digits, FILE)?))
