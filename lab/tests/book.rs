@@ -396,25 +396,15 @@ struct Answer {
 
 /// The answer blocks of a page.
 fn answers(page: &str, text: &str) -> Vec<Answer> {
-    let mut out = Vec::new();
-    let mut open: Option<Option<Answer>> = None;
-    for (n, line) in text.lines().enumerate() {
-        if let Some(info) = line.trim_start().strip_prefix("```") {
-            match open.take() {
-                None => {
-                    open = Some(answer_name(info.trim()).map(|name| Answer { at: format!("{page}:{}", n + 1), name: name.to_owned(), lines: Vec::new() }))
-                }
-                Some(done) => out.extend(done),
-            }
-            continue;
-        }
-        if let Some(Some(answer)) = open.as_mut() {
-            if !line.trim().is_empty() {
-                answer.lines.push(line.trim().to_owned());
-            }
-        }
-    }
-    out
+    let lines: Vec<&str> = text.lines().collect();
+    blocks(text)
+        .into_iter()
+        .filter_map(|(start, end, info)| {
+            let name = answer_name(&info)?.to_owned();
+            let body = lines[start + 1..end].iter().map(|l| l.trim()).filter(|l| !l.is_empty()).map(str::to_owned).collect();
+            Some(Answer { at: format!("{page}:{}", start + 1), name, lines: body })
+        })
+        .collect()
 }
 
 /// The FAIL lines of a transcript, trimmed.
