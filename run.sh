@@ -11,7 +11,8 @@ usage() {
   cat <<'EOF'
 usage: ./run.sh [command]
 
-  (no command)       build, run F1-F16, write evidence/26/output.txt; exit 0 only if failed=0
+  (no command)       build, run F1-F16, write evidence/26/output.txt (and the facts
+                     read from it); exit 0 only if failed=0
   F1 … F16 [flags]   run some cases; each case's transcript is saved for `diff`
                      flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-row|
                                     unfenced|check-then-write; F6/F7: fenced-scope|fenced-scope-cte)
@@ -45,6 +46,9 @@ usage: ./run.sh [command]
   etcd start|stop|status
                      the lab's etcd cluster etcd-26 (three members, 127.0.0.1:26431-26433);
                      (a run of F16 starts it from empty data, and ends it)
+  facts [--check]    write the book's counts, case titles and measured figures
+                     (evidence/26/facts/) from the code and the evidence; --check
+                     only names the stale files (exit 1)
   lease-stores       time one acquire on each lease store (one PostgreSQL, with an async
                      and a sync standby, etcd); writes evidence/26/lease-stores.md
   psql [lease26|res26] [-- psql args]
@@ -239,6 +243,9 @@ case "$cmd" in
     [ $# -le 1 ] || { usage >&2; exit 2; }
     ensure_postgres; ensure_faketime; ensure_etcd; guard_cluster
     "$LAB" run all --out evidence/26/output.txt
+    # Some of the book's measured figures are read from output.txt: keep
+    # evidence/26/facts/ in step with the run that was just written.
+    "$LAB" facts >/dev/null
     ;;
   [Ff][0-9]*)
     ensure_postgres; ensure_faketime; ensure_etcd_for "$@"; guard_cluster
@@ -313,7 +320,7 @@ case "$cmd" in
     build
     "$LAB" "$@"
     ;;
-  diff|list|psql)
+  diff|list|psql|facts)
     build
     "$LAB" "$@"
     ;;

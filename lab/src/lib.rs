@@ -91,6 +91,10 @@
 //!   resource mode, side by side, and contended acquires (`lab bench`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
+//! - [`facts`]: the book's numbers and names (counts of cases, variants and
+//!   mutations, the case titles, measured figures) computed from the tables
+//!   above and from the evidence, written as small include files under
+//!   `evidence/26/facts/` (`lab facts`), so the prose never types them.
 
 pub mod error;
 pub mod paths;
@@ -118,5 +122,6 @@ pub mod lease_stores;
 pub mod cases;
 pub mod bench;
 pub mod mutants;
+pub mod facts;
 
 pub use error::{Error, Result};

@@ -100,6 +100,12 @@ enum Command {
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
         runs: u32,
     },
+    /// Write the book's facts (counts, case titles, measured figures) to evidence/26/facts/.
+    Facts {
+        /// Write nothing; exit 1 naming each file that is stale.
+        #[arg(long)]
+        check: bool,
+    },
     /// Print the folder of the PostgreSQL server binaries the lab uses; exit 3 if there are none.
     #[command(hide = true)]
     ServerBin,
@@ -323,6 +329,7 @@ fn dispatch(command: Command) -> ExitCode {
             }))
         }
         Command::Psql { database, args } => report(psql(database, args)),
+        Command::Facts { check } => report(lab::facts::run(check).map(verdict)),
         Command::Diff { case, file, color } => report(diff(&case, file, color.on())),
     }
 }

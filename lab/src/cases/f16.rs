@@ -257,7 +257,7 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
         || "the remaining TTL did not go up",
     );
     t.note(format!(
-        "etcd 的租约倒计时只在 leader 的内存里（etcd 3.4 默认不把剩余时间写进日志）；新 leader 上任时把每个租约的到期时间重设为“现在 + TTL + 一个选举超时（{}ms）”。leader 变更只会让租约变长：持有者从发送时刻算起的本地截止时间仍在安全一侧，但一个已经死掉的持有者，它的租约要多活最多一个完整 TTL，别人才能获取",
+        "etcd 的租约倒计时只在 leader 的内存里（etcd 3.4 默认不把剩余时间写进日志）；新 leader 上任时把每个租约的到期时间重设为“现在 + TTL + 一个选举超时（{}ms）”。leader 变更只会让租约变长：持有者从发送时刻算起的本地截止时间仍在安全一侧，但一个已经死掉的持有者，它的租约从新 leader 上任起还要再过一个 TTL 加一个选举超时才到期，别人才能获取",
         ELECTION_TIMEOUT.as_millis()
     ));
 
