@@ -92,6 +92,9 @@ impl Cluster {
         }
         self.replace_unknown_server()?;
         self.ensure_initialized()?;
+        // Checked at every start, not only the first: the server's account
+        // may have put something else in the socket folder's place since.
+        self.server_folder()?.sub_dir("socket", self.server_owner(), 0o700)?;
         match launch {
             Launch::Daemon => {
                 let out = self
