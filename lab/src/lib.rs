@@ -91,6 +91,10 @@
 //!   resource mode, side by side, and contended acquires (`lab bench`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
+//! - [`suite`]: the whole test suite in parallel (`./run.sh test`): its
+//!   groups (test binaries, slices of the cases, the book's chapters), each
+//!   in an environment of its own, the longest first, with progress and a
+//!   table of the slowest at the end.
 //! - [`facts`]: the book's numbers and names (counts of cases, variants and
 //!   mutations, the case titles, measured figures) computed from the tables
 //!   above and from the evidence, written as small include files under
@@ -122,6 +126,7 @@ pub mod lease_stores;
 pub mod cases;
 pub mod bench;
 pub mod mutants;
+pub mod suite;
 pub mod facts;
 
 pub use error::{Error, Result};
