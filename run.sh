@@ -11,7 +11,8 @@ usage() {
   cat <<'EOF'
 usage: ./run.sh [command]
 
-  (no command)       build, run F1-F16, write evidence/26/output.txt; exit 0 only if failed=0
+  (no command)       build, run F1-F16, write evidence/26/output.txt (and the facts
+                     read from it); exit 0 only if failed=0
   F1 … F16 [flags]   run some cases; each case's transcript is saved for `diff`
                      flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-row|
                                     unfenced|check-then-write; F6/F7: fenced-scope|fenced-scope-cte)
@@ -33,17 +34,23 @@ usage: ./run.sh [command]
                      what fencing costs: writes/s and p50/p99 latency per resource mode
                      (1, 4, 16 writers on 1 and on 16 scopes) and contended acquires/s;
                      writes evidence/26/bench.md and bench.csv (about 5 minutes)
-  test               the whole test suite (what CI runs); installs what it needs
+  test [GROUP…]      the whole test suite (what CI runs), its groups in parallel, with
+                     progress and the slowest groups at the end; installs what it needs;
+                     GROUP narrows it to the groups whose name contains it
   accept             re-lock the evidence snapshots from a fresh run: cases, variants
                      and the mutants' broken runs (not under CI)
   book               build the book into target/book (installs the pinned mdbook first)
   serve              serve the book with live reload on http://127.0.0.1:3000
   list               the cases and what each shows
-  cluster start|stop|status|restart-immediate|reset|log
-                     the lab's PostgreSQL cluster b3-26 (127.0.0.1:26426)
+  cluster start|stop|status|restart-immediate|reset|forget|log
+                     the lab's PostgreSQL cluster b3-26 (127.0.0.1:26426); `forget`
+                     stops it and removes its folders, for a clone about to go
   etcd start|stop|status
                      the lab's etcd cluster etcd-26 (three members, 127.0.0.1:26431-26433);
                      (a run of F16 starts it from empty data, and ends it)
+  facts [--check]    write the book's counts, case titles and measured figures
+                     (evidence/26/facts/) from the code and the evidence; --check
+                     only names the stale files (exit 1)
   lease-stores       time one acquire on each lease store (one PostgreSQL, with an async
                      and a sync standby, etcd); writes evidence/26/lease-stores.md
   psql [lease26|res26] [-- psql args]
@@ -172,21 +179,33 @@ ensure_chromium() {
 # backend's tests (lab/tests/etcd.rs): each starts a three-member cluster on
 # loopback. Debian's etcd-server would start a system etcd (2379/2380) as it
 # installs: a policy-rc.d that denies service starts, in place for the install
-# only, keeps it from running. LAB_ETCD_BIN names a binary of the reader's own.
+# only (removed on every way out, Ctrl-C included), keeps it from running,
+# and the service the package enables is disabled again: the lab runs its
+# own members, never a system etcd. LAB_ETCD_BIN names a binary of the
+# reader's own.
 ensure_etcd() {
   [ -n "${LAB_ETCD_BIN:-}" ] && return 0
   command -v etcd >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "run.sh: installing etcd-server for F16 and the etcd tests (once)…" >&2
-    local policy=/usr/sbin/policy-rc.d made=
+    local policy=/usr/sbin/policy-rc.d
     if [ ! -e "$policy" ]; then
-      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && made=1
+      trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+      trap 'rm -f /usr/sbin/policy-rc.d; exit 130' INT
+      trap 'rm -f /usr/sbin/policy-rc.d; exit 143' TERM
+      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
     fi
     export DEBIAN_FRONTEND=noninteractive
     local ok=0
     { apt-get update -q >/dev/null && apt-get install -y -q etcd-server >/dev/null; } || ok=$?
-    [ -z "$made" ] || rm -f "$policy"
+    if trap -p EXIT | grep -q policy-rc.d; then
+      rm -f "$policy"
+      trap - EXIT INT TERM
+    fi
     [ "$ok" = 0 ] || die "installing etcd-server failed"
+    # Enabled by the package for the next boot: disabled, with its init script.
+    if command -v systemctl >/dev/null 2>&1; then systemctl disable etcd.service >/dev/null 2>&1 || true; fi
+    if command -v update-rc.d >/dev/null 2>&1; then update-rc.d etcd disable >/dev/null 2>&1 || true; fi
     return 0
   fi
   die "etcd is missing: F16 and the etcd tests need etcd 3.4 or newer (Debian: apt-get install etcd-server; or set LAB_ETCD_BIN)"
@@ -226,6 +245,9 @@ case "$cmd" in
     [ $# -le 1 ] || { usage >&2; exit 2; }
     ensure_postgres; ensure_faketime; ensure_etcd; guard_cluster
     "$LAB" run all --out evidence/26/output.txt
+    # Some of the book's measured figures are read from output.txt: keep
+    # evidence/26/facts/ in step with the run that was just written.
+    "$LAB" facts >/dev/null
     ;;
   [Ff][0-9]*)
     ensure_postgres; ensure_faketime; ensure_etcd_for "$@"; guard_cluster
@@ -240,7 +262,9 @@ case "$cmd" in
     shift
     ensure_postgres; ensure_faketime; ensure_etcd; ensure_chromium; ensure_book_tools; guard_cluster
     [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
-    cargo test --quiet "$@"
+    # The groups in parallel, with progress and the slowest at the end;
+    # a group's name narrows it (`./run.sh test cases`, `./run.sh test "book 07"`).
+    "$LAB" suite "$@"
     ;;
   book)
     ensure_book_tools
@@ -300,7 +324,7 @@ case "$cmd" in
     build
     "$LAB" "$@"
     ;;
-  diff|list|psql)
+  diff|list|psql|facts)
     build
     "$LAB" "$@"
     ;;

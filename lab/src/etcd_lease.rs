@@ -30,7 +30,8 @@
 //! TTLs are whole seconds in etcd; etcd raises a TTL below its minimum
 //! ([`crate::cluster::etcd::MIN_TTL`]) and never lowers one.
 
-use crate::cluster::etcd::gateway::{b64, code, int, unb64, Gateway, Leader};
+use crate::cluster::etcd::gateway::{b64, code, unb64, Gateway, Leader};
+use crate::cluster::etcd::reply;
 use crate::error::{Result, ResultExt};
 use crate::lease::{check_ttl, Grant, LeaseService};
 use crate::{cluster, poll};
@@ -210,27 +211,30 @@ impl EtcdLeaseStore {
         // Read the monotonic clock before the grant leaves: the leader's
         // countdown starts later (see grant_request).
         let sent = Instant::now();
-        let granted = self.gateway.call("/v3/lease/grant", &grant_request(ttl))?.context("granting an etcd lease")?;
-        let lease_id = int(&granted, "ID");
-        let txn = match self.gateway.call("/v3/kv/txn", &acquire_txn(&key(name), holder, lease_id)) {
+        let granted: reply::Granted = self.gateway.call_as("/v3/lease/grant", &grant_request(ttl))?.context("granting an etcd lease")?;
+        let lease_id = granted.id;
+        let txn: reply::Txn = match self.gateway.call_as("/v3/kv/txn", &acquire_txn(&key(name), holder, lease_id)) {
             Ok(answer) => answer.context("the acquire txn")?,
             Err(e) => {
                 // Unknown whether the txn committed: revoke the lease, so that
-                // a key it might have created goes with it.
-                let _ = self.revoke(lease_id);
+                // a key it might have created goes with it. The txn's error
+                // is the one to report; a failed revoke is said beside it.
+                if let Err(revoke) = self.revoke(lease_id) {
+                    eprintln!("lab: revoking lease {lease_id} after a failed acquire txn: {}", crate::error::chain(revoke.as_ref()));
+                }
                 return Err(e).context("the acquire txn");
             }
         };
         // One read in either branch: the last response holds the key.
-        let kv = txn["responses"]
-            .as_array()
-            .and_then(|r| r.last())
-            .and_then(|r| r["response_range"]["kvs"].as_array())
-            .and_then(|kvs| kvs.first())
-            .ok_or_else(|| format!("the acquire txn answered without the key: {txn}"))?;
-        let ours = int(kv, "lease") == lease_id;
-        if txn["succeeded"].as_bool() == Some(true) && !ours {
-            return Err(format!("the acquire txn put the key but reads another lease: {txn}").into());
+        let kv = txn
+            .responses
+            .last()
+            .and_then(|r| r.response_range.as_ref())
+            .and_then(|range| range.kvs.first())
+            .ok_or_else(|| format!("the acquire txn answered without the key: {txn:?}"))?;
+        let ours = kv.lease == Some(lease_id);
+        if txn.succeeded && !ours {
+            return Err(format!("the acquire txn put the key but reads another lease: {txn:?}").into());
         }
         if !ours {
             // Someone else holds it: give back the lease we took, at once,
@@ -242,7 +246,7 @@ impl EtcdLeaseStore {
             grant: Grant {
                 name: name.to_owned(),
                 holder: holder.to_owned(),
-                token: int(kv, "create_revision"),
+                token: kv.create_revision,
                 ttl,
                 margin,
                 local_deadline: Grant::deadline_for(sent, ttl, margin),
@@ -257,8 +261,12 @@ impl EtcdLeaseStore {
     /// `false` means the holding is over: stop working, acquire again.
     pub fn renew(&self, grant: &mut EtcdGrant) -> Result<bool> {
         let sent = Instant::now();
-        let renewed = match self.gateway.call("/v3/lease/keepalive", &keepalive_request(grant.lease_id))? {
-            Ok(answer) => int(&answer, "TTL") > 0,
+        let renewed = match self.gateway.call_as::<reply::KeptAlive>("/v3/lease/keepalive", &keepalive_request(grant.lease_id))? {
+            Ok(answer) if answer.id != grant.lease_id => {
+                return Err(format!("a keep-alive of lease {} was answered for lease {}", grant.lease_id, answer.id).into())
+            }
+            // No TTL: etcd found no such lease (see keepalive_request).
+            Ok(answer) => answer.ttl.is_some_and(|ttl| ttl > 0),
             Err(status) if status.code == code::NOT_FOUND => false,
             Err(status) => return Err(status).context("keep-alive"),
         };
@@ -288,17 +296,16 @@ impl EtcdLeaseStore {
 
     /// The lock key and the cluster's revision, in one linearizable read.
     pub fn holding(&self, name: &str) -> Result<(Option<EtcdHolding>, i64)> {
-        let answer = self.gateway.call("/v3/kv/range", &range_request(&key(name)))?.context("reading the lock key")?;
-        let revision = int(&answer["header"], "revision");
-        let holding = match answer["kvs"].as_array().and_then(|kvs| kvs.first()) {
+        let answer: reply::Range = self.gateway.call_as("/v3/kv/range", &range_request(&key(name)))?.context("reading the lock key")?;
+        let holding = match answer.kvs.first() {
             Some(kv) => Some(EtcdHolding {
-                holder: unb64(kv["value"].as_str().unwrap_or(""))?,
-                token: int(kv, "create_revision"),
-                lease_id: int(kv, "lease"),
+                holder: unb64(&kv.value)?,
+                token: kv.create_revision,
+                lease_id: kv.lease.ok_or_else(|| format!("the lock key of {name} has no lease attached: it would never expire"))?,
             }),
             None => None,
         };
-        Ok((holding, revision))
+        Ok((holding, answer.header.revision))
     }
 
     /// The parent's view: the holding, the cluster's revision, the leader.
@@ -310,9 +317,10 @@ impl EtcdLeaseStore {
     /// The lease's remaining TTL by the leader's lessor, truncated to whole
     /// seconds; `None` once it is gone.
     pub fn remaining_ttl(&self, lease_id: i64) -> Result<Option<Duration>> {
-        let answer =
-            self.gateway.call("/v3/lease/timetolive", &timetolive_request(lease_id))?.context("asking a lease's time to live")?;
-        let ttl = int(&answer, "TTL");
+        let answer: reply::TimeToLive =
+            self.gateway.call_as("/v3/lease/timetolive", &timetolive_request(lease_id))?.context("asking a lease's time to live")?;
+        // Left out: 0 seconds left.
+        let ttl = answer.ttl.unwrap_or(0);
         Ok((ttl >= 0).then(|| Duration::from_secs(ttl as u64)))
     }
 
@@ -351,7 +359,7 @@ impl LeaseService for EtcdLeaseStore {
     /// connection anyway, but each gateway remembers the member that
     /// answered last, and the renewer's should not move the holder's.
     fn another_session(&self, _who: &str) -> Result<EtcdLeaseStore> {
-        Ok(EtcdLeaseStore::new(Gateway::new(self.gateway.members().to_vec())))
+        Ok(EtcdLeaseStore::new(self.gateway.another()))
     }
 }
 

@@ -7,6 +7,7 @@
 
 use crate::error::{Result, ResultExt};
 use crate::paths;
+use crate::safe_dir::SafeDir;
 use regex::Regex;
 use similar::{ChangeTag, TextDiff};
 use std::fs;
@@ -85,10 +86,12 @@ pub fn saved_transcript_path(id: &str) -> PathBuf {
     paths::transcripts_dir().join(format!("{id}.txt"))
 }
 
-/// Saves a case's transcript for a later `lab diff`.
+/// Saves a case's transcript for a later `lab diff`, whole, in a folder of
+/// the lab's own (see [`crate::safe_dir`]).
 pub fn save_transcript(id: &str, text: &str) -> Result<()> {
-    fs::create_dir_all(paths::transcripts_dir())?;
-    fs::write(saved_transcript_path(id), text).with_context(|| format!("saving {}", saved_transcript_path(id).display()))
+    SafeDir::own_folder(&paths::transcripts_dir())?
+        .write_whole(&format!("{id}.txt"), text, 0o644)
+        .with_context(|| format!("saving {}", saved_transcript_path(id).display()))
 }
 
 /// The transcript locked in a snapshot file: the text after insta's

@@ -153,7 +153,7 @@ fn measure(cluster: &Cluster) -> Result<(Vec<Row>, Vec<Place>, Vec<String>)> {
     // F16's etcd cluster, from empty data.
     let etcd = EtcdCluster::locate()?;
     etcd.start_fresh_for_run()?;
-    let mut store = EtcdLeaseStore::new(crate::cluster::etcd::gateway::Gateway::new(etcd.gateway().members().to_vec()));
+    let mut store = EtcdLeaseStore::new(etcd.gateway().another());
     rows.push(Row {
         store: "etcd，三个成员（`etcd-26`）",
         waits_for: "两次 raft 提交（lease grant，再一个 txn）：各等 leader 与一个 follower 把日志写盘".into(),

@@ -16,8 +16,12 @@
 //! Process-wide ground:
 //! - [`error`]: the crate's one error type, with context.
 //! - [`paths`]: where things live: the project root, `target/lab`, the
-//!   evidence, and the cluster's folder (moved under `/var/tmp` when the
-//!   server account cannot reach the checkout).
+//!   evidence, and the cluster's folder (moved under
+//!   `/var/lib/lease-fencing-lab` when the server account cannot reach the
+//!   checkout).
+//! - [`safe_dir`]: folders no other account can have placed first: a
+//!   trusted path checked from `/`, descriptors and `O_NOFOLLOW` inside,
+//!   and the marker without which the lab neither uses nor deletes a folder.
 //! - [`interrupt`]: Ctrl-C and friends: the one place that knows a stop
 //!   signal arrived; it stops the holders and runs registered cleanups.
 //! - [`poll`]: waiting for a state by asking for it, with a bound.
@@ -101,6 +105,14 @@
 //!   `bench::command`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
+//! - [`suite`]: the whole test suite in parallel (`./run.sh test`): its
+//!   groups (test binaries, slices of the cases, the book's chapters), each
+//!   in an environment of its own, the longest first, with progress and a
+//!   table of the slowest at the end.
+//! - [`facts`]: the book's numbers and names (counts of cases, variants and
+//!   mutations, the case titles, measured figures) computed from the tables
+//!   above and from the evidence, written as small include files under
+//!   `evidence/26/facts/` (`lab facts`), so the prose never types them.
 //!
 //! The command line:
 //! - [`cli`]: `lab`'s arguments (clap derives), turned into the library's
@@ -109,6 +121,7 @@
 
 pub mod error;
 pub mod paths;
+pub mod safe_dir;
 pub mod interrupt;
 pub mod poll;
 pub mod latch;
@@ -135,6 +148,8 @@ pub mod lease_stores;
 pub mod cases;
 pub mod bench;
 pub mod mutants;
+pub mod suite;
+pub mod facts;
 pub mod cli;
 
 pub use error::{Error, Result};

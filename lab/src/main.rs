@@ -39,6 +39,10 @@ fn dispatch(command: Command) -> ExitCode {
             let out = out.unwrap_or_else(|| paths::evidence_dir().join("bench.md"));
             report(bench::command(&bench::Options { seconds, runs, out }).map(|()| ExitCode::SUCCESS))
         }
+        Command::Suite { workers, only } => {
+            interrupt::install();
+            report(lab::suite::run(&lab::suite::Options { workers, only }).map(verdict))
+        }
         Command::Mutants { names, accept } => {
             if accept && std::env::var("CI").as_deref() == Ok("true") {
                 return usage("--accept re-locks evidence and is not for CI");
@@ -82,6 +86,7 @@ fn dispatch(command: Command) -> ExitCode {
             }))
         }
         Command::Psql { database, args } => report(commands::psql(database, args).map(|()| ExitCode::SUCCESS)),
+        Command::Facts { check } => report(lab::facts::run(check).map(verdict)),
         Command::Diff { case, file, color } => report(commands::diff(&case, file, color.on()).map(verdict)),
     }
 }

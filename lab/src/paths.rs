@@ -2,14 +2,19 @@
 //! from any directory), the build directory, the evidence directory, and the
 //! cluster's folder.
 //!
-//! The cluster's folder is normally `target/lab/b3-26`. When the lab runs as
-//! root, the server runs as the `postgres` account, which must be able to
-//! enter every folder above its data. A checkout under `/root` (mode 0700) or
-//! inside `mktemp -d` is closed to it; rather than change the mode of the
-//! reader's folders, the lab then keeps the cluster in a folder of its own
-//! under `/var/tmp`, named from a hash of the checkout's path so that two
-//! checkouts never share one. Every process of the lab (the CLI, the tests,
-//! each holder) computes the same answer from the same inputs.
+//! The cluster's folder (its *place*) is normally `target/lab/b3-26`. When
+//! the lab runs as root, the server runs as the `postgres` account, which
+//! must be able to enter every folder above its data. A checkout under
+//! `/root` (mode 0700) or inside `mktemp -d` is closed to it; rather than
+//! change the mode of the reader's folders, the lab then keeps the cluster
+//! under [`SHARED_PLACES`] (`/var/lib/lease-fencing-lab`), a folder only root
+//! can create entries in, named from a hash of the checkout's path so that
+//! two checkouts never share one. Never in `/tmp` or `/var/tmp`: any account
+//! can create a name there first, and a name computed from the checkout's
+//! path is a name anyone can compute (see [`crate::safe_dir`]). Every
+//! process of the lab (the CLI, the tests, each holder) computes the same
+//! answer from the same inputs, and every one checks the place's marker
+//! before it trusts a file in it.
 
 use nix::unistd::{Gid, Uid, User};
 use std::ffi::CString;
@@ -33,12 +38,12 @@ pub fn build_dir() -> PathBuf {
     root().join("target").join("lab")
 }
 
-/// Where each case's last transcript is saved for `lab diff`: beside a
-/// private cluster (`LAB_CLUSTER_DIR`, as the tests use), so that a test
-/// never replaces the reader's own transcripts.
+/// Where each case's last transcript is saved for `lab diff`: inside a
+/// private cluster's place (`LAB_CLUSTER_DIR`, as the tests use), so that a
+/// test never replaces the reader's own transcripts.
 pub fn transcripts_dir() -> PathBuf {
     match std::env::var_os("LAB_CLUSTER_DIR") {
-        Some(dir) => PathBuf::from(dir).with_extension("transcripts"),
+        Some(dir) => PathBuf::from(dir).join("transcripts"),
         None => build_dir().join("transcripts"),
     }
 }
@@ -47,10 +52,15 @@ pub fn transcripts_dir() -> PathBuf {
 /// beside the transcripts.
 pub fn timelines_dir() -> PathBuf {
     match std::env::var_os("LAB_CLUSTER_DIR") {
-        Some(dir) => PathBuf::from(dir).with_extension("timelines"),
+        Some(dir) => PathBuf::from(dir).join("timelines"),
         None => build_dir().join("timelines"),
     }
 }
+
+/// Where a closed checkout's cluster lives, as root: a folder only root
+/// can create entries in (`/var/lib` is root's, mode 0755), made 0711 so
+/// the server account can pass through to its own folder and list nothing.
+pub const SHARED_PLACES: &str = "/var/lib/lease-fencing-lab";
 
 /// The locked evidence: `output.txt`, the per-case snapshots, `LIMITS.md`.
 pub fn evidence_dir() -> PathBuf {
@@ -58,9 +68,11 @@ pub fn evidence_dir() -> PathBuf {
 }
 
 /// Where the cluster lives, and why there.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterPlace {
-    /// Holds `data/`, `socket/`, `postgres.log` and the credentials.
+    /// The place: a folder the lab made and marked, holding the lab's own
+    /// files (credentials, owner record, run lock) and `server/`, the
+    /// server account's folder (data, socket, log); see `Cluster::place`.
     pub dir: PathBuf,
     /// Set when the lab chose a folder other than `target/lab/b3-26`: one
     /// line that says where and why, for the reader.
@@ -69,35 +81,41 @@ pub struct ClusterPlace {
 
 /// The cluster's folder: `LAB_CLUSTER_DIR`, else `target/lab/b3-26`, else
 /// (root, and that folder is closed to the server account) a folder under
-/// `/var/tmp`. Decided once per process.
+/// [`SHARED_PLACES`]. Decided once per process; nothing is created here
+/// (see `Cluster::place`).
 pub fn cluster_place() -> &'static ClusterPlace {
     static PLACE: OnceLock<ClusterPlace> = OnceLock::new();
     PLACE.get_or_init(|| {
         if let Some(dir) = std::env::var_os("LAB_CLUSTER_DIR") {
             return ClusterPlace { dir: PathBuf::from(dir), moved: None };
         }
-        let default = build_dir().join(CLUSTER_NAME);
-        let Some(account) = server_account() else {
-            return ClusterPlace { dir: default, moved: None };
-        };
-        // The folders above the cluster must exist to be judged; the lab
-        // creates target/lab itself anyway.
-        let _ = std::fs::create_dir_all(build_dir());
-        match closed_ancestor(&build_dir(), &account) {
-            None => ClusterPlace { dir: default, moved: None },
-            Some(closed) => {
-                let dir = PathBuf::from(format!("/var/tmp/lab-{CLUSTER_NAME}-{:012x}", path_hash(&root())));
-                let moved = format!(
-                    "the {} account cannot enter {} (mode {:o}), so the cluster lives in {} (LAB_CLUSTER_DIR chooses another folder)",
-                    account.name,
-                    closed.display(),
-                    std::fs::metadata(&closed).map(|m| m.mode() & 0o7777).unwrap_or(0),
-                    dir.display()
-                );
-                ClusterPlace { dir, moved: Some(moved) }
-            }
-        }
+        let closed = server_account().and_then(|account| {
+            // The folders above the cluster must exist to be judged; the lab
+            // creates target/lab itself anyway.
+            let _ = std::fs::create_dir_all(build_dir());
+            let closed = closed_ancestor(&build_dir(), &account)?;
+            let mode = std::fs::metadata(&closed).map(|m| m.mode() & 0o7777).unwrap_or(0);
+            Some((account.name, closed, mode))
+        });
+        place_for(&root(), closed)
     })
+}
+
+/// Where the cluster of the checkout at `root` lives, given the first
+/// folder above `target/lab` that the server account cannot enter (its
+/// account name, path and mode), if any.
+fn place_for(root: &Path, closed: Option<(String, PathBuf, u32)>) -> ClusterPlace {
+    let Some((account, closed, mode)) = closed else {
+        return ClusterPlace { dir: root.join("target").join("lab").join(CLUSTER_NAME), moved: None };
+    };
+    let dir = PathBuf::from(format!("{SHARED_PLACES}/{CLUSTER_NAME}-{:012x}", path_hash(root)));
+    let moved = format!(
+        "the {account} account cannot enter {} (mode {mode:o}), so the cluster lives in {} \
+         (LAB_CLUSTER_DIR chooses another folder; `./run.sh cluster forget` removes it)",
+        closed.display(),
+        dir.display()
+    );
+    ClusterPlace { dir, moved: Some(moved) }
 }
 
 /// The cluster's folder (see [`cluster_place`]).
@@ -165,25 +183,33 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    /// Two checkouts get two folders; one checkout always gets the same one.
+    /// An open checkout keeps its cluster inside; a closed one under the
+    /// root-only folder, never in /tmp or /var/tmp, one folder per checkout.
     #[test]
-    fn the_fallback_folder_is_per_checkout() {
-        assert_eq!(path_hash(Path::new("/root/p")), path_hash(Path::new("/root/p")));
-        assert_ne!(path_hash(Path::new("/root/p")), path_hash(Path::new("/root/q")));
+    fn a_closed_checkout_keeps_its_cluster_where_only_root_creates() {
+        let open = place_for(Path::new("/srv/p"), None);
+        assert_eq!((open.dir, open.moved), (PathBuf::from("/srv/p/target/lab/b3-26"), None));
+        let closed = |root: &str| place_for(Path::new(root), Some(("postgres".into(), PathBuf::from("/root"), 0o700)));
+        let (p, q) = (closed("/root/p"), closed("/root/q"));
+        assert!(p.dir.starts_with(SHARED_PLACES), "{}", p.dir.display());
+        assert_eq!(p.dir.parent(), Some(Path::new(SHARED_PLACES)));
+        assert_ne!(p.dir, q.dir);
+        assert_eq!(p, closed("/root/p"));
+        let moved = p.moved.unwrap();
+        assert!(moved.contains("cannot enter /root (mode 700)") && moved.contains("cluster forget"), "{moved}");
     }
 
     /// A folder with no search bit for others is closed to a stranger, open to its owner.
     #[test]
     fn mode_bits_decide_who_enters() {
-        let dir = std::env::temp_dir().join(format!("lab-paths-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         let me = Uid::effective();
-        assert!(can_enter(&dir, me, &[]));
+        assert!(can_enter(dir, me, &[]));
         let stranger = Uid::from_raw(me.as_raw() + 12345);
-        assert!(!can_enter(&dir, stranger, &[]));
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o701)).unwrap();
-        assert!(can_enter(&dir, stranger, &[]));
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(!can_enter(dir, stranger, &[]));
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o701)).unwrap();
+        assert!(can_enter(dir, stranger, &[]));
     }
 }

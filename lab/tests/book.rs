@@ -6,6 +6,11 @@
 //!   missing anchor as empty text, silently;
 //! - every rust/sql/text listing is nothing but includes (no pasted code);
 //! - every case's locked transcript appears in the book;
+//! - the generated facts the prose includes (`evidence/26/facts/`) are up
+//!   to date with the code and the evidence;
+//! - every exercise's answer states the FAIL lines of its locked broken run;
+//! - every long transcript is preceded by a "看什么" (what to look at);
+//! - one paragraph per line, and one vocabulary (the glossary's);
 //! - `mdbook build` succeeds with no error or warning line;
 //! - in headless Chromium, both diagrams render as SVG and no page shows a
 //!   raw `{{#include`.
@@ -42,25 +47,33 @@ fn chapters() -> Vec<(String, String)> {
 struct Include {
     /// The chapter and line it is written on, for messages.
     at: String,
-    /// The file, relative to the chapter.
+    /// The folder `path` is relative to: `book/`, or the folder of an
+    /// included Markdown file whose own includes mdBook expands in turn.
+    base: PathBuf,
+    /// The file, relative to `base`.
     path: String,
     /// After the first colon, if anything.
     selector: Option<String>,
 }
 
 fn includes(chapter: &str, text: &str) -> Vec<Include> {
+    includes_in(&format!("book/{chapter}"), &root().join("book"), text)
+}
+
+/// The includes of `text`, a file shown as `name` whose includes are relative to `base`.
+fn includes_in(name: &str, base: &Path, text: &str) -> Vec<Include> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let mut rest = line;
         while let Some(start) = rest.find("{{#include ") {
             let after = &rest[start + "{{#include ".len()..];
-            let end = after.find("}}").unwrap_or_else(|| panic!("{chapter}:{}: unterminated include", n + 1));
+            let end = after.find("}}").unwrap_or_else(|| panic!("{name}:{}: unterminated include", n + 1));
             let spec = after[..end].trim();
             let (path, selector) = match spec.split_once(':') {
                 Some((p, s)) => (p.to_owned(), Some(s.to_owned())),
                 None => (spec.to_owned(), None),
             };
-            out.push(Include { at: format!("book/{chapter}:{}", n + 1), path, selector });
+            out.push(Include { at: format!("{name}:{}", n + 1), base: base.to_path_buf(), path, selector });
             rest = &after[end..];
         }
     }
@@ -69,7 +82,7 @@ fn includes(chapter: &str, text: &str) -> Vec<Include> {
 
 /// What an include pulls in, or why it cannot.
 fn resolve(inc: &Include) -> Result<String, String> {
-    let file = root().join("book").join(&inc.path);
+    let file = inc.base.join(&inc.path);
     let text = fs::read_to_string(&file).map_err(|e| format!("{}: cannot read {}: {e}", inc.at, inc.path))?;
     let lines: Vec<&str> = text.lines().collect();
     let selected: String = match inc.selector.as_deref() {
@@ -84,13 +97,15 @@ fn resolve(inc: &Include) -> Result<String, String> {
             lines[from - 1..to.min(lines.len())].join("\n")
         }
         Some(anchor) => {
+            // As mdBook reads an anchor: `ANCHOR: name` anywhere in a line
+            // (after `//`, `--`, inside `<!-- … -->`), the name being the
+            // word characters and dashes that follow.
             let is = |l: &str, tag: &str| {
-                l.trim_start()
-                    .trim_start_matches("//")
-                    .trim_start_matches("--")
-                    .trim()
-                    .strip_prefix(tag)
-                    .is_some_and(|rest| rest.trim() == anchor)
+                l.find(tag).is_some_and(|at| {
+                    let rest = l[at + tag.len()..].trim_start();
+                    let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect();
+                    name == anchor
+                })
             };
             let start = lines.iter().position(|l| is(l, "ANCHOR:"));
             let end = lines.iter().position(|l| is(l, "ANCHOR_END:"));
@@ -113,8 +128,16 @@ fn includes_resolve_to_text() {
     let mut problems = Vec::new();
     let mut count = 0;
     for (name, text) in chapters() {
-        for inc in includes(&name, &text) {
+        let mut pending = includes(&name, &text);
+        while let Some(inc) = pending.pop() {
             count += 1;
+            // An included Markdown file's own includes are expanded too, relative to it.
+            if inc.path.ends_with(".md") {
+                let file = inc.base.join(&inc.path);
+                if let Ok(body) = resolve(&inc) {
+                    pending.extend(includes_in(&inc.path, file.parent().unwrap(), &body));
+                }
+            }
             match resolve(&inc) {
                 // A transcript include must start at the case header, not inside insta's metadata.
                 Ok(body) if inc.path.ends_with(".snap") && !body.starts_with("CASE F") => {
@@ -143,10 +166,14 @@ fn listings_are_only_includes() {
                 }
                 continue;
             }
-            if let Some((start, lang)) = &fence {
-                let listing = matches!(lang.as_str(), "rust" | "sql" | "text" | "diff" | "" | "console");
+            if let Some((start, info)) = &fence {
+                // An exercise's answer block (```text answer=NAME) holds the
+                // FAIL lines it states, compared with the locked run by
+                // `answers_match_their_locked_runs`.
+                let lang = info.split_whitespace().next().unwrap_or("");
+                let listing = matches!(lang, "rust" | "sql" | "text" | "diff" | "" | "console") && answer_name(info).is_none();
                 if listing && !line.trim().is_empty() && !line.trim().starts_with("{{#include ") {
-                    problems.push(format!("book/{name}:{}: ```{lang} block opened at line {start} holds pasted text: {line}", n + 1));
+                    problems.push(format!("book/{name}:{}: ```{info} block opened at line {start} holds pasted text: {line}", n + 1));
                 }
             }
         }
@@ -241,6 +268,26 @@ const VOCABULARY: &[(&str, &str)] = &[
     ("作用范围", "作用域"),
     ("分块", "分片"),
     ("地板值", "floor"),
+    // The second half's words.
+    ("故障注入器", "nemesis"),
+    ("捣乱者", "nemesis"),
+    ("检验器", "检查器"),
+    ("校验器", "检查器"),
+    ("判定器", "检查器"),
+    ("插槽", "槽位"),
+    ("延时代理", "延迟代理"),
+    ("世代", "代（incarnation）"),
+    ("化身", "代（incarnation）"),
+    ("修订号", "revision"),
+    ("修订版本", "revision"),
+    ("日志序列号", "WAL 位置（LSN）"),
+    ("WAL 发送进程", "walsender"),
+    ("单语句写法", "一条语句写法"),
+    ("一条语句的写法", "一条语句写法"),
+    ("事务空闲超时", "空闲事务超时"),
+    ("日志字节", "WAL 字节"),
+    ("百分位", "中位数（p50）、p90、p99"),
+    ("50 分位", "中位数（p50）"),
 ];
 
 /// Uses of rejected variants in the prose of `text` (code fences and inline
@@ -285,8 +332,264 @@ fn one_vocabulary() {
 /// A planted variant is found in prose, and not inside code.
 #[test]
 fn a_planted_vocabulary_slip_is_found() {
-    let text = "持有进程会续约。\n`持有进程` 在代码里。\n```text\n续约\n```\n";
-    assert_eq!(vocabulary_slips("x.md", text), vec!["x.md:1: 持有进程 → 持有者进程".to_owned(), "x.md:1: 续约 → 续租".to_owned()]);
+    let text = "持有进程会续约。\n`持有进程` 在代码里。\n```text\n续约\n```\n故障注入器的故障由检验器数出。\n";
+    assert_eq!(
+        vocabulary_slips("x.md", text),
+        vec![
+            "x.md:1: 持有进程 → 持有者进程".to_owned(),
+            "x.md:1: 续约 → 续租".to_owned(),
+            "x.md:6: 故障注入器 → nemesis".to_owned(),
+            "x.md:6: 检验器 → 检查器".to_owned(),
+        ]
+    );
+}
+
+// The generated facts -------------------------------------------------------
+
+/// Every generated facts file (`evidence/26/facts/`, from which the book
+/// includes its counts, case titles and measured figures) is what the code
+/// and the evidence give now.
+#[test]
+fn facts_are_up_to_date() {
+    let stale = lab::facts::stale().unwrap();
+    assert!(stale.is_empty(), "stale facts: the book would show numbers the code and evidence no longer give (run ./run.sh facts):\n{}", stale.join("\n"));
+}
+
+/// A committed facts file holding a planted stale value is named, with the value.
+#[test]
+fn a_planted_stale_fact_is_named() {
+    let files = lab::facts::compute(&lab::facts::Inputs::read().unwrap()).unwrap();
+    let dir = std::env::temp_dir().join(format!("lab-book-facts-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    for file in &files {
+        fs::write(dir.join(file.name), file.render()).unwrap();
+    }
+    assert!(lab::facts::differences(&files, &dir).is_empty());
+    let code = files.iter().find(|f| f.name == "code.md").unwrap();
+    let real = &code.facts.iter().find(|f| f.anchor == "mutations").unwrap().text;
+    let planted = code.render().replace(&format!("mutations -->\n{real}\n"), "mutations -->\n35\n");
+    assert_ne!(planted, code.render());
+    fs::write(dir.join("code.md"), planted).unwrap();
+    let stale = lab::facts::differences(&files, &dir);
+    let _ = fs::remove_dir_all(&dir);
+    assert_eq!(stale.len(), 1, "{stale:?}");
+    assert!(stale[0].contains("facts/code.md is stale") && stale[0].contains("`35`") && stale[0].contains(&format!("`{real}`")), "{}", stale[0]);
+}
+
+// Exercise answers ----------------------------------------------------------
+
+/// The mutation an answer block answers: its info string is `text answer=NAME`.
+fn answer_name(info: &str) -> Option<&str> {
+    let mut words = info.split_whitespace();
+    if words.next() != Some("text") {
+        return None;
+    }
+    words.find_map(|w| w.strip_prefix("answer="))
+}
+
+/// An exercise's stated answer: the FAIL lines it says the broken run prints.
+struct Answer {
+    /// `book/<page>:<line>` of the block's opening fence.
+    at: String,
+    /// The mutation, `mutants/<name>.patch`.
+    name: String,
+    /// The block's lines, trimmed.
+    lines: Vec<String>,
+}
+
+/// The answer blocks of a page.
+fn answers(page: &str, text: &str) -> Vec<Answer> {
+    let lines: Vec<&str> = text.lines().collect();
+    blocks(text)
+        .into_iter()
+        .filter_map(|(start, end, info)| {
+            let name = answer_name(&info)?.to_owned();
+            let body = lines[start + 1..end].iter().map(|l| l.trim()).filter(|l| !l.is_empty()).map(str::to_owned).collect();
+            Some(Answer { at: format!("{page}:{}", start + 1), name, lines: body })
+        })
+        .collect()
+}
+
+/// The FAIL lines of a transcript, trimmed.
+fn fail_lines(transcript: &str) -> Vec<&str> {
+    transcript.lines().map(str::trim).filter(|l| l.starts_with("FAIL ")).collect()
+}
+
+/// A FAIL line without its ` (expected=…)` or ` (saw …)` tail.
+fn label(line: &str) -> &str {
+    [" (expected=", " (saw "].iter().filter_map(|tail| line.find(tail)).min().map_or(line, |at| &line[..at])
+}
+
+/// Where an answer disagrees with its locked broken run. The rule: the
+/// answer lists the run's FAIL lines, all of them and in their order, each
+/// either whole or cut anywhere after its label (the text before ` (expected=`
+/// or ` (saw `), so that an answer may leave out values it does not discuss
+/// but never states a line the run did not print.
+fn answer_problems(answer: &Answer, transcript: &str) -> Vec<String> {
+    let fails = fail_lines(transcript);
+    let mut problems = Vec::new();
+    for (i, line) in answer.lines.iter().enumerate() {
+        match fails.get(i) {
+            Some(fail) if fail.starts_with(line.as_str()) && line.len() >= label(fail).len() => {}
+            Some(fail) => problems.push(format!("{}: answer line {} is `{line}`, but FAIL line {} of the locked run is `{fail}`", answer.at, i + 1, i + 1)),
+            None => problems.push(format!("{}: answer line {} `{line}` is not a FAIL line of the locked run (it has {} FAIL lines)", answer.at, i + 1, fails.len())),
+        }
+    }
+    for fail in fails.iter().skip(answer.lines.len()) {
+        problems.push(format!("{}: the answer leaves out the locked run's `{fail}`", answer.at));
+    }
+    problems
+}
+
+/// Every exercise's answer states the FAIL lines of its locked broken run
+/// (`evidence/26/try/<name>.snap`), by the rule of `answer_problems`; every
+/// mutation has one answer, and every 答案 on a page holds one.
+#[test]
+fn answers_match_their_locked_runs() {
+    let mut problems = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for (page, text) in chapters().into_iter().filter(|(p, _)| p.starts_with("try-")) {
+        let found = answers(&format!("book/{page}"), &text);
+        let summaries = text.matches("<summary>答案</summary>").count();
+        if summaries != found.len() {
+            problems.push(format!("book/{page}: {summaries} answers (<summary>答案</summary>), but {} answer blocks (```text answer=NAME)", found.len()));
+        }
+        for answer in found {
+            let Some(mutation) = lab::mutants::find(&answer.name) else {
+                problems.push(format!("{}: answer=`{}` names no mutation", answer.at, answer.name));
+                continue;
+            };
+            let snap = fs::read_to_string(root().join("evidence/26/try").join(format!("{}.snap", mutation.name))).unwrap();
+            problems.extend(answer_problems(&answer, lab::evidence::snapshot_body(&snap).unwrap()));
+            if !text.contains(&format!("../evidence/26/try/{}.snap:4:", mutation.name)) {
+                problems.push(format!("{}: the page does not show the locked run of {}", answer.at, mutation.name));
+            }
+            seen.push(answer.name);
+        }
+    }
+    for m in lab::mutants::MUTATIONS {
+        match seen.iter().filter(|n| *n == m.name).count() {
+            1 => {}
+            0 => problems.push(format!("no exercise page answers {} with a ```text answer={} block", m.name, m.name)),
+            n => problems.push(format!("{} is answered {n} times", m.name)),
+        }
+    }
+    assert!(problems.is_empty(), "exercise answers that disagree with their locked broken runs:\n{}", problems.join("\n"));
+}
+
+/// A planted answer that contradicts its locked run is caught: a line the
+/// run did not print, a value it did not read, a FAIL line left out.
+#[test]
+fn a_planted_wrong_answer_is_caught() {
+    let run = "CASE F6 :: x\n  ok   a\n  FAIL B 等锁：wait_event_type = Lock (expected=Lock, actual=Client)\n  FAIL 顺序 B→A：被拒 (saw none)\nSUMMARY passed=1 failed=2\n";
+    let page = |body: &str| format!("<summary>答案</summary>\n\n```text answer=fence-commits-before-write\n{body}\n```\n");
+    let check = |body: &str| answers("x.md", &page(body)).iter().flat_map(|a| answer_problems(a, run)).collect::<Vec<_>>();
+    // Right: whole lines, or cut after the label.
+    assert!(check("FAIL B 等锁：wait_event_type = Lock (expected=Lock, actual=Client)\nFAIL 顺序 B→A：被拒").is_empty());
+    // A value the run did not read.
+    assert_eq!(check("FAIL B 等锁：wait_event_type = Lock (expected=Lock, actual=Lock)\nFAIL 顺序 B→A：被拒").len(), 1);
+    // A line the run did not print (an ok line stated as failing).
+    assert_eq!(check("FAIL a\nFAIL B 等锁：wait_event_type = Lock\nFAIL 顺序 B→A：被拒").len(), 3);
+    // A FAIL line left out, or cut inside its label.
+    assert_eq!(check("FAIL B 等锁：wait_event_type = Lock"), vec!["x.md:3: the answer leaves out the locked run's `FAIL 顺序 B→A：被拒 (saw none)`".to_owned()]);
+    assert_eq!(check("FAIL B 等锁\nFAIL 顺序 B→A：被拒").len(), 1);
+}
+
+// What to look at -----------------------------------------------------------
+
+/// A transcript longer than this many lines needs a "看什么" before it.
+const LONG_TRANSCRIPT: usize = 15;
+
+/// The fenced blocks of a page: (opening line, closing line, info), 0-based.
+fn blocks(text: &str) -> Vec<(usize, usize, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (n, line) in text.lines().enumerate() {
+        if let Some(info) = line.trim_start().strip_prefix("```") {
+            match open.take() {
+                None => open = Some((n, info.trim().to_owned())),
+                Some((start, info)) => out.push((start, n, info)),
+            }
+        }
+    }
+    out
+}
+
+/// Transcript blocks (```text) longer than `LONG_TRANSCRIPT` lines that
+/// nothing tells the reader how to read: walking back from the block, a
+/// line holding "看什么" or an answer block must come before a heading,
+/// another kind of block or the top of the page. A run of transcripts
+/// shares the guide before its first one. `lines_of` counts what a line of
+/// the block shows (an include, all its lines).
+fn unguided_transcripts(page: &str, text: &str, lines_of: impl Fn(&str) -> usize) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let all = blocks(text);
+    let mut found = Vec::new();
+    for (i, (start, end, info)) in all.iter().enumerate() {
+        if info != "text" {
+            continue;
+        }
+        let shown: usize = lines[start + 1..*end].iter().filter(|l| !l.trim().is_empty()).map(|l| lines_of(l)).sum();
+        if shown <= LONG_TRANSCRIPT {
+            continue;
+        }
+        let mut at = *start;
+        let mut earlier = all[..i].iter().rev().peekable();
+        let guided = loop {
+            if at == 0 {
+                break false;
+            }
+            at -= 1;
+            if let Some((b_start, b_end, b_info)) = earlier.peek() {
+                if *b_end == at {
+                    if answer_name(b_info).is_some() {
+                        break true;
+                    }
+                    if b_info != "text" {
+                        break false;
+                    }
+                    at = *b_start;
+                    earlier.next();
+                    continue;
+                }
+            }
+            if lines[at].contains("看什么") {
+                break true;
+            }
+            if lines[at].starts_with('#') {
+                break false;
+            }
+        };
+        if !guided {
+            found.push(format!("{page}:{}: a {shown}-line transcript with no 看什么 before it", start + 1));
+        }
+    }
+    found
+}
+
+/// Every transcript longer than `LONG_TRANSCRIPT` lines is preceded by a
+/// short "看什么" (what to look at), so the reader knows which lines matter
+/// before reading forty of them.
+#[test]
+fn long_transcripts_say_what_to_look_at() {
+    let mut found = Vec::new();
+    for (name, text) in chapters() {
+        let lines_of = |line: &str| match includes(&name, line).first() {
+            Some(inc) => resolve(inc).map_or(1, |body| body.lines().count()),
+            None => 1,
+        };
+        found.extend(unguided_transcripts(&format!("book/{name}"), &text, lines_of));
+    }
+    assert!(found.is_empty(), "long transcripts without a 看什么 before them:\n{}", found.join("\n"));
+}
+
+/// The check finds a long transcript with no guide, and accepts one after a
+/// 看什么, after an answer block, or second in a run of transcripts.
+#[test]
+fn a_planted_unguided_transcript_is_found() {
+    let lines_of = |line: &str| if line.contains("long") { 40 } else { 1 };
+    let text = "# 章\n\n先预测。\n\n```text\nlong\n```\n\n**看什么**：第三行。\n\n```text\nlong\n```\n\n`F4 --mode x`：\n\n```text\nlong\n```\n\n```sh\n./run.sh F4\n```\n\n```text\nlong\n```\n\n```text answer=x\nFAIL y\n```\n\n```text\nlong\n```\n\n```text\nshort\n```\n";
+    assert_eq!(unguided_transcripts("x.md", text, lines_of), vec!["x.md:5: a 40-line transcript with no 看什么 before it".to_owned(), "x.md:25: a 40-line transcript with no 看什么 before it".to_owned()]);
 }
 
 /// Writes straight to the process's stderr, which the test harness does not

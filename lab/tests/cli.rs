@@ -97,11 +97,12 @@ fn port_held_by_another_process_is_refused_and_left_alone() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
     let dir = TempDir::new("port");
-    let out = run(LAB, &["cluster", "start"], &[("LAB_PORT", &port), ("LAB_CLUSTER_DIR", dir.path())]);
+    let place = dir.0.join("cluster");
+    let out = run(LAB, &["cluster", "start"], &[("LAB_PORT", &port), ("LAB_CLUSTER_DIR", place.to_str().unwrap())]);
     assert_exit(&out, 3, "lab cluster start on a held port");
     let err = stderr(&out);
     assert!(err.contains(&format!("port {port} on 127.0.0.1 is already in use by pid {}", std::process::id())), "{err}");
-    assert!(!dir.0.join("data").exists(), "nothing may be initialised when the port is taken");
+    assert!(!place.exists(), "nothing may be initialised when the port is taken");
     // The other process still owns and serves its port.
     listener.set_nonblocking(false).unwrap();
     let client = std::thread::spawn(move || std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_ok());
@@ -113,7 +114,8 @@ fn port_held_by_another_process_is_refused_and_left_alone() {
 #[test]
 fn psql_on_a_stopped_cluster_says_how_to_start_it() {
     let dir = TempDir::new("psql");
-    let out = run(LAB, &["psql"], &[("LAB_CLUSTER_DIR", dir.path()), ("LAB_PORT", &free_port().to_string())]);
+    let place = dir.0.join("cluster");
+    let out = run(LAB, &["psql"], &[("LAB_CLUSTER_DIR", place.to_str().unwrap()), ("LAB_PORT", &free_port().to_string())]);
     assert_exit(&out, 3, "lab psql on a stopped cluster");
     assert!(stderr(&out).contains("./run.sh cluster start"), "{}", stderr(&out));
 }
@@ -146,7 +148,8 @@ fn interrupt_during_f4_leaves_nothing_behind() {
     let _turn = HOLDERS_RUNNING.lock();
     let dir = TempDir::new("sigint");
     let port = free_port().to_string();
-    let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", dir.path())];
+    let place = dir.0.join("cluster");
+    let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", place.to_str().unwrap())];
     let out_file = dir.0.join("output.txt");
     std::fs::write(&out_file, "the previous full run\n").unwrap();
     for moment in ["", "CASE F4 ::", "SIGSTOP 后", "B 获取租约"] {
@@ -174,7 +177,8 @@ fn interrupt_during_a_chaos_run_leaves_nothing_behind() {
     let _turn = HOLDERS_RUNNING.lock();
     let dir = TempDir::new("sigint-chaos");
     let port = free_port().to_string();
-    let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", dir.path())];
+    let place = dir.0.join("cluster");
+    let env = [("LAB_PORT", port.as_str()), ("LAB_CLUSTER_DIR", place.to_str().unwrap())];
     let mut child = spawn_lab(&["chaos", "--seed", "3", "--holders", "4", "--duration", "120s", "--mode", "unfenced"], &env);
     // The run reports its progress on stderr every ten seconds.
     let seen = read_until(child.stderr.take().unwrap(), |line| line.starts_with("chaos UNFENCED 10s/"));

@@ -4,9 +4,16 @@
 //! - only the reader gets in: another local account is refused over TCP
 //!   (no password, a wrong password) and cannot enter the socket's folder;
 //! - the experiments' role is not a superuser: `COPY … TO PROGRAM` is refused;
-//! - a cluster made by an older lab with `trust` is recreated with passwords;
+//! - a server whose credentials are gone is recreated with fresh passwords;
 //! - `kill -9` of `lab` in the middle of F4, then a run of F1: nothing is
-//!   left running, not the server the killed run started, not a holder.
+//!   left running, not the server the killed run started, not a holder;
+//! - attacks planted by another account (`lab-stranger`) or by the server's
+//!   own account (`postgres`), each followed by the lab's commands, which
+//!   must refuse with a message and leave the planted target as it was:
+//!   a cluster folder made in advance with links inside (to a folder, to a
+//!   file) and a link where the run lock would be; a link in place of the
+//!   server log; `reset` of a folder the lab did not make; and a stranger's
+//!   writes and reads of the etcd lease key while the lab's etcd runs.
 //!
 //! Each test runs its own private cluster (`LAB_CLUSTER_DIR`, `LAB_PORT`).
 
@@ -15,7 +22,7 @@ mod common;
 use common::{assert_exit, leftovers, stderr, stdout, PrivateCluster, LAB};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -84,7 +91,7 @@ fn only_the_reader_gets_in() {
     assert!(!wrong.status.success(), "the stranger got in with a wrong password");
     assert!(stderr(&wrong).contains("password authentication failed for user \"lab\""), "{}", stderr(&wrong));
 
-    let socket = format!("{}/socket", cluster.dir.path());
+    let socket = format!("{}/server/socket", cluster.place().display());
     let by_socket = psql_as_stranger(&socket, &cluster.port, None);
     assert!(!by_socket.status.success(), "the stranger got in through the socket");
     assert!(stderr(&by_socket).contains("Permission denied"), "{}", stderr(&by_socket));
@@ -102,18 +109,18 @@ fn the_experiments_role_is_not_a_superuser() {
     assert_eq!(stdout(&roles).trim(), "f|f|f", "{}", stderr(&roles));
 }
 
-/// A cluster without a credentials file (made by a lab that used `trust`)
-/// is recreated with passwords, and says so.
+/// A server whose credentials file is gone (whoever holds its superuser's
+/// password is unknown) is recreated with fresh passwords, and says so.
 #[test]
 fn a_cluster_without_passwords_is_recreated() {
     let cluster = PrivateCluster::new("trust");
     assert_exit(&cluster.lab(&["cluster", "start"]), 0, "lab cluster start");
     assert_exit(&cluster.lab(&["cluster", "stop"]), 0, "lab cluster stop");
-    std::fs::remove_file(cluster.dir.0.join("credentials")).unwrap();
+    std::fs::remove_file(cluster.place().join("credentials")).unwrap();
     let again = cluster.lab(&["cluster", "start"]);
     assert_exit(&again, 0, "lab cluster start on a cluster without passwords");
-    assert!(stderr(&again).contains("recreating it with passwords"), "{}", stderr(&again));
-    assert!(cluster.dir.0.join("credentials").is_file());
+    assert!(stderr(&again).contains("recreating it with fresh passwords"), "{}", stderr(&again));
+    assert!(cluster.place().join("credentials").is_file());
     assert_exit(&cluster.lab(&["psql", "res26", "--", "-c", "SELECT 1"]), 0, "psql after the recreation");
 }
 
@@ -150,4 +157,187 @@ fn a_killed_run_is_healed_by_the_next() {
     let left = leftovers(cluster.dir.path());
     assert!(left.is_empty(), "left running after the healing run:\n{}", left.join("\n"));
     assert_exit(&cluster.lab(&["cluster", "status"]), 1, "cluster status after the healing run");
+}
+
+/// What a planted target looks like: owner, mode and content (a folder's
+/// entries). Compared before and after the lab ran.
+fn fingerprint(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    let content = if meta.is_dir() {
+        let mut names: Vec<String> = std::fs::read_dir(path).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names.join(",")
+    } else {
+        std::fs::read_to_string(path).unwrap()
+    };
+    format!("{}:{} {:o} [{content}]", meta.uid(), meta.gid(), meta.mode() & 0o7777)
+}
+
+/// Targets an attacker points links at: a folder and a file of root's.
+struct Victims {
+    _dir: tempfile::TempDir,
+    folder: PathBuf,
+    file: PathBuf,
+}
+
+impl Victims {
+    fn new() -> Victims {
+        let dir = tempfile::Builder::new().prefix("lab-victims-").tempdir().unwrap();
+        let (folder, file) = (dir.path().join("folder"), dir.path().join("file"));
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("keep"), "root's\n").unwrap();
+        std::fs::write(&file, "root's own file\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Victims { _dir: dir, folder, file }
+    }
+
+    fn fingerprints(&self) -> (String, String) {
+        (fingerprint(&self.folder), fingerprint(&self.file))
+    }
+}
+
+/// Runs `script` with bash as the stranger; fails the test if it fails.
+fn as_stranger(script: &str) -> Output {
+    let (uid, gid) = stranger();
+    let out = Command::new("bash").args(["-c", script]).env_clear().env("PATH", "/usr/bin:/bin").uid(uid).gid(gid).current_dir("/tmp").output().unwrap();
+    assert!(out.status.success(), "as the stranger: {script}\n{}", stderr(&out));
+    out
+}
+
+/// Root-only test: says so on stderr when it cannot run.
+fn needs_root(test: &str) -> bool {
+    if nix::unistd::Uid::effective().is_root() {
+        return true;
+    }
+    let _ = writeln!(std::io::stderr(), "\n*** NOT RUN: {test} needs root (it plants attacks as another account)\n");
+    false
+}
+
+/// Another account prepares the cluster's folder before the lab's first
+/// run: links inside it to root's folder and file, where the socket, the
+/// superuser's password file and the run lock would go. Every command
+/// refuses, saying what it found; nothing of root's changes owner, mode or
+/// content.
+#[test]
+fn a_planted_cluster_folder_is_refused_and_left_alone() {
+    if !needs_root("a_planted_cluster_folder_is_refused_and_left_alone") {
+        return;
+    }
+    let victims = Victims::new();
+    let before = victims.fingerprints();
+    // The stranger's own folder in /tmp (a name it chose), and inside it the
+    // folder the lab is pointed at, as a root user might be told to do.
+    let planted = as_stranger(&format!(
+        "d=$(mktemp -d /tmp/lab-planted-XXXXXX) && chmod 755 $d && mkdir -m 777 $d/cluster && \
+         ln -s {folder} $d/cluster/socket && ln -s {file} $d/cluster/initdb-password && ln -s {file} $d/cluster/lock && \
+         ln -s {folder} $d/cluster/server && echo $d",
+        folder = victims.folder.display(),
+        file = victims.file.display()
+    ));
+    let parent = PathBuf::from(stdout(&planted).trim());
+    let place = parent.join("cluster");
+    // The folder the stranger made in /tmp, and one inside it.
+    for dir in [&parent, &place] {
+        let env = [("LAB_CLUSTER_DIR", dir.to_str().unwrap().to_owned()), ("LAB_PORT", common::free_port().to_string())];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        for args in [&["cluster", "start"][..], &["cluster", "reset"], &["cluster", "forget"], &["run", "F1"], &["psql", "--", "-c", "SELECT 1"]] {
+            let out = common::run(LAB, args, &env);
+            assert!(!out.status.success(), "lab {args:?} worked in {} which another account made:\n{}", dir.display(), stdout(&out));
+            let err = stderr(&out);
+            assert!(err.contains("belongs to uid"), "lab {args:?} did not say what it found in {}: {err}", dir.display());
+        }
+    }
+    assert_eq!(victims.fingerprints(), before, "a planted link led the lab to change root's files");
+    let left = fingerprint(&place);
+    assert!(left.contains("initdb-password,lock,server,socket]"), "the lab changed the planted folder: {left}");
+    as_stranger(&format!("rm -rf {}", parent.display()));
+}
+
+/// The server's own account replaces the server log with a link to a file
+/// of root's: the lab reads it only through a descriptor that refuses the
+/// link (`lab cluster log`, a failed start's error), and F14's tied start,
+/// which opens its log as root, refuses to open it. The file is unchanged.
+#[test]
+fn a_link_in_place_of_the_server_log_is_refused() {
+    if !needs_root("a_link_in_place_of_the_server_log_is_refused") {
+        return;
+    }
+    let cluster = PrivateCluster::new("log-link");
+    assert_exit(&cluster.lab(&["run", "F14"]), 0, "lab run F14 (makes the primary's folder)");
+    let victims = Victims::new();
+    let before = victims.fingerprints();
+    // World-readable parents, so the postgres account can make its link.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(victims.file.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for server in ["server", "primary/server"] {
+        let log = cluster.place().join(server).join("postgres.log");
+        let out = Command::new("ln").args(["-sf", victims.file.to_str().unwrap(), log.to_str().unwrap()]).uid(postgres_uid()).output().unwrap();
+        assert!(out.status.success(), "ln as postgres: {}", stderr(&out));
+    }
+    let log = cluster.lab(&["cluster", "log"]);
+    assert!(!log.status.success() && stderr(&log).contains("symbolic link"), "lab cluster log followed the link: {}", stderr(&log));
+    let f14 = cluster.lab(&["run", "F14"]);
+    assert!(!f14.status.success(), "F14 ran with a link in place of its primary's log");
+    assert!(format!("{}{}", stdout(&f14), stderr(&f14)).contains("symbolic link"), "F14 did not say why: {}", stderr(&f14));
+    assert_eq!(victims.fingerprints(), before, "the lab wrote through the server account's link");
+}
+
+/// The `postgres` account's uid.
+fn postgres_uid() -> u32 {
+    nix::unistd::User::from_name("postgres").unwrap().expect("the postgres account").uid.as_raw()
+}
+
+/// `reset` and `forget` delete only a folder the lab made: one without the
+/// marker is refused, whole.
+#[test]
+fn reset_refuses_a_folder_the_lab_did_not_make() {
+    let keep = common::TempDir::new("keep");
+    std::fs::write(keep.0.join("precious"), "mine\n").unwrap();
+    let before = fingerprint(&keep.0);
+    for action in ["reset", "forget"] {
+        let out = common::run(LAB, &["cluster", action], &[("LAB_CLUSTER_DIR", keep.path()), ("LAB_PORT", &common::free_port().to_string())]);
+        assert!(!out.status.success(), "lab cluster {action} accepted a folder the lab did not make");
+        assert!(stderr(&out).contains("not made by the lab"), "{}", stderr(&out));
+        assert_eq!(fingerprint(&keep.0), before, "lab cluster {action} changed a folder it did not make");
+    }
+}
+
+/// While the lab's etcd runs, another account can neither write, delete
+/// nor read the lease key, nor add a user of its own: every request needs
+/// the root user's password, which it cannot read.
+#[test]
+fn a_stranger_cannot_touch_the_etcd_lease_key() {
+    if !needs_root("a_stranger_cannot_touch_the_etcd_lease_key") {
+        return;
+    }
+    let tmp = common::TempDir::new("etcd-auth");
+    let dir = tmp.0.join("etcd-26");
+    let base = lab::cluster::free_ports(14).unwrap().to_string();
+    let env = [("LAB_ETCD_DIR", dir.to_str().unwrap()), ("LAB_ETCD_PORT_BASE", base.as_str())];
+    assert_exit(&common::run(LAB, &["etcd", "start"], &env), 0, "lab etcd start");
+    let port = base.parse::<u16>().unwrap() + 1;
+    // The key as base64: /lab26/lease/report-job.
+    let key = "L2xhYjI2L2xlYXNlL3JlcG9ydC1qb2I=";
+    let post = |path: &str, body: &str| {
+        let out = as_stranger(&format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port}; printf 'POST {path} HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: {}\\r\\nConnection: close\\r\\n\\r\\n%s' '{body}' >&3; cat <&3",
+            body.len()
+        ));
+        stdout(&out)
+    };
+    let attempts = [
+        ("/v3/kv/put", format!(r#"{{"key":"{key}","value":"c3RyYW5nZXI="}}"#)),
+        ("/v3/kv/deleterange", format!(r#"{{"key":"{key}"}}"#)),
+        ("/v3/kv/range", format!(r#"{{"key":"{key}"}}"#)),
+        ("/v3/auth/user/add", r#"{"name":"stranger","password":"x"}"#.to_owned()),
+    ];
+    for (path, body) in &attempts {
+        let answer = post(path, body);
+        assert!(answer.contains("user name is empty"), "{path} was not refused: {answer}");
+    }
+    let read = Command::new("cat").arg(dir.join("credentials")).uid(stranger().0).gid(stranger().1).output().unwrap();
+    assert!(!read.status.success(), "the stranger read etcd's password");
+    assert_exit(&common::run(LAB, &["etcd", "stop"], &env), 0, "lab etcd stop");
 }

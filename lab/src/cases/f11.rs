@@ -112,7 +112,7 @@ fn without_timeout(lab: &Lab, t: &mut Transcript) -> Result<()> {
 // ANCHOR: f11_remedy
 fn with_timeout(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let mut view = lab.view()?;
-    let log_from = lab.cluster.log_len();
+    let log_from = lab.cluster.log_len()?;
     let mut a = HolderGuard::spawn(&lab.holder_bin, &holder_in_fence("holder-a", "rows=502(A)", Some(IDLE_TIMEOUT)))?;
     let inside_at = freeze_a_inside_the_fence(lab, t, &mut a, 3)?;
     // The server ends A's session once it has sat idle in its transaction

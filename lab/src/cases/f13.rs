@@ -134,7 +134,7 @@ fn server_skew() -> Result<f64> {
 /// The server runs under libfaketime, its wall clock read from a file the
 /// lab steps while A holds the lease.
 fn server_clock_jump(lab: &Lab, t: &mut Transcript, token: i64) -> Result<()> {
-    let jump = JumpFile::create(&lab.cluster.dir().join("faketime-offset"))?;
+    let jump = JumpFile::create(lab.cluster.place()?)?;
     poll::designed(|| lab.cluster.restart_with(&jump.env()?))?;
     let outcome = jump_timeline(lab, t, &jump, token);
     // Whatever happened, the server gets its real clock back.

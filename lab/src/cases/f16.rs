@@ -52,7 +52,7 @@
 use super::common::require;
 use super::paused_holder::{self, LeaseSide, Reading};
 use super::{Case, Lab};
-use crate::cluster::etcd::gateway::{Gateway, Leader};
+use crate::cluster::etcd::gateway::Leader;
 use crate::cluster::etcd::{EtcdCluster, ELECTION_TIMEOUT, HEARTBEAT, MEMBERS};
 use crate::error::Result;
 use crate::etcd_lease::{EtcdGrant, EtcdLeaseStore};
@@ -85,7 +85,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     // The experiment's own lease store, started for it as F14 builds its
     // standby: time waited by design, not the lab's overhead.
     poll::designed(|| cluster.start_fresh_for_run())?;
-    let store = EtcdLeaseStore::new(Gateway::new(cluster.gateway().members().to_vec()));
+    let store = EtcdLeaseStore::new(cluster.gateway().another());
     t.note(format!(
         "租约库：etcd 集群 {}，三个成员 m1–m3，只监听 127.0.0.1；心跳 {}ms、选举超时 {}ms；本次运行从空数据启动它，用例结束时结束它",
         crate::cluster::etcd::NAME,
@@ -94,7 +94,12 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     ));
     // etcd lists members by id, and an id is a hash of the member's peer
     // URLs and the cluster token: the order follows the port block.
-    let mut names: Vec<String> = store.gateway().member_list()?.into_iter().map(|(_, name)| name).collect();
+    let mut names: Vec<String> = store
+        .gateway()
+        .member_list()?
+        .into_iter()
+        .map(|(id, name)| name.ok_or_else(|| format!("etcd's member list has no name for member {id:x}")))
+        .collect::<std::result::Result<_, String>>()?;
     names.sort();
     t.check_eq_shown("etcd 的成员列表（member list，按名字排序）", "m1, m2, m3".to_owned(), names.join(", "));
     t.check_eq_shown("空集群的 revision：还没有任何写入", 1, store.holding(LEASE)?.1);
@@ -241,7 +246,7 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
     });
     let statuses = cluster.gateway().statuses();
     let answering = statuses.iter().flatten().count();
-    let following = statuses.iter().flatten().filter(|s| s.leader == new.id).count();
+    let following = statuses.iter().flatten().filter(|s| s.leader == Some(new.id)).count();
     t.check_eq_shown(
         "member list 中的成员数；应答的成员数；其中跟随新 leader 的成员数",
         "3; 2; 2".to_owned(),
@@ -263,7 +268,7 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
         || "the remaining TTL did not go up",
     );
     t.note(format!(
-        "etcd 的租约倒计时只在 leader 的内存里（etcd 3.4 默认不把剩余时间写进日志）；新 leader 上任时把每个租约的到期时间重设为“现在 + TTL + 一个选举超时（{}ms）”。leader 变更只会让租约变长：持有者从发送时刻算起的本地截止时间仍在安全一侧，但一个已经死掉的持有者，它的租约要多活最多一个完整 TTL，别人才能获取",
+        "etcd 的租约倒计时只在 leader 的内存里（etcd 3.4 默认不把剩余时间写进日志）；新 leader 上任时把每个租约的到期时间重设为“现在 + TTL + 一个选举超时（{}ms）”。leader 变更只会让租约变长：持有者从发送时刻算起的本地截止时间仍在安全一侧，但一个已经死掉的持有者，它的租约从新 leader 上任起还要再过一个 TTL 加一个选举超时才到期，别人才能获取",
         ELECTION_TIMEOUT.as_millis()
     ));
 

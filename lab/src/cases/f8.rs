@@ -62,7 +62,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
 /// server again, which must recover from the WAL.
 fn crash_with_a_write_in_flight(lab: &Lab, t: &mut Transcript, a: &Grant) -> Result<()> {
     let (mut inflight, in_gap, crashed) = pause_in_gap(lab.store(FenceMode::FencedScope, "holder-a in flight")?);
-    let log_from = lab.cluster.log_len();
+    let log_from = lab.cluster.log_len()?;
     let (state, inflight_result) = std::thread::scope(|s| -> Result<_> {
         let writer = s.spawn(|| inflight.write(&part_write(a, PART_DETAIL, "uncommitted(A)")));
         require(in_gap.wait(BOUND), "the in-flight write never reached the gap")?;

@@ -72,15 +72,21 @@ pub fn cluster(action: ClusterAction) -> Result<bool> {
             }
         }
         ClusterAction::Log => {
-            let log = cluster.log_path();
-            let text = std::fs::read(&log).map_err(|e| format!("reading the server log {}: {e} (has the cluster been started?)", log.display()))?;
+            let text = cluster.log_since(0)?;
             use std::io::Write;
             // A closed pipe (`| head`) is not an error worth reporting.
-            let _ = std::io::stdout().write_all(&text);
+            let _ = std::io::stdout().write_all(text.as_bytes());
         }
-        ClusterAction::Reset => {
-            cluster.reset()?;
-            println!("cluster {} removed", crate::cluster::NAME);
+        ClusterAction::Reset | ClusterAction::Forget => {
+            // Held while deleting: a run using the cluster is not pulled from under.
+            let _lock = crate::cluster::lock_runs()?.map_err(|pid| format!("lab run pid {pid} is using the cluster; wait for it to finish"))?;
+            let removed = cluster.forget(matches!(action, ClusterAction::Forget))?;
+            if removed.is_empty() {
+                println!("cluster {}: nothing to remove", crate::cluster::NAME);
+            }
+            for dir in removed {
+                println!("removed {}", dir.display());
+            }
         }
     }
     Ok(true)
@@ -106,7 +112,7 @@ pub fn etcd(action: EtcdAction) -> Result<bool> {
         EtcdAction::Stop => {
             // A run's members are the run's to end (it kills the leader on
             // purpose, and ends them all at its end): not the reader's.
-            if let Some(Owner::Run { pid, .. }) = owner::read(cluster.dir()).filter(|o| !o.is_dead_run()) {
+            if let Some(Owner::Run { pid, .. }) = owner::read(cluster.dir())?.filter(|o| !o.is_dead_run()) {
                 return Err(format!("etcd cluster {} belongs to lab run pid {pid}, which stops it at its end", etcd::NAME).into());
             }
             cluster.stop()?;
@@ -142,7 +148,7 @@ pub fn psql(database: Database, args: Vec<String>) -> Result<()> {
     let err = std::process::Command::new(&program)
         .args(["-h", crate::cluster::HOST, "-p", &port, "-U", credentials::ROLE, "-d", name])
         // The password comes from the cluster's credentials file, readable by this account only.
-        .env("PGPASSFILE", crate::cluster::credentials_file())
+        .env("PGPASSFILE", crate::cluster::credentials_file()?)
         .args(args)
         .exec();
     Err(format!("cannot run {}: {err} (psql comes with the postgresql-client package)", program.display()).into())

@@ -66,6 +66,14 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The whole test suite, its groups in parallel (what `./run.sh test` and CI run).
+    Suite {
+        /// How many groups run at once (their time is mostly designed waiting).
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// Only the groups whose name contains one of these (e.g. `cases`, `book 07`).
+        only: Vec<String>,
+    },
     /// Break each guard in a scratch copy and see which case line catches it.
     Mutants {
         /// Only these mutations (default: all).
@@ -99,6 +107,12 @@ pub enum Command {
         /// How many runs.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
         runs: u32,
+    },
+    /// Write the book's facts (counts, case titles, measured figures) to evidence/26/facts/.
+    Facts {
+        /// Write nothing; exit 1 naming each file that is stale.
+        #[arg(long)]
+        check: bool,
     },
     /// Print the folder of the PostgreSQL server binaries the lab uses; exit 3 if there are none.
     #[command(hide = true)]
@@ -187,8 +201,10 @@ pub enum ClusterAction {
     RestartImmediate,
     /// Say whether it runs (exit 0) or not (exit 1), and where its data and log are.
     Status,
-    /// Stop the server and delete the cluster's folder.
+    /// Stop the server and delete the cluster's folder (only one the lab made).
     Reset,
+    /// Stop the servers and delete every folder of this checkout's cluster, for a clone about to be deleted.
+    Forget,
     /// Print the server log (wherever the cluster lives).
     Log,
 }

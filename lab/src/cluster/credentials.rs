@@ -12,14 +12,17 @@
 //!
 //! The file is in libpq's password-file format, so `psql` reads it through
 //! `PGPASSFILE` and the reader never types a password. It is created with
-//! the cluster, mode 0600, owned by the account that runs the lab; the
-//! server account never reads it (initdb gets the superuser's password from
-//! a copy that lives only while initdb runs).
+//! the cluster, mode 0600, owned by the account that runs the lab, in the
+//! cluster's place (see [`super`]: a folder of that account's, carrying the
+//! lab's marker), and read only from a place so checked, never through a
+//! link; the server account never reads it (initdb gets the superuser's
+//! password from a copy that lives only while initdb runs).
 
 use crate::error::{Result, ResultExt};
+use crate::safe_dir::{Owner, SafeDir};
+use nix::fcntl::OFlag;
 use std::fs;
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The superuser, created by `initdb -U`; used only by the cluster's setup.
@@ -33,50 +36,65 @@ pub const ROLE: &str = "lab";
 /// that neither needs the superuser.
 pub const REPLICATOR: &str = "lab_replica";
 
-/// The credentials file of the cluster in `dir`.
+/// The credentials file's name in a cluster's place.
+pub const FILE: &str = "credentials";
+
+/// The credentials file of the cluster whose place is `dir`.
 pub fn path(dir: &Path) -> PathBuf {
-    dir.join("credentials")
+    dir.join(FILE)
 }
 
-/// Writes fresh random passwords for both roles into `dir`'s file, readable
-/// by this account only; returns the superuser's password for initdb.
-pub fn create(dir: &Path) -> Result<String> {
+/// Writes fresh random passwords for both roles into the place's file,
+/// readable by this account only; returns the superuser's password for initdb.
+pub fn create(place: &SafeDir) -> Result<String> {
     let admin = random_password()?;
     let role = random_password()?;
-    let file = path(dir);
-    let _ = fs::remove_file(&file);
-    let mut out = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&file)
-        .with_context(|| format!("creating {}", file.display()))?;
     // host:port:database:user:password, with wildcards: the file belongs to
     // one cluster, whatever port it is started on.
-    write!(out, "*:*:*:{ADMIN}:{admin}\n*:*:*:{ROLE}:{role}\n")?;
+    write_file(place, &format!("*:*:*:{ADMIN}:{admin}\n*:*:*:{ROLE}:{role}\n"))?;
     Ok(admin)
 }
 
-/// The password of `role` from `dir`'s credentials file, adding a fresh
+/// Writes the credentials file whole, mode 0600 (F14's standby gets a copy
+/// of its primary's this way: the roles are replicated with the data).
+pub fn write_file(place: &SafeDir, text: &str) -> Result<()> {
+    place.write_whole(FILE, text, 0o600)
+}
+
+/// The credentials file's text, from a place the lab made.
+pub fn read_file(place: &SafeDir) -> Result<String> {
+    let mut text = String::new();
+    place
+        .open_file(FILE, OFlag::O_RDONLY, Owner::me())
+        .with_context(|| format!("reading the cluster's credentials in {}", place.path().display()))?
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The password of `role` from the place's credentials file, adding a fresh
 /// random one for it when the file has none yet (F14's replication role,
 /// on the primary made by an earlier run).
-pub fn ensure(dir: &Path, role: &str) -> Result<String> {
-    if let Ok(password) = password(dir, role) {
+pub fn ensure(place: &SafeDir, role: &str) -> Result<String> {
+    let text = read_file(place)?;
+    if let Ok(password) = find(&text, role, place.path()) {
         return Ok(password);
     }
     let password = random_password()?;
-    let file = path(dir);
-    let mut out = fs::OpenOptions::new().append(true).open(&file).with_context(|| format!("opening {}", file.display()))?;
-    writeln!(out, "*:*:*:{role}:{password}")?;
+    write_file(place, &format!("{text}*:*:*:{role}:{password}\n"))?;
     Ok(password)
 }
 
-/// The password of `role` from `dir`'s credentials file.
+/// The password of `role` from the credentials file of the cluster whose
+/// place is `dir`.
 pub fn password(dir: &Path, role: &str) -> Result<String> {
+    let place = SafeDir::open_made(dir)?
+        .ok_or_else(|| format!("the cluster has not been created yet ({} does not exist): `./run.sh cluster start` creates it", dir.display()))?;
+    find(&read_file(&place)?, role, dir)
+}
+
+/// `role`'s password in a credentials file's `text`.
+fn find(text: &str, role: &str, dir: &Path) -> Result<String> {
     let file = path(dir);
-    let text = fs::read_to_string(&file).with_context(|| {
-        format!("reading the cluster's credentials {} (the cluster has not been created yet? `./run.sh cluster start` creates it)", file.display())
-    })?;
     // host:port:database:user:password; the first three are wildcards here.
     text.lines()
         .filter_map(|line| {
@@ -89,7 +107,7 @@ pub fn password(dir: &Path, role: &str) -> Result<String> {
 
 /// 128 random bits as hex: no character that the password file or a
 /// connection string would need to escape.
-fn random_password() -> Result<String> {
+pub(crate) fn random_password() -> Result<String> {
     let mut bytes = [0u8; 16];
     fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
@@ -103,18 +121,18 @@ mod tests {
     /// Each role gets its own password, in a file only its owner can read.
     #[test]
     fn passwords_are_random_per_role_and_private() {
-        let dir = std::env::temp_dir().join(format!("lab-credentials-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let admin = create(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("place");
+        let place = SafeDir::open_or_make(&dir, 0o700).unwrap();
+        let admin = create(&place).unwrap();
         assert_eq!(password(&dir, ADMIN).unwrap(), admin);
         let role = password(&dir, ROLE).unwrap();
         assert_eq!((admin.len(), role.len()), (32, 32));
         assert_ne!(admin, role);
         assert_eq!(fs::metadata(path(&dir)).unwrap().permissions().mode() & 0o777, 0o600);
         assert!(password(&dir, "nobody").is_err());
-        let replicator = ensure(&dir, REPLICATOR).unwrap();
-        assert_eq!(ensure(&dir, REPLICATOR).unwrap(), replicator, "a second ensure keeps the first password");
+        let replicator = ensure(&place, REPLICATOR).unwrap();
+        assert_eq!(ensure(&place, REPLICATOR).unwrap(), replicator, "a second ensure keeps the first password");
         assert_eq!(password(&dir, ROLE).unwrap(), role);
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

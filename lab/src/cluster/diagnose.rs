@@ -2,22 +2,61 @@
 //! command's own output, the tail of the server log, and which process
 //! holds the port (read from `/proc`).
 
+use super::Cluster;
 use std::fs;
-use std::path::Path;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::Output;
+
+/// One IPv4 TCP socket of this machine, as `/proc/net/tcp` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpSocket {
+    /// Its own address.
+    pub local: SocketAddrV4,
+    /// Its peer's (0.0.0.0:0 for a listener).
+    pub remote: SocketAddrV4,
+    /// The kernel's state code (`0A`: LISTEN, `01`: ESTABLISHED).
+    pub state: String,
+    /// The uid of the account that made it.
+    pub uid: u32,
+    /// Its inode, which `/proc/<pid>/fd` links name (`socket:[inode]`).
+    pub inode: u64,
+}
+
+/// The IPv4 TCP sockets of this machine (the lab listens on 127.0.0.1
+/// only); an unreadable table is an error, not an empty list.
+pub fn tcp_sockets() -> std::io::Result<Vec<TcpSocket>> {
+    Ok(parse_tcp_table(&fs::read_to_string("/proc/net/tcp")?))
+}
+
+/// The rows of a `/proc/net/tcp` table: `sl local rem st queues tr
+/// retrnsmt uid timeout inode …`, addresses as `0100007F:6F3A` (the
+/// IPv4 address a little-endian hex word, the port big-endian hex).
+fn parse_tcp_table(text: &str) -> Vec<TcpSocket> {
+    let addr = |field: &str| -> Option<SocketAddrV4> {
+        let (ip, port) = field.split_once(':')?;
+        let ip = u32::from_str_radix(ip, 16).ok()?;
+        Some(SocketAddrV4::new(Ipv4Addr::from(ip.swap_bytes()), u16::from_str_radix(port, 16).ok()?))
+    };
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            Some(TcpSocket {
+                local: addr(f.get(1)?)?,
+                remote: addr(f.get(2)?)?,
+                state: f.get(3)?.to_string(),
+                uid: f.get(7)?.parse().ok()?,
+                inode: f.get(9)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
 
 /// Which process listens on `port` (best effort, from /proc), e.g.
 /// `pid 4242 (python3 -m http.server 26426)`.
 pub fn who_listens(port: u16) -> Option<String> {
-    let inode = ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|table| {
-        let text = fs::read_to_string(table).ok()?;
-        text.lines().skip(1).find_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let local_port = u16::from_str_radix(fields.get(1)?.rsplit(':').next()?, 16).ok()?;
-            // State 0A is LISTEN.
-            (local_port == port && *fields.get(3)? == "0A").then(|| fields.get(9).map(|s| s.to_string()))?
-        })
-    })?;
+    // State 0A is LISTEN.
+    let inode = tcp_sockets().ok()?.into_iter().find(|s| s.local.port() == port && s.state == "0A")?.inode;
     let wanted = format!("socket:[{inode}]");
     for proc_entry in fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = proc_entry.file_name().to_string_lossy().parse::<u32>() else { continue };
@@ -31,8 +70,9 @@ pub fn who_listens(port: u16) -> Option<String> {
     None
 }
 
-/// A failed server command, with what it printed and where to look next.
-pub fn command_error(what: &str, out: &Output, log: Option<&Path>) -> String {
+/// A failed server command, with what it printed and where to look next
+/// (the tail of `server`'s log).
+pub fn command_error(what: &str, out: &Output, server: Option<&Cluster>) -> String {
     let mut text = format!("{what} failed ({})", out.status);
     for stream in [&out.stdout, &out.stderr] {
         let s = String::from_utf8_lossy(stream);
@@ -40,15 +80,37 @@ pub fn command_error(what: &str, out: &Output, log: Option<&Path>) -> String {
             text.push_str(&format!("\n{}", s.trim_end()));
         }
     }
-    if let Some(log) = log {
-        text.push_str(&format!("\nserver log {}:{}", log.display(), log_tail(log, 8)));
+    if let Some(server) = server {
+        text.push_str(&format!("\nserver log {}:{}", server.log_path().display(), server.log_tail(8)));
     }
     text
 }
 
-/// The last `lines` lines of a log, each on a new line, indented.
-pub fn log_tail(log: &Path, lines: usize) -> String {
-    let text = fs::read_to_string(log).unwrap_or_default();
+/// The last `lines` lines of a log's text, each on a new line, indented.
+pub fn tail(text: &str, lines: usize) -> String {
     let tail: Vec<&str> = text.lines().rev().take(lines).collect();
     tail.into_iter().rev().map(|line| format!("\n  {line}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row of /proc/net/tcp reads as its addresses, state, owner and inode.
+    #[test]
+    fn tcp_rows_read_as_the_kernel_writes_them() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   \
+                     0: 0100007F:66BA 0100007F:D431 01 00000000:00000000 00:00000000 00000000   999        0 123456 1 0000000000000000 20 4 30 10 -1\n";
+        let rows = parse_tcp_table(table);
+        assert_eq!(
+            rows,
+            [TcpSocket {
+                local: "127.0.0.1:26298".parse().unwrap(),
+                remote: "127.0.0.1:54321".parse().unwrap(),
+                state: "01".into(),
+                uid: 999,
+                inode: 123456
+            }]
+        );
+    }
 }

@@ -9,10 +9,17 @@
 //! (32768–60999 on Linux), so another program's client socket can never
 //! sit on a member's port for a moment.
 //! Everything lives in one folder named after the cluster
-//! (`target/lab/etcd-26` unless `LAB_ETCD_DIR`): each member's data in
-//! `m1/`…, its log in `m1.log`…, its pid in `m1.pid`…, and the owner
-//! record in `owner`. Data is kept across stop and start, like `b3-26`'s,
-//! so revisions (the tokens) never go back while the folder lives.
+//! (`target/lab/etcd-26` unless `LAB_ETCD_DIR`), which the lab makes and
+//! marks (see [`crate::safe_dir`]; a folder without the marker is refused,
+//! never used or deleted): each member's data in `m1/`…, its log in
+//! `m1.log`…, its pid in `m1.pid`…, the owner record in `owner`, and the
+//! `root` user's password in `credentials` (mode 0600). Data is kept across
+//! stop and start, like `b3-26`'s, so revisions (the tokens) never go back
+//! while the folder lives.
+//!
+//! Authentication is on ([`auth`]): the members listen on loopback, which
+//! every local account reaches, so every request proves the `root` user's
+//! password, and no other account can read or change a lease key.
 //!
 //! Who owns a member process, and who ends it:
 //! - a **run** ([`Owner::Run`]): the members are this process's children,
@@ -48,7 +55,9 @@
 //! [`Owner::Reader`]: super::owner::Owner::Reader
 
 pub mod gateway;
+pub mod reply;
 
+mod auth;
 mod config;
 mod lifecycle;
 mod member;
@@ -91,10 +100,17 @@ impl EtcdCluster {
         EtcdCluster::new(default_dir(), port_base()?)
     }
 
-    /// A cluster in `dir` (a folder named after the cluster) on port block `base`.
+    /// A cluster in `dir` (a folder named after the cluster) on port block
+    /// `base`. A `dir` that exists must be one the lab made (it carries the
+    /// lab's marker): its pid files name the processes the lab signals.
     pub fn new(dir: impl Into<PathBuf>, base: u16) -> Result<EtcdCluster> {
+        let dir = dir.into();
         let (bin, version) = find_etcd()?;
-        Ok(EtcdCluster { dir: dir.into(), base, bin, version, gateway: Gateway::new(client_addrs(base)) })
+        let gateway = Gateway::new(client_addrs(base));
+        if let Some(login) = auth::saved_login(&dir)? {
+            gateway.set_login(login);
+        }
+        Ok(EtcdCluster { dir, base, bin, version, gateway })
     }
 
     /// The cluster's folder.

@@ -1,13 +1,13 @@
 //! initdb, start, stop and immediate stop of the cluster's server.
 
-use super::{credentials, diagnose, owner, Cluster, HOST, NAME};
+use super::{credentials, diagnose, owner, Cluster, HOST, LOG_NAME, NAME, SERVER_FOLDER};
 use crate::error::{Result, ResultExt};
+use crate::safe_dir::{Owner, SafeDir};
 use crate::{interrupt, paths, poll};
+use nix::fcntl::OFlag;
 use nix::sys::signal::Signal;
-use std::fs;
 use std::io::Write;
 use std::net::TcpListener;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -35,7 +35,7 @@ pub(super) enum Launch {
 impl Cluster {
     /// Whether the server of this data directory is running (`pg_ctl status`).
     pub fn is_running(&self) -> Result<bool> {
-        if !self.data_dir().join("PG_VERSION").exists() {
+        if self.read_server_file("data/PG_VERSION")?.is_none() {
             return Ok(false);
         }
         // Exit 0: running; 3: not running. Anything else is a real problem.
@@ -90,8 +90,11 @@ impl Cluster {
             static SAID: std::sync::Once = std::sync::Once::new();
             SAID.call_once(|| eprintln!("lab: {moved}"));
         }
-        self.replace_trust_cluster()?;
+        self.replace_unknown_server()?;
         self.ensure_initialized()?;
+        // Checked at every start, not only the first: the server's account
+        // may have put something else in the socket folder's place since.
+        self.server_folder()?.sub_dir("socket", self.server_owner(), 0o700)?;
         match launch {
             Launch::Daemon => {
                 let out = self
@@ -105,7 +108,7 @@ impl Cluster {
                     .envs(env.iter().map(|(k, v)| (k, v)))
                     .output()?;
                 if !out.status.success() {
-                    return Err(diagnose::command_error("pg_ctl start", &out, Some(&self.log_path())).into());
+                    return Err(diagnose::command_error("pg_ctl start", &out, Some(self)).into());
                 }
                 Ok(None)
             }
@@ -120,9 +123,10 @@ impl Cluster {
     /// started it ends. A run killed with SIGKILL cannot clean up, so its
     /// servers end with it instead of waiting for the next run.
     fn launch_tied(&self) -> Result<Child> {
-        // Mode 0600, like the log pg_ctl makes.
-        let log = fs::OpenOptions::new().create(true).append(true).mode(0o600).open(self.log_path())?;
-        self.give_to_server_account(&self.log_path())?;
+        // Mode 0600, like the log pg_ctl makes; opened through the server
+        // folder's descriptor (a link there is refused), the server
+        // account's file.
+        let log = self.server_folder()?.open_file(LOG_NAME, OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT, self.server_owner())?;
         let mut cmd = self.server_command("postgres");
         cmd.arg("-D").arg(self.data_dir()).arg("-p").arg(self.port.to_string());
         cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
@@ -142,12 +146,12 @@ impl Cluster {
             Ok(self.pid_file_status(child.id()).is_some_and(|s| s == "ready" || s == "standby"))
         })?;
         if let Some(status) = exited {
-            return Err(format!("the postmaster of {} exited while starting ({status}); its log {}:{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path(), 8)).into());
+            return Err(format!("the postmaster of {} exited while starting ({status}); its log {}:{}", self.name, self.log_path().display(), self.log_tail(8)).into());
         }
         if !ready {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("{} did not become ready within {START_BOUND:?}; its log {}:{}", self.name, self.log_path().display(), diagnose::log_tail(&self.log_path(), 8)).into());
+            return Err(format!("{} did not become ready within {START_BOUND:?}; its log {}:{}", self.name, self.log_path().display(), self.log_tail(8)).into());
         }
         Ok(child)
     }
@@ -156,7 +160,7 @@ impl Cluster {
     /// The status line of `postmaster.pid` (`starting`, `ready`, `standby`,
     /// `stopping`) when the file belongs to the postmaster `pid`.
     fn pid_file_status(&self, pid: u32) -> Option<String> {
-        let text = fs::read_to_string(self.data_dir().join("postmaster.pid")).ok()?;
+        let text = self.read_server_file("data/postmaster.pid").ok()??;
         let lines: Vec<&str> = text.lines().collect();
         // Line 1: the pid; line 8: the status (pidfile.h, LOCK_FILE_LINE_PM_STATUS).
         (lines.first()?.trim() == pid.to_string()).then(|| lines.get(7).map(|s| s.trim().to_owned()))?
@@ -198,49 +202,65 @@ impl Cluster {
             .arg(self.data_dir())
             .output()?;
         if !out.status.success() {
-            return Err(diagnose::command_error(&format!("pg_ctl stop -m {mode}"), &out, Some(&self.log_path())).into());
+            return Err(diagnose::command_error(&format!("pg_ctl stop -m {mode}"), &out, Some(self)).into());
         }
         if clear_owner {
-            owner::clear(&self.dir);
+            owner::clear(&self.dir)?;
         }
         Ok(())
     }
 
-    /// Stops the server if it runs and deletes the whole cluster folder.
-    /// F14's pair (`-primary`, `-standby`) goes with it: their servers are
-    /// tied to the run that started them, so none of them runs now.
+    /// Stops the server if it runs and deletes the whole place, F14's pair
+    /// (`primary/`, `standby/`) and the mutants' cluster with it: their
+    /// servers are tied to the runs that started them, and the run lock,
+    /// which the caller holds, keeps every run out. Only a place that
+    /// carries the lab's marker is deleted; anything else is refused.
     pub fn reset(&self) -> Result<()> {
+        let Some(place) = self.existing_place()? else { return Ok(()) };
         self.stop()?;
-        let folder = self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let pair = ["primary", "standby"].map(|role| self.dir.with_file_name(format!("{folder}-{role}")));
-        for dir in [self.dir.clone()].iter().chain(pair.iter()) {
-            if dir.exists() {
-                fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+        place.remove()
+    }
+
+    /// [`Self::reset`], and with `everything` (`lab cluster forget`, for a
+    /// clone about to be deleted) also the root-only folder that holds the
+    /// places of closed checkouts, if this was the last place in it.
+    /// Returns the folders removed.
+    pub fn forget(&self, everything: bool) -> Result<Vec<std::path::PathBuf>> {
+        let mut removed = Vec::new();
+        if self.existing_place()?.is_some() {
+            self.reset()?;
+            removed.push(self.dir.clone());
+        }
+        let shared = std::path::Path::new(paths::SHARED_PLACES);
+        if everything && self.dir.parent() == Some(shared) {
+            // rmdir, which removes only an empty folder: other checkouts' places stay.
+            match std::fs::remove_dir(shared) {
+                Ok(()) => removed.push(shared.to_path_buf()),
+                Err(e) if matches!(e.raw_os_error(), Some(nix::libc::ENOTEMPTY) | Some(nix::libc::ENOENT)) => {}
+                Err(e) => return Err(e).with_context(|| format!("removing {}", shared.display())),
             }
         }
-        Ok(())
+        Ok(removed)
     }
 
-    /// A cluster made by an older lab with `initdb -A trust` let every local
-    /// account in as superuser. It holds nothing worth keeping (every run
-    /// recreates the databases): stop it and remove it, so that it is made
-    /// again with passwords.
-    fn replace_trust_cluster(&self) -> Result<()> {
-        if !self.data_dir().join("PG_VERSION").exists() || credentials::path(&self.dir).exists() {
+    /// A place whose server has data but no credentials beside it was
+    /// left half-made (initdb ran, the credentials were lost) or made by
+    /// hand: whoever holds its superuser is unknown. It holds nothing worth
+    /// keeping (every run recreates the databases): stop it and remove its
+    /// server folder, so that it is made again with fresh passwords.
+    fn replace_unknown_server(&self) -> Result<()> {
+        let place = self.place()?;
+        if self.read_server_file("data/PG_VERSION")?.is_none() || place.read_file(credentials::FILE, Owner::me())?.is_some() {
             return Ok(());
         }
-        eprintln!(
-            "lab: {} was made by an older lab that let any local account in without a password; recreating it with passwords",
-            self.dir.display()
-        );
+        eprintln!("lab: {} has a server but no credentials the lab made for it; recreating it with fresh passwords", self.dir.display());
         self.stop_locked("fast", true)?;
-        fs::remove_dir_all(&self.dir).with_context(|| format!("removing {}", self.dir.display()))
+        place.remove_tree(SERVER_FOLDER)
     }
 
     fn ensure_initialized(&self) -> Result<()> {
-        let version_file = self.data_dir().join("PG_VERSION");
-        if version_file.exists() {
-            let made_by: u32 = fs::read_to_string(&version_file)?.trim().parse().unwrap_or(0);
+        if let Some(version) = self.read_server_file("data/PG_VERSION")? {
+            let made_by: u32 = version.trim().parse().with_context(|| format!("{}/PG_VERSION says {version:?}", self.data_dir().display()))?;
             if made_by != self.major {
                 return Err(format!(
                     "{} was made by PostgreSQL {made_by}, but the server binaries found are version {} ({}); \
@@ -262,29 +282,35 @@ impl Cluster {
             )
             .into());
         }
-        self.make_folder()?;
-        let admin_password = credentials::create(&self.dir)?;
+        let place = self.make_folder()?;
+        let admin_password = credentials::create(&place)?;
         // initdb reads the superuser's password from a file, as the server
-        // account: a copy it can read, removed as soon as initdb is done.
-        let pwfile = self.dir.join("initdb-password");
-        fs::write(&pwfile, format!("{admin_password}\n"))?;
-        fs::set_permissions(&pwfile, fs::Permissions::from_mode(0o600))?;
-        self.give_to_server_account(&pwfile)?;
+        // account: a copy in the place (the lab's folder: no other account
+        // can put anything there), created new and given to that account
+        // through its descriptor, removed as soon as initdb is done.
+        let pwfile = "initdb-password";
+        place.remove_file(pwfile)?;
+        let mut file = place.create_file(pwfile, 0o600)?;
+        writeln!(file, "{admin_password}")?;
+        let server = self.server_owner();
+        std::os::unix::fs::fchown(&file, Some(server.uid.as_raw()), Some(server.gid.as_raw()))?;
+        drop(file);
         let out = self
             .server_command("initdb")
             .arg("-D")
             .arg(self.data_dir())
-            .arg(format!("--pwfile={}", pwfile.display()))
+            .arg(format!("--pwfile={}", self.dir.join(pwfile).display()))
             // Every connection, TCP or socket, proves the password (see
             // credentials.rs: loopback is open to every local account).
             .args(["-U", credentials::ADMIN, "-A", "scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync"])
             .output();
-        let _ = fs::remove_file(&pwfile);
+        place.remove_file(pwfile)?;
         let out = out?;
         if !out.status.success() {
             return Err(diagnose::command_error("initdb", &out, None).into());
         }
-        let mut conf = fs::OpenOptions::new().append(true).open(self.data_dir().join("postgresql.conf"))?;
+        // Appended through descriptors: data/ is the server account's.
+        let mut conf = self.server_folder()?.open_file("data/postgresql.conf", OFlag::O_WRONLY | OFlag::O_APPEND, server)?;
         writeln!(
             conf,
             "\n# {}: the lease + fencing lab's throw-away cluster\n\
@@ -299,26 +325,17 @@ impl Cluster {
         Ok(())
     }
 
-    /// Creates the cluster's folder and its socket folder, the server
-    /// account's alone: no other account may enter them.
-    pub(super) fn make_folder(&self) -> Result<()> {
-        fs::create_dir_all(self.socket_dir()).with_context(|| format!("creating {}", self.dir.display()))?;
-        for dir in [&self.dir, &self.socket_dir()] {
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
-            self.give_to_server_account(dir)?;
-        }
+    /// Makes the place and, in it, the server account's folder and its
+    /// socket folder, that account's alone: no other account may enter
+    /// them. Returns the place.
+    pub(super) fn make_folder(&self) -> Result<SafeDir> {
+        let place = self.place()?;
+        let server = self.server_folder()?;
+        server.sub_dir("socket", self.server_owner(), 0o700)?;
         if self.run_as.is_some() {
             self.check_server_user_can_write()?;
         }
-        Ok(())
-    }
-
-    /// Makes the server account the owner of `path` when the lab runs as root.
-    pub(super) fn give_to_server_account(&self, path: &std::path::Path) -> Result<()> {
-        if let Some(user) = &self.run_as {
-            nix::unistd::chown(path, Some(user.uid), Some(user.gid)).with_context(|| format!("giving {} to {}", path.display(), user.name))?;
-        }
-        Ok(())
+        Ok(place)
     }
 
     fn check_server_user_can_write(&self) -> Result<()> {
@@ -326,7 +343,7 @@ impl Cluster {
         // `test -w` as that account: false when any parent folder is closed to it.
         let ok = Command::new("test")
             .arg("-w")
-            .arg(&self.dir)
+            .arg(self.dir.join(SERVER_FOLDER))
             .uid(user.uid.as_raw())
             .gid(user.gid.as_raw())
             .status()
@@ -335,7 +352,8 @@ impl Cluster {
         if !ok {
             return Err(format!(
                 "the {} account cannot reach {}: a parent folder is closed to it. \
-                 Make the parents searchable (chmod o+x) or set LAB_CLUSTER_DIR to a folder it can reach (e.g. /tmp/{NAME})",
+                 Make the parents searchable (chmod o+x), or set LAB_CLUSTER_DIR to a path that does not exist yet inside a folder \
+                 it can reach (e.g. d=$(mktemp -d) && chmod 711 $d && LAB_CLUSTER_DIR=$d/{NAME}): the lab creates it",
                 user.name,
                 self.dir.display()
             )

@@ -8,6 +8,21 @@
 //! server command runs as the unprivileged `postgres` account that Debian's
 //! packages create.
 //!
+//! The cluster's folder, its *place*, is split by who may write where
+//! (see [`crate::safe_dir`]):
+//!
+//! | path | owner, mode | what |
+//! |---|---|---|
+//! | `<place>/` | the lab's account, 0711 (0700 when it runs the server itself) | made and marked by the lab ([`crate::safe_dir::MARKER`]) |
+//! | `<place>/credentials`, `owner`, `lock` | the lab's account, 0600 | passwords, who started the server, the run lock |
+//! | `<place>/server/` | the server account, 0700 | `data/`, `socket/`, `postgres.log` |
+//! | `<place>/primary/`, `standby/` | as `<place>/` | F14's two servers, each a place of its own |
+//!
+//! The server account can change anything in `server/`, so the lab reaches
+//! into it only through descriptors (no link followed, the owner checked);
+//! it never writes by path into a folder that account owns, and the
+//! account cannot touch the lab's own files beside it.
+//!
 //! One file per job:
 //! - [`binaries`]: finding `initdb`, `pg_ctl`, `postgres` of version 15+;
 //! - [`lifecycle`]: initdb, start, stop, immediate stop;
@@ -35,7 +50,7 @@
 
 mod binaries;
 pub mod credentials;
-mod diagnose;
+pub mod diagnose;
 pub mod etcd;
 mod lifecycle;
 pub mod owner;
@@ -46,8 +61,9 @@ pub use session::{lock_runs, stop_owned, Session};
 
 use crate::error::{Result, ResultExt};
 use crate::paths;
+use crate::safe_dir::{Owner, SafeDir};
+use nix::fcntl::OFlag;
 use nix::unistd::User;
-use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -71,20 +87,36 @@ pub const DEFAULT_PORT: u16 = 26426;
 /// depends on the process and the time, so two runs that look at once
 /// rarely pick the same block; a block taken between this look and the
 /// server's start is reported by the cluster's start, never adopted.
+/// `LAB_FREE_PORTS=low-high` narrows the search to that range: the test
+/// suite gives each of its parallel groups a range of its own, so two
+/// groups never pick the same block.
 pub fn free_ports(count: u16) -> Result<u16> {
-    const LOW: u32 = 20000;
-    const HIGH: u32 = 32000;
-    let span = HIGH - LOW - u32::from(count);
+    let (low, high) = match std::env::var("LAB_FREE_PORTS") {
+        Ok(text) => text
+            .split_once('-')
+            .and_then(|(lo, hi)| Some((lo.parse::<u32>().ok()?, hi.parse::<u32>().ok()?)))
+            .ok_or_else(|| format!("LAB_FREE_PORTS={text:?} is not a range low-high"))?,
+        Err(_) => (20000, 32000),
+    };
+    free_ports_in(low, high, count)
+}
+
+/// [`free_ports`] within `low..high`.
+pub fn free_ports_in(low: u32, high: u32, count: u16) -> Result<u16> {
+    if !(low < high && high <= 32768 && high - low > 2 * u32::from(count)) {
+        return Err(format!("{low}-{high} is not a range of ports below 32768 with room for {count}").into());
+    }
+    let span = high - low - u32::from(count);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let start = std::process::id().wrapping_mul(7919).wrapping_add(nanos) % span;
     for step in 0..span / u32::from(count) {
-        let base = LOW + (start + step * u32::from(count)) % span;
+        let base = low + (start + step * u32::from(count)) % span;
         // Bound and dropped at once: only whether each can be bound now.
         if (0..u32::from(count)).all(|i| std::net::TcpListener::bind((HOST, (base + i) as u16)).is_ok()) {
             return Ok(base as u16);
         }
     }
-    Err(format!("no {count} consecutive free ports on {HOST} between {LOW} and {HIGH}").into())
+    Err(format!("no {count} consecutive free ports on {HOST} between {low} and {high}").into())
 }
 
 /// The port clients connect to and the cluster listens on. The tests move
@@ -140,14 +172,70 @@ impl Cluster {
         Endpoint { name: self.name.clone(), port: self.port, dir: self.dir.clone() }
     }
 
-    /// The cluster's folder.
+    /// The cluster's folder, its place.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// The place, made (and marked) the first time, checked every time:
+    /// on a trusted path, this account's, carrying the lab's marker.
+    pub fn place(&self) -> Result<SafeDir> {
+        let shared = Path::new(paths::SHARED_PLACES);
+        if self.dir.parent() == Some(shared) {
+            // Root's folder for the places of closed checkouts: only root
+            // creates entries in it; 0711 lets the server account pass.
+            let (parent, name) = (shared.parent().expect("an absolute path"), shared.file_name().expect("a name"));
+            SafeDir::open(parent)?.sub_dir(&name.to_string_lossy(), Owner::me(), 0o711)?;
+        }
+        SafeDir::open_or_make(&self.dir, self.place_mode())
+    }
+
+    /// The place if the lab has made it (an error if something else is there).
+    pub fn existing_place(&self) -> Result<Option<SafeDir>> {
+        SafeDir::open_made(&self.dir)
+    }
+
+    /// The place's mode: the server account passes through to `server/`.
+    fn place_mode(&self) -> u32 {
+        if self.run_as.is_some() {
+            0o711
+        } else {
+            0o700
+        }
+    }
+
+    /// Who owns `server/` and everything in it.
+    pub(crate) fn server_owner(&self) -> Owner {
+        self.run_as.as_ref().map_or_else(Owner::me, Owner::of)
+    }
+
+    /// `server/`: the server account's folder in the place, made the first
+    /// time (given to that account through its descriptor), checked every
+    /// time (a real folder of that account's, open to nobody else).
+    pub(crate) fn server_folder(&self) -> Result<SafeDir> {
+        self.place()?.sub_dir(SERVER_FOLDER, self.server_owner(), 0o700)
+    }
+
+    /// `server/` if it exists.
+    fn existing_server_folder(&self) -> Result<Option<SafeDir>> {
+        match self.existing_place()? {
+            Some(place) => place.existing_sub_dir(SERVER_FOLDER, self.server_owner(), 0o700),
+            None => Ok(None),
+        }
+    }
+
+    /// The text of a file in `server/` (`data/PG_VERSION`, say), read
+    /// through descriptors; `None` when it (or the cluster) does not exist.
+    pub(crate) fn read_server_file(&self, relative: &str) -> Result<Option<String>> {
+        match self.existing_server_folder()? {
+            Some(server) => server.read_file(relative, self.server_owner()),
+            None => Ok(None),
+        }
+    }
+
     /// The data directory.
     pub fn data_dir(&self) -> PathBuf {
-        self.dir.join("data")
+        self.dir.join(SERVER_FOLDER).join("data")
     }
 
     /// The server log; F8 reads its recovery messages from here.
@@ -157,7 +245,7 @@ impl Cluster {
 
     /// The folder of the server's Unix socket.
     pub fn socket_dir(&self) -> PathBuf {
-        self.dir.join("socket")
+        self.dir.join(SERVER_FOLDER).join("socket")
     }
 
     /// The port the server listens on.
@@ -184,18 +272,34 @@ impl Cluster {
             .ok_or_else(|| "pg_controldata printed no cluster state".into())
     }
 
+    /// The server log, opened through descriptors (it is in the server
+    /// account's folder: a link there is refused, not followed).
+    fn open_log(&self) -> Result<std::fs::File> {
+        let server = self.existing_server_folder()?.ok_or_else(|| format!("{} has no server folder yet (has the cluster been started?)", self.dir.display()))?;
+        server.open_file(LOG_NAME, OFlag::O_RDONLY, self.server_owner()).context("opening the server log")
+    }
+
     /// The current length of the server log, to read what follows later.
-    pub fn log_len(&self) -> u64 {
-        fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0)
+    pub fn log_len(&self) -> Result<u64> {
+        Ok(self.open_log()?.metadata()?.len())
     }
 
     /// What the server logged from byte `offset` on.
     pub fn log_since(&self, offset: u64) -> Result<String> {
-        let mut file = fs::File::open(self.log_path()).context("opening the server log")?;
+        let mut file = self.open_log()?;
         file.seek(SeekFrom::Start(offset))?;
         let mut text = String::new();
         file.read_to_string(&mut text)?;
         Ok(text)
+    }
+
+    /// The last `lines` lines of the server log, each on a new line,
+    /// indented, for an error message (or why it cannot be read).
+    pub fn log_tail(&self, lines: usize) -> String {
+        match self.log_since(0) {
+            Ok(text) => diagnose::tail(&text, lines),
+            Err(e) => format!("\n  (cannot read it: {})", crate::error::chain(e.as_ref())),
+        }
     }
 
     /// A human summary for `lab cluster status`.
@@ -249,12 +353,21 @@ impl Endpoint {
     }
 }
 
-/// The credentials file of the lab's cluster, for `psql` (`PGPASSFILE`).
-pub fn credentials_file() -> PathBuf {
-    credentials::path(&paths::cluster_dir())
+/// The credentials file of the lab's cluster, for `psql` (`PGPASSFILE`),
+/// once its place has been checked.
+pub fn credentials_file() -> Result<PathBuf> {
+    let dir = paths::cluster_dir();
+    SafeDir::open_made(&dir)?.ok_or_else(|| format!("the cluster has not been created yet ({}): `./run.sh cluster start` creates it", dir.display()))?;
+    Ok(credentials::path(&dir))
 }
 
-/// The server log of the cluster in `dir`.
+/// The server account's folder inside a place.
+const SERVER_FOLDER: &str = "server";
+
+/// The server log's name in `server/`.
+const LOG_NAME: &str = "postgres.log";
+
+/// The server log of the cluster whose place is `dir`.
 pub fn log_path(dir: &Path) -> PathBuf {
-    dir.join("postgres.log")
+    dir.join(SERVER_FOLDER).join(LOG_NAME)
 }

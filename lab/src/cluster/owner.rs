@@ -11,8 +11,10 @@
 //! (field 22 of `/proc/<pid>/stat`) tells a dead run from an unrelated
 //! process that was given the same pid later.
 
+use crate::error::Result;
+use crate::safe_dir::{self, SafeDir};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Who started the running server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,7 +34,8 @@ impl Owner {
     /// This process, as a run.
     pub fn this_run() -> Owner {
         let pid = std::process::id();
-        Owner::Run { pid, started: start_time(pid).unwrap_or(0) }
+        // This process runs, so /proc has it.
+        Owner::Run { pid, started: start_time(pid).expect("/proc/self/stat is readable") }
     }
 
     /// Whether this owner is a run that no longer exists.
@@ -60,24 +63,33 @@ impl Owner {
     }
 }
 
-fn file(dir: &Path) -> PathBuf {
-    dir.join("owner")
+/// The record's name in the cluster's folder.
+const FILE: &str = "owner";
+
+/// The recorded owner of the cluster in `dir` (a folder the lab made), if
+/// any. A running server with no record was started by hand: the
+/// reader's. A record that cannot be read or parsed is an error, not a
+/// guess: it decides who stops the server.
+pub fn read(dir: &Path) -> Result<Option<Owner>> {
+    let Some(place) = SafeDir::open_made(dir)? else { return Ok(None) };
+    match place.read_file(FILE, safe_dir::Owner::me())? {
+        None => Ok(None),
+        Some(text) => Owner::parse(&text).map(Some).ok_or_else(|| format!("{} says {text:?}, which is not an owner record", dir.join(FILE).display()).into()),
+    }
 }
 
-/// The recorded owner of the cluster in `dir`, if any. A running server
-/// with no record was started by hand (or by an older lab): the reader's.
-pub fn read(dir: &Path) -> Option<Owner> {
-    fs::read_to_string(file(dir)).ok().and_then(|t| Owner::parse(&t))
-}
-
-/// Records the owner of the cluster in `dir`.
-pub fn write(dir: &Path, owner: &Owner) -> std::io::Result<()> {
-    fs::write(file(dir), owner.text())
+/// Records the owner of the cluster in `dir` (a folder the lab made).
+pub fn write(dir: &Path, owner: &Owner) -> Result<()> {
+    let place = SafeDir::open_made(dir)?.ok_or_else(|| format!("{} does not exist", dir.display()))?;
+    place.write_whole(FILE, &owner.text(), 0o600)
 }
 
 /// Forgets the owner (the server was stopped).
-pub fn clear(dir: &Path) {
-    let _ = fs::remove_file(file(dir));
+pub fn clear(dir: &Path) -> Result<()> {
+    match SafeDir::open_made(dir)? {
+        Some(place) => place.remove_file(FILE),
+        None => Ok(()),
+    }
 }
 
 /// A process's start time in clock ticks since boot, or `None` if it is gone.

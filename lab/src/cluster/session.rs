@@ -4,8 +4,8 @@
 use super::owner::{self, Owner};
 use super::{Cluster, NAME};
 use crate::error::Result;
-use crate::{interrupt, paths};
-use nix::fcntl::{Flock, FlockArg};
+use crate::{interrupt, safe_dir};
+use nix::fcntl::{Flock, FlockArg, OFlag};
 use std::fs;
 use std::io::{Read, Write};
 use std::sync::Mutex;
@@ -20,8 +20,8 @@ pub struct Session {
     cluster: Cluster,
     /// Whether this session started it (and so must stop it).
     started_here: bool,
-    /// An exclusive lock on `<cluster dir>.lock` (`target/lab/b3-26.lock`):
-    /// two runs on one cluster would reset each other's tables mid-case.
+    /// An exclusive lock on `<place>/lock` (`target/lab/b3-26/lock`): two
+    /// runs on one cluster would reset each other's tables mid-case.
     _run_lock: Flock<fs::File>,
 }
 
@@ -39,7 +39,7 @@ impl Session {
             own(&cluster);
             cluster.start()?;
             true
-        } else if let Some(left @ Owner::Run { pid, .. }) = owner::read(cluster.dir()) {
+        } else if let Some(left @ Owner::Run { pid, .. }) = owner::read(cluster.dir())? {
             // The run lock is ours, so no live run uses the server; a run
             // that started it and is gone can no longer stop it.
             if !left.is_dead_run() {
@@ -77,14 +77,15 @@ fn own(cluster: &Cluster) {
     interrupt::on_stop(stop_owned);
 }
 
-/// Takes the cluster's run lock, `<cluster dir>.lock` (`target/lab/b3-26.lock`),
-/// without waiting: `Err(pid)` names the process that holds it.
+/// Takes the cluster's run lock, `<place>/lock` (`target/lab/b3-26/lock`),
+/// without waiting: `Err(pid)` names the process that holds it. The file
+/// is in the place, a folder of this account's that no other account can
+/// write to (so none can lock it and block every run), mode 0600, opened
+/// without following a link and never truncated by path (only once it is
+/// locked, through its descriptor).
 pub fn lock_runs() -> Result<std::result::Result<Flock<fs::File>, String>> {
-    let path = paths::cluster_dir().with_extension("lock");
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    let file = fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
+    let place = Cluster::locate()?.place()?;
+    let file = place.open_file(LOCK_FILE, OFlag::O_RDWR | OFlag::O_CREAT, safe_dir::Owner::me())?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(mut lock) => {
             lock.set_len(0)?;
@@ -99,14 +100,20 @@ pub fn lock_runs() -> Result<std::result::Result<Flock<fs::File>, String>> {
     }
 }
 
+/// The run lock's name in the place.
+const LOCK_FILE: &str = "lock";
+
 /// Stops the cluster this process started, if any, unless the reader has
 /// claimed it meanwhile with `cluster start`. Called when a session ends and
 /// by the interrupt handler; safe to call twice.
 pub fn stop_owned() {
     let owned = OWNED.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let Some(cluster) = owned {
-        if owner::read(cluster.dir()) == Some(Owner::Reader) && cluster.is_running().unwrap_or(false) {
-            return;
+        match owner::read(cluster.dir()) {
+            Ok(Some(Owner::Reader)) if cluster.is_running().unwrap_or(false) => return,
+            Ok(_) => {}
+            // This run started it: stopping it is the safe side.
+            Err(e) => eprintln!("lab: cannot read who owns cluster {NAME} now ({}); stopping it, as this run started it", crate::error::chain(e.as_ref())),
         }
         if let Err(e) = cluster.stop() {
             eprintln!("lab: could not stop cluster {NAME}: {}", crate::error::chain(e.as_ref()));

@@ -20,8 +20,9 @@
 //! read without the C library (a raw `rdtsc`, a direct system call). The
 //! lab's holder and PostgreSQL read their clocks through the C library.
 
-use crate::error::{Result, ResultExt};
-use std::path::{Path, PathBuf};
+use crate::error::Result;
+use crate::safe_dir::SafeDir;
+use std::path::PathBuf;
 
 /// Where Debian's `libfaketime` package puts the preload library.
 pub fn library() -> Result<PathBuf> {
@@ -51,33 +52,41 @@ pub fn rate(rate: f64) -> Result<Vec<(String, String)>> {
 /// A file holding a clock offset for libfaketime, shared by every process
 /// started with [`JumpFile::env`]; [`JumpFile::set`] steps their clocks.
 pub struct JumpFile {
-    /// The file.
-    path: PathBuf,
+    /// The folder it is in: one of the lab's own (the cluster's place), so
+    /// no other account can replace the file.
+    dir: SafeDir,
 }
 
+/// The file's name in its folder.
+const JUMP_FILE: &str = "faketime-offset";
+
 impl JumpFile {
-    /// Creates the file with no offset, readable by every account (the
-    /// server runs as `postgres`).
-    pub fn create(path: &Path) -> Result<JumpFile> {
-        let file = JumpFile { path: path.to_path_buf() };
+    /// Creates the file in `dir` with no offset, readable by every account
+    /// (the server runs as `postgres`).
+    pub fn create(dir: SafeDir) -> Result<JumpFile> {
+        let file = JumpFile { dir };
         file.set(0)?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))?;
         Ok(file)
     }
 
     /// Sets the offset: every process reading the file sees its wall clock
     /// `seconds` ahead of the real one (behind when negative), from its next
-    /// clock call on.
+    /// clock call on. Replaced whole (a new file renamed over the old), so
+    /// a reader never sees it half-written.
     pub fn set(&self, seconds: i64) -> Result<()> {
-        std::fs::write(&self.path, format!("{seconds:+}\n")).with_context(|| format!("writing {}", self.path.display()))
+        self.dir.write_whole(JUMP_FILE, &format!("{seconds:+}\n"), 0o644)
+    }
+
+    /// The file's path, for libfaketime.
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join(JUMP_FILE)
     }
 
     /// The environment of a process whose wall clock follows the file.
     pub fn env(&self) -> Result<Vec<(String, String)>> {
         Ok(vec![
             ("LD_PRELOAD".into(), library()?.display().to_string()),
-            ("FAKETIME_TIMESTAMP_FILE".into(), self.path.display().to_string()),
+            ("FAKETIME_TIMESTAMP_FILE".into(), self.path().display().to_string()),
             ("FAKETIME_NO_CACHE".into(), "1".into()),
             ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
         ])
@@ -86,7 +95,9 @@ impl JumpFile {
 
 impl Drop for JumpFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if let Err(e) = self.dir.remove_file(JUMP_FILE) {
+            eprintln!("lab: {}", crate::error::chain(e.as_ref()));
+        }
     }
 }
 
@@ -97,8 +108,10 @@ mod tests {
     /// The offset is written as libfaketime reads it: a signed number of seconds.
     #[test]
     fn offsets_are_signed_seconds() {
-        let path = std::env::temp_dir().join(format!("lab-jump-{}", std::process::id()));
-        let file = JumpFile { path: path.clone() };
+        let tmp = tempfile::tempdir().unwrap();
+        let file = JumpFile::create(SafeDir::open(tmp.path()).unwrap()).unwrap();
+        let path = file.path();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "+0\n");
         file.set(5).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "+5\n");
         file.set(-2).unwrap();

@@ -17,8 +17,13 @@
 //! for a span while the others stay fast.
 //!
 //! How it works. One accepting thread listens on 127.0.0.1 only (the proxy
-//! opens no door to the network). For each client it connects to the target
-//! and starts three pumps, all owned by the proxy:
+//! opens no door to the network), and takes only connections made by the
+//! lab's own account: loopback is every local account's, so for each
+//! connection it asks the kernel's socket table who made the client's end,
+//! and closes another account's unread (its bytes can neither pass for a
+//! holder's write nor count as a connection). For each client of the lab's
+//! own it connects to the target and starts three pumps, all owned by the
+//! proxy:
 //! - `up` reads what the client sends and appends each chunk, stamped with
 //!   the time it arrived, to the connection's queue;
 //! - `wr` writes the chunk at the front of that queue to the server, unless
@@ -43,15 +48,20 @@
 //! What it does not do: it never reorders, drops, duplicates or alters bytes,
 //! and it never holds the server→client direction. It speaks TCP only and
 //! knows nothing of PostgreSQL's protocol: it holds bytes, not messages (F12
-//! holds from before A sends, so A's whole write is held). It does not bound
-//! what it queues: while it holds, a client's writes do not block (TCP's
-//! back-pressure ends at the proxy), which is fine for the few hundred bytes
-//! of a request.
+//! holds from before A sends, so A's whole write is held). While it holds,
+//! a client's writes do not block (TCP's back-pressure ends at the proxy),
+//! which is fine for the few hundred bytes of a request; a link whose queue
+//! grows past [`MAX_QUEUED`] is cut, so no client can grow the lab's memory
+//! without bound.
 //!
 //! The parts: this file holds the proxy itself, its control API and its
 //! shutdown; `state` what it shares with its threads; `links` the accepting
 //! thread and a link's start and end; `pumps` a link's three pumps and the
 //! rule by which `wr` takes from the queue. The unit tests are in `tests`.
+
+/// The most one link may have queued: far above any request of the lab's
+/// (a few hundred bytes), far below what would strain the machine.
+pub const MAX_QUEUED: usize = 16 << 20;
 
 mod links;
 mod pumps;

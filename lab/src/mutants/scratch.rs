@@ -1,13 +1,15 @@
 //! The scratch copy in which a mutation is applied, built and run, so that
 //! the reader's own files are never touched.
 //!
-//! `target/mutants/tree` holds a copy of the project's files (what git
+//! `target/mutants/tree` (or `$LAB_SCRATCH_DIR/tree`: the test suite gives
+//! each of its two mutation groups a scratch copy of its own) holds a copy of the project's files (what git
 //! tracks, plus untracked files it does not ignore: a developer's new files
 //! count). `target/mutants/target` is its build folder, kept between runs,
 //! so each mutant is an incremental build of one crate (about a second).
-//! The mutants run against a private cluster of their own, beside the
-//! reader's (`…/b3-26-mutants`, on a free port), started once for the whole
-//! run and stopped at its end, on an error, and on Ctrl-C.
+//! The mutants run against a private cluster of their own, inside the
+//! reader's cluster's place (`…/b3-26/mutants`, a place of its own, on a
+//! free port), started once for the whole run and stopped at its end, on an
+//! error, and on Ctrl-C.
 //!
 //! Every child (cargo, a mutant's `lab run`) runs in a process group of
 //! its own and is registered with [`crate::interrupt`], which kills it on
@@ -52,16 +54,19 @@ impl Scratch {
     /// Copies the project into the scratch tree, builds it unmutated, and
     /// starts the private cluster.
     pub fn prepare() -> Result<Scratch> {
-        let base = paths::root().join("target").join("mutants");
-        let place = paths::cluster_dir();
-        let name = place.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| paths::CLUSTER_NAME.into());
+        let base = match std::env::var_os("LAB_SCRATCH_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => paths::root().join("target").join("mutants"),
+        };
+        // The reader's place, made if needed: the mutants' place goes inside it.
+        let place = crate::cluster::Cluster::locate()?.place()?;
         std::fs::create_dir_all(&base)?;
         let _lock = lock(&base.join("lock"))?;
         let scratch = Scratch {
             _lock,
             tree: base.join("tree"),
             target: base.join("target"),
-            cluster_dir: place.with_file_name(format!("{name}-mutants")),
+            cluster_dir: place.path().join("mutants"),
             port: crate::cluster::free_ports(3)?,
             etcd_port_base: crate::cluster::free_ports(14)?,
         };

@@ -39,25 +39,21 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A folder under /tmp (reachable by the postgres account when run as
-/// root), removed on drop.
-pub struct TempDir(pub PathBuf);
+/// A private folder for one test, made by `tempfile` (a random name,
+/// created atomically: nobody can have placed it first, and no name is
+/// computed from a pid), opened to 0711 so that the server account can
+/// pass through to a cluster inside it; removed on drop.
+pub struct TempDir(pub PathBuf, tempfile::TempDir);
 
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let dir = PathBuf::from(format!("/tmp/lab-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new().prefix(&format!("lab-{tag}-")).tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        TempDir(dir.path().to_path_buf(), dir)
     }
     pub fn path(&self) -> &str {
         self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -69,20 +65,30 @@ pub fn free_port() -> u16 {
 
 /// A private cluster (its own folder and port) for one test; every `lab`
 /// and holder process the test starts with [`PrivateCluster::env`] uses it.
-/// Its server is stopped and its folder removed on drop.
+/// The lab makes its place, `<temp dir>/cluster`, itself. Its server is
+/// stopped and its folder removed on drop.
 pub struct PrivateCluster {
     pub dir: TempDir,
     pub port: String,
+    /// `LAB_CLUSTER_DIR`: the place, inside `dir`.
+    place: String,
 }
 
 impl PrivateCluster {
     pub fn new(tag: &str) -> PrivateCluster {
-        PrivateCluster { dir: TempDir::new(tag), port: free_port().to_string() }
+        let dir = TempDir::new(tag);
+        let place = dir.0.join("cluster").to_str().unwrap().to_owned();
+        PrivateCluster { dir, port: free_port().to_string(), place }
+    }
+
+    /// The cluster's place (`LAB_CLUSTER_DIR`).
+    pub fn place(&self) -> PathBuf {
+        PathBuf::from(&self.place)
     }
 
     /// The variables that point the lab at this cluster.
     pub fn env(&self) -> [(&str, &str); 2] {
-        [("LAB_PORT", self.port.as_str()), ("LAB_CLUSTER_DIR", self.dir.path())]
+        [("LAB_PORT", self.port.as_str()), ("LAB_CLUSTER_DIR", self.place.as_str())]
     }
 
     /// `lab <args>` against this cluster.

@@ -72,10 +72,15 @@ pub fn default_dir() -> PathBuf {
     }
 }
 
-/// The client side of the lab's cluster (by `LAB_ETCD_PORT_BASE`), for a
-/// process that talks to it without owning it (a holder).
+/// The client side of the lab's cluster (by `LAB_ETCD_PORT_BASE`, logged
+/// in with the credentials in `LAB_ETCD_DIR`), for a process that talks to
+/// it without owning it (a holder).
 pub fn gateway() -> Result<Gateway> {
-    Ok(Gateway::new(client_addrs(port_base()?)))
+    let gateway = Gateway::new(client_addrs(port_base()?));
+    if let Some(login) = super::auth::saved_login(&default_dir())? {
+        gateway.set_login(login);
+    }
+    Ok(gateway)
 }
 
 pub(super) fn client_addrs(base: u16) -> Vec<SocketAddr> {

@@ -9,6 +9,17 @@
 //! `Connection: close`: a few tens of microseconds on loopback, and no pool
 //! that could hand a request to a member that died in between.
 //!
+//! Authentication is on (see `EtcdCluster::ensure_auth`): every request
+//! carries the token that `/v3/auth/authenticate` gave for the cluster's
+//! `root` user, whose password only the lab's account can read, so another
+//! local account can neither read nor change the lease keys. A token that
+//! etcd no longer knows (simple tokens live in each member's memory and
+//! expire when unused) is renewed once, at once.
+//!
+//! Every answer the lab reads is decoded into a typed reply
+//! ([`super::reply`]): a missing or malformed field is an error naming the
+//! request and the field.
+//!
 //! Every request is bounded: one member gets at most [`ATTEMPT_TIMEOUT`],
 //! and a call that finds a member down, or a member that cannot serve
 //! (etcd's `Unavailable`: no leader, leader changed, request timed out),
@@ -17,14 +28,17 @@
 //! failing. A refusal that is etcd's answer (lease not found, a failed
 //! compare) is returned at once: another member would say the same.
 
+use super::reply;
 use crate::error::Result;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::fmt;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long one member may take to answer one request: two election
@@ -57,6 +71,8 @@ pub mod code {
     pub const FAILED_PRECONDITION: i64 = 9;
     /// `Unavailable`: no leader, leader changed, request timed out, stopping.
     pub const UNAVAILABLE: i64 = 14;
+    /// `Unauthenticated`: "etcdserver: invalid auth token".
+    pub const UNAUTHENTICATED: i64 = 16;
 }
 
 /// A gRPC status that etcd returned: the request reached etcd, and etcd said no.
@@ -108,8 +124,8 @@ impl fmt::Display for Failure {
 pub struct MemberStatus {
     /// The member's id.
     pub id: u64,
-    /// The leader this member follows (0: none known).
-    pub leader: u64,
+    /// The leader this member follows, if it knows one.
+    pub leader: Option<u64>,
     /// The raft term it is in.
     pub raft_term: u64,
     /// The key-value store's revision as this member has applied it.
@@ -132,6 +148,16 @@ pub struct Leader {
     pub term: u64,
 }
 
+/// Who the gateway proves it is: the user and password, and the token
+/// etcd gave for them last.
+#[derive(Clone, Debug)]
+pub struct Login {
+    /// The etcd user (`root`).
+    pub user: String,
+    /// Its password.
+    pub password: String,
+}
+
 /// The client side of the cluster: one address per member's client port.
 #[derive(Debug)]
 pub struct Gateway {
@@ -139,13 +165,37 @@ pub struct Gateway {
     members: Vec<SocketAddr>,
     /// The member that answered last: the next call starts there.
     preferred: AtomicUsize,
+    /// The login, once the cluster has authentication on; `None` before.
+    login: Mutex<Option<Login>>,
+    /// The token of the login, once authenticated.
+    token: Mutex<Option<String>>,
 }
 
 impl Gateway {
-    /// A gateway over these members' client addresses.
+    /// A gateway over these members' client addresses, with no login yet.
     pub fn new(members: Vec<SocketAddr>) -> Gateway {
         assert!(!members.is_empty(), "a gateway needs at least one member");
-        Gateway { members, preferred: AtomicUsize::new(0) }
+        Gateway { members, preferred: AtomicUsize::new(0), login: Mutex::new(None), token: Mutex::new(None) }
+    }
+
+    /// Another gateway over the same members with the same login (a
+    /// holder's renewer gets its own).
+    pub fn another(&self) -> Gateway {
+        let gateway = Gateway::new(self.members.clone());
+        *lock(&gateway.login) = lock(&self.login).clone();
+        gateway
+    }
+
+    /// Logs in with `login` from now on.
+    pub fn set_login(&self, login: Login) {
+        *lock(&self.login) = Some(login);
+        *lock(&self.token) = None;
+    }
+
+    /// Forgets the login (the cluster it was for has been removed).
+    pub fn log_out(&self) {
+        *lock(&self.login) = None;
+        *lock(&self.token) = None;
     }
 
     /// The members' client addresses.
@@ -153,10 +203,50 @@ impl Gateway {
         &self.members
     }
 
+    /// Posts `request` to `path`, as [`Self::call`], and decodes the answer
+    /// into `T`: a reply that lacks a field `T` needs is an error naming
+    /// the request and the field.
+    pub fn call_as<T: DeserializeOwned>(&self, path: &str, request: &Value) -> Result<Result<T, GrpcStatus>> {
+        Ok(match self.call(path, request)? {
+            Ok(answer) => Ok(decode(path, answer)?),
+            Err(status) => Err(status),
+        })
+    }
+
     /// Posts `request` to `path` on whichever member can serve it, within
-    /// [`CALL_BOUND`]. The outer error: no member answered in time. The
-    /// inner one: etcd's refusal, for the caller to judge.
+    /// [`CALL_BOUND`], logged in when the gateway has a login. The outer
+    /// error: no member answered in time. The inner one: etcd's refusal,
+    /// for the caller to judge.
     pub fn call(&self, path: &str, request: &Value) -> Result<Result<Value, GrpcStatus>> {
+        let token = self.token()?;
+        match self.call_with(path, request, token.as_deref())? {
+            // The token expired or its member forgot it (simple tokens
+            // live in memory): log in again once, and retry.
+            Err(status) if status.code == code::UNAUTHENTICATED && token.is_some() => {
+                *lock(&self.token) = None;
+                let token = self.token()?;
+                self.call_with(path, request, token.as_deref())
+            }
+            answer => Ok(answer),
+        }
+    }
+
+    /// The token to send: `None` without a login; logs in when there is
+    /// none yet.
+    fn token(&self) -> Result<Option<String>> {
+        let Some(login) = lock(&self.login).clone() else { return Ok(None) };
+        if let Some(token) = lock(&self.token).clone() {
+            return Ok(Some(token));
+        }
+        let request = json!({ "name": login.user, "password": login.password });
+        let answer = self.call_with("/v3/auth/authenticate", &request, None)?.map_err(|s| format!("logging in to etcd as {}: {s}", login.user))?;
+        let token = decode::<reply::Authenticated>("/v3/auth/authenticate", answer)?.token;
+        *lock(&self.token) = Some(token.clone());
+        Ok(Some(token))
+    }
+
+    /// [`Self::call`] with this token (or none).
+    fn call_with(&self, path: &str, request: &Value, token: Option<&str>) -> Result<Result<Value, GrpcStatus>> {
         let body = request.to_string();
         let start = Instant::now();
         let n = self.members.len();
@@ -169,7 +259,7 @@ impl Gateway {
                 break;
             }
             let i = (first + attempt) % n;
-            match self.attempt(i, path, &body, left.min(ATTEMPT_TIMEOUT)) {
+            match self.attempt(i, path, &body, token, left.min(ATTEMPT_TIMEOUT)) {
                 Ok(answer) => {
                     self.preferred.store(i, Ordering::Relaxed);
                     return Ok(Ok(answer));
@@ -189,28 +279,32 @@ impl Gateway {
         Err(format!("no etcd member answered {path} within {CALL_BOUND:?}: {}", said.join("; ")).into())
     }
 
-    /// Posts `request` to `path` on member `i` only, within `timeout`: for
-    /// questions about that member itself.
+    /// Posts `request` to `path` on member `i` only, within `timeout`, with
+    /// no token: for questions about that member itself, which etcd 3.4
+    /// answers without a login (`/v3/maintenance/status`). Logging in is a
+    /// raft write, which a member without a leader cannot serve: a status
+    /// probe must not depend on one.
     pub fn call_member(&self, i: usize, path: &str, request: &Value, timeout: Duration) -> Result<Value> {
-        self.attempt(i, path, &request.to_string(), timeout)
+        self.attempt(i, path, &request.to_string(), None, timeout)
             .map_err(|f| format!("etcd member {}: {path}: {f}", self.members[i]).into())
     }
 
-    fn attempt(&self, i: usize, path: &str, body: &str, timeout: Duration) -> Result<Value, Failure> {
-        let (status, raw) = post(self.members[i], path, body, timeout).map_err(Failure::Transport)?;
+    fn attempt(&self, i: usize, path: &str, body: &str, token: Option<&str>, timeout: Duration) -> Result<Value, Failure> {
+        let (status, raw) = post(self.members[i], path, body, token, timeout).map_err(Failure::Transport)?;
         decode_reply(status, &raw)
     }
 
     /// Member `i`'s view of itself and of the leader, asked of it alone
     /// (`/v3/maintenance/status` is answered locally, without raft).
     pub fn member_status(&self, i: usize) -> Result<MemberStatus> {
-        let answer = self.call_member(i, "/v3/maintenance/status", &json!({}), PROBE_TIMEOUT)?;
+        let path = "/v3/maintenance/status";
+        let answer: reply::Status = decode(path, self.call_member(i, path, &json!({}), PROBE_TIMEOUT)?)?;
         Ok(MemberStatus {
-            id: uint(&answer["header"], "member_id"),
-            leader: uint(&answer, "leader"),
-            raft_term: uint(&answer["header"], "raft_term"),
-            revision: int(&answer["header"], "revision"),
-            version: answer["version"].as_str().unwrap_or("").to_owned(),
+            id: answer.header.member_id,
+            leader: answer.leader,
+            raft_term: answer.header.raft_term,
+            revision: answer.header.revision,
+            version: answer.version,
         })
     }
 
@@ -220,22 +314,27 @@ impl Gateway {
     pub fn statuses(&self) -> Vec<Option<MemberStatus>> {
         std::thread::scope(|scope| {
             let probes: Vec<_> = (0..self.members.len()).map(|i| scope.spawn(move || self.member_status(i).ok())).collect();
-            probes.into_iter().map(|p| p.join().ok().flatten()).collect()
+            // A probe that panicked is a bug, not a silent member.
+            probes.into_iter().map(|p| p.join().expect("a status probe panicked")).collect()
         })
     }
 
-    /// The members etcd knows, as (id, name).
-    pub fn member_list(&self) -> Result<Vec<(u64, String)>> {
-        let answer = self.call("/v3/cluster/member/list", &json!({}))??;
-        let members = answer["members"].as_array().cloned().unwrap_or_default();
-        Ok(members.iter().map(|m| (uint(m, "ID"), m["name"].as_str().unwrap_or("").to_owned())).collect())
+    /// The members etcd knows, as (id, name; `None` for one never started).
+    pub fn member_list(&self) -> Result<Vec<(u64, Option<String>)>> {
+        let list: reply::MemberList = self.call_as("/v3/cluster/member/list", &json!({}))??;
+        Ok(list.members.into_iter().map(|m| (m.id, m.name)).collect())
     }
 
     /// The leader, if etcd has one now (see [`agreed_leader`]).
     pub fn leader(&self) -> Result<Option<Leader>> {
         let statuses = self.statuses();
         let Some((index, id, term)) = agreed_leader(&statuses) else { return Ok(None) };
-        let name = self.member_list()?.into_iter().find(|(m, _)| *m == id).map(|(_, name)| name).unwrap_or_default();
+        let name = self
+            .member_list()?
+            .into_iter()
+            .find(|(m, _)| *m == id)
+            .and_then(|(_, name)| name)
+            .ok_or_else(|| format!("etcd's member list has no name for its leader {id:x}"))?;
         Ok(Some(Leader { index, id, name, term }))
     }
 }
@@ -248,20 +347,23 @@ impl Gateway {
 pub fn agreed_leader(statuses: &[Option<MemberStatus>]) -> Option<(usize, u64, u64)> {
     statuses.iter().enumerate().find_map(|(i, s)| {
         let s = s.as_ref()?;
-        let votes = statuses.iter().flatten().filter(|o| o.leader == s.id).count();
-        (s.leader == s.id && s.id != 0 && votes * 2 > statuses.len()).then_some((i, s.id, s.raft_term))
+        let votes = statuses.iter().flatten().filter(|o| o.leader == Some(s.id)).count();
+        (s.leader == Some(s.id) && votes * 2 > statuses.len()).then_some((i, s.id, s.raft_term))
     })
 }
 
 /// One HTTP/1.1 POST, bounded by `timeout` as a whole: connect, send, and
 /// read until the response is complete. Returns the status and the body.
-fn post(addr: SocketAddr, path: &str, body: &str, timeout: Duration) -> std::result::Result<(u16, Vec<u8>), String> {
+fn post(addr: SocketAddr, path: &str, body: &str, token: Option<&str>, timeout: Duration) -> std::result::Result<(u16, Vec<u8>), String> {
     let deadline = Instant::now() + timeout;
     let left = || deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or("timed out");
     let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
     let _ = stream.set_nodelay(true);
+    // The token goes in the Authorization header: the gateway hands it to
+    // etcd as the gRPC call's `authorization` metadata.
+    let authorization = token.map(|t| format!("Authorization: {t}\r\n")).unwrap_or_default();
     let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{authorization}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.set_write_timeout(Some(left()?)).map_err(|e| e.to_string())?;
@@ -342,16 +444,18 @@ fn decode_reply(status: u16, raw: &[u8]) -> Result<Value, Failure> {
         Some(Ok(v)) => v,
         _ => return Err(Failure::Transport(format!("HTTP {status}, not JSON: {}", String::from_utf8_lossy(raw).trim()))),
     };
+    let bad = |what: &str| Failure::Transport(format!("HTTP {status}, an error without {what}: {value}"));
     match &value["error"] {
         Value::Null => {}
         Value::Object(e) => {
-            let code = e.get("grpc_code").map(int_value).unwrap_or(0);
-            let message = e.get("message").and_then(Value::as_str).unwrap_or("").to_owned();
+            let code = e.get("grpc_code").and_then(Value::as_i64).ok_or_else(|| bad("grpc_code"))?;
+            let message = e.get("message").and_then(Value::as_str).ok_or_else(|| bad("message"))?.to_owned();
             return Err(Failure::Etcd(GrpcStatus { code, message }));
         }
-        other => {
-            let message = value["message"].as_str().or(other.as_str()).unwrap_or("").to_owned();
-            return Err(Failure::Etcd(GrpcStatus { code: int(&value, "code"), message }));
+        _ => {
+            let code = value["code"].as_i64().ok_or_else(|| bad("code"))?;
+            let message = value["message"].as_str().ok_or_else(|| bad("message"))?.to_owned();
+            return Err(Failure::Etcd(GrpcStatus { code, message }));
         }
     }
     if status != 200 {
@@ -373,26 +477,14 @@ pub fn unb64(text: &str) -> Result<String> {
     Ok(String::from_utf8(BASE64.decode(text)?)?)
 }
 
-/// An int64 field. Protobuf's JSON writes 64-bit integers as strings and
-/// leaves out fields that hold their default, so a missing field is 0.
-pub fn int(object: &Value, field: &str) -> i64 {
-    object.get(field).map(int_value).unwrap_or(0)
+/// `answer`, the reply to `path`, as a `T`.
+pub fn decode<T: DeserializeOwned>(path: &str, answer: Value) -> Result<T> {
+    serde_json::from_value(answer.clone()).map_err(|e| format!("etcd's answer to {path} is not what the lab reads: {e}; the answer: {answer}").into())
 }
 
-/// A uint64 field (member ids use all 64 bits), as [`int`].
-pub fn uint(object: &Value, field: &str) -> u64 {
-    match object.get(field) {
-        Some(Value::String(s)) => s.parse().unwrap_or(0),
-        Some(v) => v.as_u64().unwrap_or(0),
-        None => 0,
-    }
-}
-
-fn int_value(value: &Value) -> i64 {
-    match value {
-        Value::String(s) => s.parse().unwrap_or(0),
-        v => v.as_i64().unwrap_or(0),
-    }
+/// Locks a mutex that no code panics under.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().expect("the gateway's locks are never held across a panic")
 }
 
 #[cfg(test)]
@@ -400,7 +492,7 @@ mod tests {
     use super::*;
 
     fn status(id: u64, leader: u64) -> Option<MemberStatus> {
-        Some(MemberStatus { id, leader, raft_term: 2, revision: 1, version: "3.4.23".into() })
+        Some(MemberStatus { id, leader: (leader != 0).then_some(leader), raft_term: 2, revision: 1, version: "3.4.23".into() })
     }
 
     /// A response is complete by its Content-Length, or by its last chunk.
@@ -425,9 +517,11 @@ mod tests {
         let Err(Failure::Etcd(s)) = decode_reply(200, streamed) else { panic!() };
         assert!(s.worth_another_member());
         let result = br#"{"result":{"ID":"7","TTL":"5"}}trailer"#;
-        let v = decode_reply(200, result).ok().unwrap();
-        assert_eq!((int(&v, "ID"), int(&v, "TTL"), int(&v, "missing")), (7, 5, 0));
+        let v: reply::KeptAlive = decode("/v3/lease/keepalive", decode_reply(200, result).ok().unwrap()).unwrap();
+        assert_eq!((v.id, v.ttl), (7, Some(5)));
         assert!(matches!(decode_reply(502, b"Bad Gateway"), Err(Failure::Transport(_))));
+        // An error that says neither its code nor its message is not taken for a refusal.
+        assert!(matches!(decode_reply(500, br#"{"error":"x"}"#), Err(Failure::Transport(_))));
     }
 
     /// Lease not found is an answer, not a reason to ask another member.

@@ -8,6 +8,7 @@ use super::run_members::{lock, wait_gone, LIFECYCLE, RUN_MEMBERS};
 use super::EtcdCluster;
 use crate::cluster::owner::{self, Owner};
 use crate::error::{Result, ResultExt};
+use crate::safe_dir::SafeDir;
 use crate::{interrupt, poll};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -21,6 +22,7 @@ impl EtcdCluster {
     /// becomes the cluster's owner; members missing from a running cluster
     /// are started for the owner it has. A cluster already up is left as is.
     pub fn start(&self, owner: Owner) -> Result<Leader> {
+        let fresh;
         {
             let _lifecycle = lock(&LIFECYCLE);
             if interrupt::requested() {
@@ -28,13 +30,15 @@ impl EtcdCluster {
             }
             let missing: Vec<usize> = (0..MEMBERS).filter(|&i| self.pid(i).is_none()).collect();
             let owner = if missing.len() == MEMBERS { owner } else { self.owner_of_running()? };
+            // Made from nothing: no member has data yet.
+            fresh = (0..MEMBERS).all(|i| !self.data_dir(i).exists());
             // Every port first: a port held by something else ends the start
             // before any member runs.
             for &i in &missing {
                 self.check_ports_free(i)?;
             }
             if !missing.is_empty() {
-                fs::create_dir_all(&self.dir).with_context(|| format!("creating {}", self.dir.display()))?;
+                SafeDir::open_or_make(&self.dir, 0o700)?;
                 if missing.len() == MEMBERS {
                     owner::write(&self.dir, &owner)?;
                 }
@@ -43,7 +47,9 @@ impl EtcdCluster {
                 self.spawn(i, &owner)?;
             }
         }
-        self.wait_for_leader()
+        let leader = self.wait_for_leader()?;
+        self.ensure_auth(fresh)?;
+        Ok(leader)
     }
 
     /// Stops every running member: SIGTERM (etcd closes cleanly), and
@@ -91,7 +97,7 @@ impl EtcdCluster {
                 }
             }
         }
-        owner::clear(&self.dir);
+        owner::clear(&self.dir)?;
         if !forced.is_empty() {
             eprintln!("lab: etcd members {} did not stop within {STOP_BOUND:?} of SIGTERM; killed", forced.join(", "));
         }
@@ -106,7 +112,7 @@ impl EtcdCluster {
     /// stopped first.
     pub fn start_fresh_for_run(&self) -> Result<Leader> {
         if (0..MEMBERS).any(|i| self.pid(i).is_some()) {
-            match owner::read(&self.dir) {
+            match owner::read(&self.dir)? {
                 Some(run @ Owner::Run { .. }) if run.is_dead_run() => {}
                 Some(Owner::Run { pid, .. }) => {
                     return Err(format!("lab run pid {pid} is using etcd cluster {NAME} ({}); wait for it to finish", self.dir.display()).into())
@@ -126,12 +132,14 @@ impl EtcdCluster {
     }
 
     /// Stops the cluster and removes its folder: the next start makes a new
-    /// cluster, whose revisions start again at 1.
+    /// cluster, whose revisions start again at 1. Only a folder the lab made
+    /// (it carries the marker) is removed; anything else is refused.
     pub fn reset(&self) -> Result<()> {
+        let Some(folder) = SafeDir::open_made(&self.dir)? else { return Ok(()) };
         self.stop()?;
-        if self.dir.exists() {
-            fs::remove_dir_all(&self.dir).with_context(|| format!("removing {}", self.dir.display()))?;
-        }
+        folder.remove()?;
+        // Its password went with the folder; the next start makes another.
+        self.gateway.log_out();
         Ok(())
     }
 
@@ -180,7 +188,7 @@ impl EtcdCluster {
 
     /// The owner to start members for, in a cluster that has running members.
     fn owner_of_running(&self) -> Result<Owner> {
-        match owner::read(&self.dir) {
+        match owner::read(&self.dir)? {
             Some(run @ Owner::Run { .. }) if run == Owner::this_run() => Ok(run),
             Some(Owner::Run { pid, .. }) => Err(format!(
                 "lab run pid {pid} started etcd cluster {NAME} ({}) and still runs; wait for it to finish",

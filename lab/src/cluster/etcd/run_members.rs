@@ -58,8 +58,14 @@ impl Drop for EtcdCluster {
     fn drop(&mut self) {
         let dir = self.dir.clone();
         end_run_members(|pid_file| pid_file.starts_with(&dir));
-        if owner::read(&self.dir) == Some(Owner::this_run()) {
-            owner::clear(&self.dir);
+        match owner::read(&self.dir) {
+            Ok(Some(owner)) if owner == Owner::this_run() => {
+                if let Err(e) = owner::clear(&self.dir) {
+                    eprintln!("lab: could not clear the owner record of {}: {}", self.dir.display(), crate::error::chain(e.as_ref()));
+                }
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("lab: could not read the owner record of {}: {}", self.dir.display(), crate::error::chain(e.as_ref())),
         }
     }
 }

@@ -64,7 +64,7 @@ impl EtcdCluster {
             let statuses = self.gateway.statuses();
             let Some((_, id, term)) = gateway::agreed_leader(&statuses) else { return Ok(false) };
             let succeeds = old.is_none_or(|old| id != old.id && term > old.term);
-            Ok(succeeds && (0..MEMBERS).filter(|&i| self.pid(i).is_some()).all(|i| statuses[i].as_ref().is_some_and(|s| s.leader == id)))
+            Ok(succeeds && (0..MEMBERS).filter(|&i| self.pid(i).is_some()).all(|i| statuses[i].as_ref().is_some_and(|s| s.leader == Some(id))))
         })?;
         let leader = self.leader()?;
         if !ready {
@@ -86,7 +86,7 @@ impl EtcdCluster {
             .map(|i| MemberState { member: self.member(i), pid: self.pid(i), status: statuses[i].clone() })
             .collect();
         let leader = if gateway::agreed_leader(&statuses).is_some() { self.leader()? } else { None };
-        Ok(ClusterStatus { members, leader, owner: owner::read(&self.dir) })
+        Ok(ClusterStatus { members, leader, owner: owner::read(&self.dir)? })
     }
 
     /// A human summary, for `lab etcd status`.
@@ -129,7 +129,7 @@ impl EtcdCluster {
     pub(super) fn wait_for_step_down(&self, i: usize) {
         let bound = ELECTION_TIMEOUT * 3;
         let _ = poll::poll_until(bound, Duration::from_millis(20), || {
-            Ok::<_, ()>(self.gateway.member_status(i).map_or(true, |s| s.leader != s.id))
+            Ok::<_, ()>(self.gateway.member_status(i).map_or(true, |s| s.leader != Some(s.id)))
         });
     }
 
@@ -139,13 +139,8 @@ impl EtcdCluster {
         for i in 0..MEMBERS {
             if self.pid_file(i).exists() && self.pid(i).is_none() {
                 let log = self.log_path(i);
-                return Err(format!(
-                    "etcd member {} exited; its log {}:{}",
-                    self.member(i).name,
-                    log.display(),
-                    diagnose::log_tail(&log, 8)
-                )
-                .into());
+                let text = std::fs::read_to_string(&log).unwrap_or_else(|e| format!("(cannot read it: {e})"));
+                return Err(format!("etcd member {} exited; its log {}:{}", self.member(i).name, log.display(), diagnose::tail(&text, 8)).into());
             }
         }
         Ok(())

@@ -3,9 +3,11 @@
 //! removal when the last of its pumps ends.
 
 use super::state::{Link, Shared, State};
+use crate::cluster::diagnose;
 use crate::error::{Result, ResultExt};
+use nix::unistd::Uid;
 use std::collections::VecDeque;
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +21,22 @@ pub const CONNECT_BOUND: Duration = Duration::from_secs(5);
 /// table, say) before it tries again, so that a lasting failure does not
 /// become a busy loop.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
+/// The uid of the account that made the other end of `client`: in the
+/// kernel's socket table, the socket whose own address is our peer and
+/// whose peer is our own address.
+fn made_by(client: &TcpStream) -> std::result::Result<u32, String> {
+    let (ours, theirs) = match (client.local_addr(), client.peer_addr()) {
+        (Ok(SocketAddr::V4(ours)), Ok(SocketAddr::V4(theirs))) => (ours, theirs),
+        other => return Err(format!("a connection with addresses {other:?}")),
+    };
+    let sockets = diagnose::tcp_sockets().map_err(|e| format!("an unknown account (/proc/net/tcp: {e})"))?;
+    sockets
+        .into_iter()
+        .find(|s| s.local == theirs && s.remote == ours)
+        .map(|s| s.uid)
+        .ok_or_else(|| format!("an unknown account ({theirs} is not in the socket table)"))
+}
 
 impl Shared {
     /// The accepting thread: a link for each client, until the proxy stops.
@@ -36,6 +54,16 @@ impl Shared {
                     continue;
                 }
             };
+            match made_by(&client) {
+                Ok(uid) if uid == Uid::effective().as_raw() => {}
+                found => {
+                    // Another account's (or unknown): closed unread, not counted.
+                    let who = found.map_or_else(|e| e, |uid| format!("uid {uid}"));
+                    self.lock().note(format!("refused a connection made by {who}: the proxy carries the lab's own connections only"));
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+            }
             let number = {
                 let mut state = self.lock();
                 state.accepted += 1;

@@ -65,6 +65,19 @@ impl Shared {
             } else {
                 link.queue.push_back(Chunk { arrived: Instant::now(), bytes: buf[..n].to_vec() });
             }
+            let queued: usize = link.queue.iter().map(|c| c.bytes.len()).sum();
+            if queued > super::MAX_QUEUED {
+                // Cut: the queue dropped, the client done (so `wr` finishes
+                // even while the proxy holds), both sockets shut.
+                link.queue.clear();
+                link.client_done = true;
+                let _ = link.client.shutdown(Shutdown::Both);
+                let _ = link.server.shutdown(Shutdown::Both);
+                state.note(format!("connection {number}: more than {} bytes queued; cut", super::MAX_QUEUED));
+                drop(state);
+                self.changed.notify_all();
+                return;
+            }
             drop(state);
             self.changed.notify_all();
             if n == 0 {

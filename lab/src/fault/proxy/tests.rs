@@ -302,3 +302,56 @@ fn unreachable_target_closes_the_client() {
     let error = proxy.last_error().expect("no error kept");
     assert!(error.contains(&closed.to_string()) && error.contains("refused"), "last_error: {error}");
 }
+
+/// Another account's connection is closed unread: it reaches neither the
+/// target nor the count of connections, and `last_error` names its uid.
+#[test]
+fn another_accounts_connection_is_refused() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("\n*** NOT RUN: another_accounts_connection_is_refused needs root (to connect as the `nobody` account)\n");
+        return;
+    }
+    let server = Recorder::start();
+    let proxy = Proxy::start(server.addr);
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().expect("the nobody account");
+    // bash's /dev/tcp, as `nobody`: connect, send, and wait for the close.
+    let script = format!("exec 3<>/dev/tcp/127.0.0.1/{}; printf 'stranger' >&3; cat <&3 >/dev/null", proxy.port());
+    let out = {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new("timeout")
+            .args(["10", "bash", "-c", &script])
+            .uid(nobody.uid.as_raw())
+            .gid(nobody.gid.as_raw())
+            .output()
+            .unwrap()
+    };
+    assert!(out.status.success(), "the stranger's connection was not closed by the proxy: {out:?}");
+    assert_eq!(proxy.connections(), 0, "the stranger's connection was counted");
+    let error = proxy.last_error().expect("no refusal kept");
+    assert!(error.contains(&format!("uid {}", nobody.uid)), "last_error: {error}");
+    // The lab's own connection still passes, and the stranger's bytes never arrived.
+    let mut mine = client(&proxy);
+    mine.write_all(b"mine").unwrap();
+    assert_eq!(server.wait_for(4), "mine");
+}
+
+/// A link that queues more than MAX_QUEUED while held is cut: the client
+/// sees its connection end, and the proxy's memory stays bounded.
+#[test]
+fn a_queue_past_the_bound_is_cut() {
+    let server = Recorder::start();
+    let proxy = Proxy::start(server.addr);
+    proxy.hold();
+    let mut flood = client(&proxy);
+    let block = vec![b'x'; 1 << 20];
+    let mut cut = false;
+    for _ in 0..(super::MAX_QUEUED >> 20) + 8 {
+        if flood.write_all(&block).is_err() {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut || sees_closed(&mut flood), "the flooding client's connection is still open");
+    assert!(proxy.held_bytes() <= super::MAX_QUEUED, "{} bytes held", proxy.held_bytes());
+    assert!(proxy.last_error().is_some_and(|e| e.contains("cut")), "last_error: {:?}", proxy.last_error());
+}
