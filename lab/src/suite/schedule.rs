@@ -96,7 +96,7 @@ pub fn run(options: &Options) -> Result<bool> {
 
     let mut running: Vec<Running> = Vec::new();
     let mut ended: Vec<Ended> = Vec::new();
-    let mut scratch_free = vec![true; SCRATCH_COPIES];
+    let mut scratch_free = [true; SCRATCH_COPIES];
     let mut last_report = Instant::now();
     while !pending.is_empty() || !running.is_empty() {
         if interrupt::requested() {
@@ -267,7 +267,7 @@ fn report(ended: &[Ended], wall: Duration, built: Duration) -> bool {
         }
     }
     let mut slowest: Vec<&Ended> = ended.iter().collect();
-    slowest.sort_by(|a, b| b.took.cmp(&a.took));
+    slowest.sort_by_key(|e| std::cmp::Reverse(e.took));
     println!("\nslowest groups:");
     for e in slowest.iter().take(12) {
         println!("  {:>7.1}s  {}", e.took.as_secs_f64(), e.name);
