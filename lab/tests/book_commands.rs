@@ -92,6 +92,8 @@ fn checkout_copy() -> PathBuf {
     std::fs::create_dir_all(&copy).unwrap();
     // Its own build, its own repository and the link to the book tools stay.
     lab::mutants::scratch::mirror(&copy, &["target", ".git", ".tools"]).unwrap();
+    // Its first build reuses the project's compiled dependencies.
+    lab::mutants::scratch::seed_build(&root().join("target"), &copy.join("target")).unwrap();
     // A repository of its own: git commands in the copy (the exercises'
     // `git apply`, the mutation harness's `git ls-files`) must find the
     // copy, never the developer's repository around it.
