@@ -17,6 +17,7 @@ use crate::db;
 use crate::error::{Result, ResultExt};
 use crate::events::{self, ParentEvent};
 use crate::paths;
+use crate::safe_dir::SafeDir;
 use std::fmt::Write;
 use std::path::PathBuf;
 use parking_lot::Mutex;
@@ -209,10 +210,11 @@ pub fn discard(name: &str) -> Result<()> {
 
 /// Saves a case's chart as `<dir>/<name>.mmd`.
 pub fn save(name: &str, gantt: &str) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir())?;
-    let path = dir().join(format!("{name}.mmd"));
-    std::fs::write(&path, gantt).with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
+    // A folder of the lab's own (in a private cluster's place, or target/lab).
+    let folder = SafeDir::own_folder(&dir())?;
+    let file = format!("{name}.mmd");
+    folder.write_whole(&file, gantt, 0o644).with_context(|| format!("writing {}", dir().join(&file).display()))?;
+    Ok(dir().join(file))
 }
 
 /// A page that draws a saved chart with the book's mermaid.js (written by
@@ -226,7 +228,7 @@ pub fn page(name: &str) -> Result<PathBuf> {
         "<!doctype html><meta charset=\"utf-8\"><title>{name}</title>\n<pre class=\"mermaid\">\n{chart}</pre>\n<script src=\"file://{}\"></script>\n<script>mermaid.initialize({{startOnLoad: true}});</script>\n",
         script.display()
     );
-    std::fs::write(&path, html)?;
+    SafeDir::own_folder(&dir())?.write_whole(&format!("{name}.html"), &html, 0o644)?;
     Ok(path)
 }
 
