@@ -91,6 +91,10 @@
 //!   resource mode, side by side, and contended acquires (`lab bench`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
+//! - [`model`]: every interleaving, not only the staged ones: the lease
+//!   store, the holders and each resource mode as a model that stateright
+//!   checks whole (`lab model`), the same against the mutations, its
+//!   Explorer, and each counterexample replayed against the real cluster.
 //! - [`facts`]: the book's numbers and names (counts of cases, variants and
 //!   mutations, the case titles, measured figures) computed from the tables
 //!   above and from the evidence, written as small include files under
@@ -122,6 +126,7 @@ pub mod lease_stores;
 pub mod cases;
 pub mod bench;
 pub mod mutants;
+pub mod model;
 pub mod facts;
 
 pub use error::{Error, Result};

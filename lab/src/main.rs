@@ -84,6 +84,8 @@ enum Command {
     },
     /// The chaos run: holders under a seeded nemesis, judged by the history checker.
     Chaos(ChaosArgs),
+    /// The model checker: every interleaving of the lease and each resource mode; its verdicts as a table.
+    Model(ModelArgs),
     /// Draw what happened in a case's last run (F4, F5, F10-F13): a page that
     /// shows each holder's holdings, pauses and writes on one time axis.
     Timeline {
@@ -163,6 +165,29 @@ struct ChaosArgs {
     /// Print every holder's protocol lines and every fault on stderr as they happen.
     #[arg(long)]
     trace: bool,
+}
+
+#[derive(Args)]
+struct ModelArgs {
+    /// Also write the table to this file (the book's evidence/26/model.md; with --mutants, model-mutants.md), and each counterexample's chart beside it.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Check the model with each mutation of mutants/ that has a counterpart in it.
+    #[arg(long, conflicts_with_all = ["replay", "explore"])]
+    mutants: bool,
+    /// Replay MODE's counterexample (and the same schedule in fenced-scope) against the real cluster.
+    #[arg(long, value_parser = parse_mode, conflicts_with = "explore")]
+    replay: Option<FenceMode>,
+    /// Serve stateright's Explorer for MODE (default fenced-scope) on 127.0.0.1.
+    #[arg(long, value_parser = parse_mode, num_args = 0..=1, default_missing_value = "fenced-scope")]
+    explore: Option<FenceMode>,
+    /// The lease store of --explore and --replay: single, sync or async.
+    #[arg(long, default_value = "single", value_parser = parse_store)]
+    store: lab::model::StoreKind,
+}
+
+fn parse_store(text: &str) -> std::result::Result<lab::model::StoreKind, String> {
+    lab::model::StoreKind::ALL.into_iter().find(|s| s.cli_name() == text).ok_or_else(|| "the stores are single, sync, async".to_owned())
 }
 
 /// `--mode`: one mode, or all five.
@@ -297,6 +322,7 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(chaos(args))
         }
+        Command::Model(args) => report(model(args)),
         Command::Timeline { case } => report(lab::timeline::page(&case).map(|page| {
             let chart = page.with_extension("mmd");
             print!("{}", std::fs::read_to_string(&chart).unwrap_or_default());
@@ -451,6 +477,24 @@ fn chaos(args: ChaosArgs) -> Result<ExitCode> {
         println!("chaos: UNEXPECTED: {}", unexpected.join("; "));
         Ok(ExitCode::FAILURE)
     }
+}
+
+/// `lab model`: the table, the mutants' table, the Explorer, or a replay.
+fn model(args: ModelArgs) -> Result<ExitCode> {
+    use lab::model::{explore, replay, table, Config};
+    if let Some(mode) = args.explore {
+        explore::serve(Config::new(mode, args.store))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(mode) = args.replay {
+        interrupt::install();
+        let holder_bin = std::env::current_exe()?.with_file_name("holder");
+        return Ok(verdict(replay::run(mode, args.store, holder_bin)?));
+    }
+    if args.mutants {
+        return Ok(verdict(table::run_mutants(args.out.as_deref())?));
+    }
+    Ok(verdict(table::run(args.out.as_deref())?))
 }
 
 /// Copies the pictures of the cases just run next to `out` (the evidence
