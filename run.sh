@@ -44,7 +44,9 @@ usage: ./run.sh [command]
                      what fencing costs: writes/s and p50/p99 latency per resource mode
                      (1, 4, 16 writers on 1 and on 16 scopes) and contended acquires/s;
                      writes evidence/26/bench.md and bench.csv (about 5 minutes)
-  test               the whole test suite (what CI runs); installs what it needs
+  test [GROUP…]      the whole test suite (what CI runs), its groups in parallel, with
+                     progress and the slowest groups at the end; installs what it needs;
+                     GROUP narrows it to the groups whose name contains it
   accept             re-lock the evidence snapshots from a fresh run: cases, variants
                      and the mutants' broken runs (not under CI)
   book               build the book into target/book (installs the pinned mdbook first)
@@ -270,7 +272,9 @@ case "$cmd" in
     shift
     ensure_postgres; ensure_faketime; ensure_etcd; ensure_chromium; ensure_book_tools; guard_cluster
     [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
-    cargo test --quiet "$@"
+    # The groups in parallel, with progress and the slowest at the end;
+    # a group's name narrows it (`./run.sh test cases`, `./run.sh test "book 07"`).
+    "$LAB" suite "$@"
     ;;
   book)
     ensure_book_tools

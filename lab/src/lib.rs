@@ -95,6 +95,10 @@
 //!   store, the holders and each resource mode as a model that stateright
 //!   checks whole (`lab model`), the same against the mutations, its
 //!   Explorer, and each counterexample replayed against the real cluster.
+//! - [`suite`]: the whole test suite in parallel (`./run.sh test`): its
+//!   groups (test binaries, slices of the cases, the book's chapters), each
+//!   in an environment of its own, the longest first, with progress and a
+//!   table of the slowest at the end.
 //! - [`facts`]: the book's numbers and names (counts of cases, variants and
 //!   mutations, the case titles, measured figures) computed from the tables
 //!   above and from the evidence, written as small include files under
@@ -127,6 +131,7 @@ pub mod cases;
 pub mod bench;
 pub mod mutants;
 pub mod model;
+pub mod suite;
 pub mod facts;
 
 pub use error::{Error, Result};

@@ -66,6 +66,14 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The whole test suite, its groups in parallel (what `./run.sh test` and CI run).
+    Suite {
+        /// How many groups run at once (their time is mostly designed waiting).
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// Only the groups whose name contains one of these (e.g. `cases`, `book 07`).
+        only: Vec<String>,
+    },
     /// Break each guard in a scratch copy and see which case line catches it.
     Mutants {
         /// Only these mutations (default: all).
@@ -301,6 +309,10 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             let out = out.unwrap_or_else(|| lab::paths::evidence_dir().join("bench.md"));
             report(bench(&lab::bench::Options { seconds, runs, out }))
+        }
+        Command::Suite { workers, only } => {
+            interrupt::install();
+            report(lab::suite::run(&lab::suite::Options { workers, only }).map(verdict))
         }
         Command::Mutants { names, accept } => {
             interrupt::install();

@@ -121,8 +121,13 @@ impl SafeDir {
         let parent = SafeDir::open_parent(parent).with_context(|| format!("checking the folders above {}", path.display()))?;
         match mkdirat(&parent.fd, name, Mode::from_bits_truncate(0o700)) {
             Ok(()) => {
-                let dir = parent.sub_dir(name, Owner::me(), mode)?;
+                let fd = openat(&parent.fd, name, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
+                    .map_err(|e| refused_open(path, e))?;
+                // Made 0700 (nothing can enter before the marker is in);
+                // opened to `mode` once it is.
+                let dir = SafeDir { path: parent.path.join(name), fd };
                 dir.write_marker()?;
+                fchmod(&dir.fd, Mode::from_bits_truncate(mode))?;
                 Ok(dir)
             }
             Err(Errno::EEXIST) => {
@@ -426,8 +431,10 @@ mod tests {
     fn only_marked_folders_are_the_labs() {
         let tmp = scratch();
         let made = tmp.path().join("made");
-        SafeDir::open_or_make(&made, 0o700).unwrap();
+        SafeDir::open_or_make(&made, 0o711).unwrap();
         assert!(made.join(MARKER).is_file());
+        // The mode asked for, from the first making on.
+        assert_eq!(std::fs::metadata(&made).unwrap().permissions().mode() & 0o777, 0o711);
         assert!(SafeDir::open_made(&made).unwrap().is_some());
         let foreign = tmp.path().join("foreign");
         std::fs::create_dir(&foreign).unwrap();

@@ -13,7 +13,16 @@
 //! run against a private cluster (`LAB_CLUSTER_DIR`, `LAB_PORT`, which every
 //! process of the lab inherits), so they never touch the reader's own, and
 //! it is removed afterwards whatever happened.
+//!
+//! `LAB_BOOK_CHAPTERS=07-lease-not-enough.md,…` runs those chapters only:
+//! the suite (`./run.sh test`) runs each chapter as a group of its own, in
+//! parallel. The chapters share one checkout copy: each holds a shared lock
+//! on it while it runs, and a chapter that changes the project's files
+//! (`git apply`) holds it alone. A chapter that breaks guards (`./run.sh
+//! try`) uses the scratch copy `LAB_SCRATCH_DIR` names.
 
+use lab::suite::book::{chapters, commands, edits_files};
+use nix::fcntl::{Flock, FlockArg};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -23,39 +32,6 @@ const COMMAND_BOUND: Duration = Duration::from_secs(300);
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-/// One command line of a ```sh block.
-#[derive(Debug, PartialEq)]
-struct BookCommand {
-    /// `book/<chapter>:<line>`, for messages.
-    at: String,
-    /// The line as the reader types it (the promise comment is kept: bash ignores it).
-    line: String,
-    /// The exit status the book promises.
-    exit: i32,
-}
-
-/// The commands of one chapter, in order.
-fn commands(chapter: &str, text: &str) -> Vec<BookCommand> {
-    let mut out = Vec::new();
-    let mut in_sh = false;
-    for (n, line) in text.lines().enumerate() {
-        let trimmed = line.trim();
-        if let Some(info) = trimmed.strip_prefix("```") {
-            in_sh = !in_sh && matches!(info.trim(), "sh" | "bash" | "console");
-            continue;
-        }
-        if !in_sh || trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let exit = trimmed
-            .rsplit_once("# 退出码 ")
-            .and_then(|(_, promise)| promise.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
-            .unwrap_or(0);
-        out.push(BookCommand { at: format!("book/{chapter}:{}", n + 1), line: trimmed.to_owned(), exit });
-    }
-    out
 }
 
 /// A private cluster for the book's commands, removed on drop: its place
@@ -80,6 +56,8 @@ impl PrivateCluster {
 
     fn env(&self, cmd: &mut Command) {
         cmd.env("LAB_CLUSTER_DIR", &self.dir).env("LAB_PORT", &self.port).env("LAB_ETCD_PORT_BASE", &self.etcd_port_base);
+        // The etcd folder beside the cluster's: never the copy's shared one.
+        cmd.env("LAB_ETCD_DIR", self.dir.with_file_name("etcd-26"));
     }
 
     /// Stops the server and deletes the folder: the state of a fresh checkout.
@@ -105,6 +83,7 @@ impl Drop for PrivateCluster {
 /// tools are shared through a link rather than installed again.
 fn checkout_copy() -> PathBuf {
     let copy = root().join("target/book-commands/tree");
+    std::fs::create_dir_all(&copy).unwrap();
     let listed = Command::new("git")
         .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
         .current_dir(root())
@@ -117,15 +96,20 @@ fn checkout_copy() -> PathBuf {
         let to = copy.join(name);
         if std::fs::read(&to).ok().as_deref() != Some(content.as_slice()) {
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            std::fs::write(&to, content).unwrap();
+            // Whole (a new file renamed over the old): another chapter may
+            // be reading it meanwhile.
+            let partial = to.with_extension(format!("sync-{}", std::process::id()));
+            std::fs::write(&partial, content).unwrap();
             // Keep the executable bit (run.sh, the tools' scripts).
             let mode = std::fs::metadata(root().join(name)).unwrap().permissions();
-            std::fs::set_permissions(&to, mode).unwrap();
+            std::fs::set_permissions(&partial, mode).unwrap();
+            std::fs::rename(&partial, &to).unwrap();
         }
     }
     // A repository of its own: git commands in the copy (the exercises'
     // `git apply`, the mutation harness's `git ls-files`) must find the
     // copy, never the developer's repository around it.
+    // (Made under the copy's lock held alone, see `lock_copy`.)
     if !copy.join(".git").exists() {
         let init = Command::new("git").args(["init", "-q"]).current_dir(&copy).output().unwrap();
         assert!(init.status.success(), "git init in {}: {}", copy.display(), String::from_utf8_lossy(&init.stderr));
@@ -171,11 +155,28 @@ fn tail(bytes: &[u8]) -> String {
     lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
+/// A lock on the checkout copy: shared while a chapter runs, alone for a
+/// chapter that changes the project's files and for the copy's first
+/// making (its repository and its link to the book tools).
+fn lock_copy(alone: bool) -> Flock<std::fs::File> {
+    let dir = root().join("target/book-commands");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("copy.lock")).unwrap();
+    let how = if alone { FlockArg::LockExclusive } else { FlockArg::LockShared };
+    Flock::lock(file, how).map_err(|(_, e)| e).unwrap()
+}
+
 /// The chapters' commands, run in reading order, each exit status as the book says.
 #[test]
 fn book_commands_behave_as_the_book_says() {
-    let summary = std::fs::read_to_string(root().join("book/SUMMARY.md")).unwrap();
-    let order: Vec<&str> = summary.split(['(', ')']).filter(|s| s.ends_with(".md")).collect();
+    let mut order = chapters(&root().join("book")).unwrap();
+    if let Ok(only) = std::env::var("LAB_BOOK_CHAPTERS") {
+        let wanted: Vec<&str> = only.split(',').map(str::trim).filter(|c| !c.is_empty()).collect();
+        if let Some(unknown) = wanted.iter().find(|w| !order.iter().any(|c| c == *w)) {
+            panic!("LAB_BOOK_CHAPTERS names {unknown}, which book/SUMMARY.md does not list");
+        }
+        order.retain(|c| wanted.contains(&c.as_str()));
+    }
     let cluster = PrivateCluster::new();
     let mut problems = Vec::new();
     let mut ran = 0;
@@ -185,6 +186,8 @@ fn book_commands_behave_as_the_book_says() {
         if list.is_empty() {
             continue;
         }
+        let _copy = lock_copy(edits_files(&list) || !root().join("target/book-commands/tree/.git").exists());
+        let start = Instant::now();
         eprintln!("book commands: {chapter} ({} commands)", list.len());
         cluster.reset();
         let copy = checkout_copy();
@@ -203,21 +206,9 @@ fn book_commands_behave_as_the_book_says() {
                 ));
             }
         }
+        eprintln!("book commands: {chapter} done in {:.1}s", start.elapsed().as_secs_f64());
     }
+    println!("book commands: ran {ran} commands of {} chapters", order.len());
     assert!(problems.is_empty(), "{} of {ran} book commands did not behave as the book says:\n\n{}", problems.len(), problems.join("\n\n"));
     assert!(ran > 0, "no book command ran");
-}
-
-/// The parser takes sh lines only, skips comments, and reads the promised exit status.
-#[test]
-fn commands_and_promises_are_parsed() {
-    let text = "x\n```sh\n# a comment\n./run.sh F4\n./run.sh diff F4   # 退出码 1：与证据不同\n```\n```rust\nnot a command\n```\n";
-    let list = commands("ch.md", text);
-    assert_eq!(
-        list,
-        vec![
-            BookCommand { at: "book/ch.md:4".into(), line: "./run.sh F4".into(), exit: 0 },
-            BookCommand { at: "book/ch.md:5".into(), line: "./run.sh diff F4   # 退出码 1：与证据不同".into(), exit: 1 },
-        ]
-    );
 }

@@ -39,9 +39,13 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The private cluster's port block: clients 26801–26803, peers 26811–26813,
-/// apart from the default block (26430) and below the ephemeral range.
-const BASE: u16 = 26800;
+/// The private cluster's port block (clients base+1…3, peers base+11…13): a
+/// free block, picked once per process, never a fixed one (the suite runs
+/// groups side by side, each in a port range of its own).
+fn base() -> u16 {
+    static BASE: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| lab::cluster::free_ports(14).unwrap())
+}
 
 /// The TTL of holders that let their lease run out: etcd's minimum here.
 const TTL: Duration = MIN_TTL;
@@ -84,7 +88,7 @@ struct StopOnDrop(std::path::PathBuf);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        if let Ok(cluster) = EtcdCluster::new(&self.0, BASE) {
+        if let Ok(cluster) = EtcdCluster::new(&self.0, base()) {
             let _ = cluster.stop();
         }
     }
@@ -99,7 +103,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 /// process holds it and starts no member.
 #[test]
 fn a_held_port_is_refused() {
-    let base = BASE + 50;
+    let base = lab::cluster::free_ports(14).unwrap();
     let tmp = TempDir::new("etcd-port");
     let dir = tmp.0.join(NAME);
     let squatter = TcpListener::bind(("127.0.0.1", base + 2)).unwrap();
@@ -113,8 +117,8 @@ fn a_held_port_is_refused() {
     assert_eq!(etcd_leftovers(&dir.display().to_string()), Vec::<String>::new());
 }
 
-/// The port block of the run that gets killed.
-const KILLED_BASE: u16 = BASE + 100;
+/// The port block of the run that gets killed, handed to it in this variable.
+const KILLED_BASE: &str = "LAB_ETCD_TEST_KILLED_BASE";
 
 /// Where `run_that_gets_killed` keeps its cluster; set only by the test that kills it.
 const KILLED_DIR: &str = "LAB_ETCD_TEST_KILLED_DIR";
@@ -125,16 +129,18 @@ const KILLED_DIR: &str = "LAB_ETCD_TEST_KILLED_DIR";
 fn a_killed_run_leaves_no_member() {
     let tmp = TempDir::new("etcd-killed");
     let dir = tmp.0.join(NAME);
+    let killed_base = lab::cluster::free_ports(14).unwrap();
     let mut run = Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", "run_that_gets_killed", "--nocapture"])
         .env(KILLED_DIR, &dir)
+        .env(KILLED_BASE, killed_base.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(run.stdout.take().unwrap()).lines();
     let started = lines.by_ref().map_while(Result::ok).any(|line| line.starts_with("leader "));
-    let cluster = EtcdCluster::new(&dir, KILLED_BASE).unwrap();
+    let cluster = EtcdCluster::new(&dir, killed_base).unwrap();
     let pids: Vec<Option<u32>> = (0..MEMBERS).map(|i| cluster.pid(i)).collect();
     let _ = run.kill();
     let _ = run.wait();
@@ -156,7 +162,8 @@ fn a_killed_run_leaves_no_member() {
 #[ignore = "run by a_killed_run_leaves_no_member"]
 fn run_that_gets_killed() {
     let Some(dir) = std::env::var_os(KILLED_DIR) else { return };
-    let cluster = EtcdCluster::new(dir, KILLED_BASE).unwrap();
+    let base: u16 = std::env::var(KILLED_BASE).unwrap().parse().unwrap();
+    let cluster = EtcdCluster::new(dir, base).unwrap();
     let leader = cluster.start(Owner::this_run()).unwrap();
     println!("leader {}", leader.name);
     std::thread::sleep(Duration::from_secs(60));
@@ -169,7 +176,7 @@ fn etcd_cluster_and_leases() {
     let dir = tmp.0.join(NAME);
     let _reader_members = StopOnDrop(dir.clone());
     {
-        let cluster = EtcdCluster::new(&dir, BASE).unwrap();
+        let cluster = EtcdCluster::new(&dir, base()).unwrap();
         let mut tokens = Tokens(Vec::new());
         start_elects_a_leader(&cluster);
         // After the start: it turned authentication on; the store logs in as the cluster does.
@@ -348,13 +355,13 @@ fn the_readers_cluster_outlives_its_starter(cluster: &EtcdCluster, store: &EtcdL
     let g = store.acquire("report-job", "holder-a", TTL, MARGIN).unwrap().unwrap();
     tokens.larger(g.grant.token, "A after a stop and a start");
     assert!(store.release(&g).unwrap());
-    let other = EtcdCluster::new(cluster.dir(), BASE).unwrap();
+    let other = EtcdCluster::new(cluster.dir(), base()).unwrap();
     let status = other.status().unwrap();
     assert_eq!(status.owner, Some(Owner::Reader));
     assert!(status.members.iter().all(|m| m.pid.is_some()), "{}", other.describe().unwrap());
     // The reader's members are no run's children: dropping a handle leaves them up.
     drop(other);
     assert!((0..MEMBERS).all(|i| cluster.pid(i).is_some()));
-    EtcdCluster::new(cluster.dir(), BASE).unwrap().stop().unwrap();
+    EtcdCluster::new(cluster.dir(), base()).unwrap().stop().unwrap();
     assert!((0..MEMBERS).all(|i| cluster.pid(i).is_none()));
 }

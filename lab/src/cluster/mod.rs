@@ -87,20 +87,36 @@ pub const DEFAULT_PORT: u16 = 26426;
 /// depends on the process and the time, so two runs that look at once
 /// rarely pick the same block; a block taken between this look and the
 /// server's start is reported by the cluster's start, never adopted.
+/// `LAB_FREE_PORTS=low-high` narrows the search to that range: the test
+/// suite gives each of its parallel groups a range of its own, so two
+/// groups never pick the same block.
 pub fn free_ports(count: u16) -> Result<u16> {
-    const LOW: u32 = 20000;
-    const HIGH: u32 = 32000;
-    let span = HIGH - LOW - u32::from(count);
+    let (low, high) = match std::env::var("LAB_FREE_PORTS") {
+        Ok(text) => text
+            .split_once('-')
+            .and_then(|(lo, hi)| Some((lo.parse::<u32>().ok()?, hi.parse::<u32>().ok()?)))
+            .ok_or_else(|| format!("LAB_FREE_PORTS={text:?} is not a range low-high"))?,
+        Err(_) => (20000, 32000),
+    };
+    free_ports_in(low, high, count)
+}
+
+/// [`free_ports`] within `low..high`.
+pub fn free_ports_in(low: u32, high: u32, count: u16) -> Result<u16> {
+    if !(low < high && high <= 32768 && high - low > 2 * u32::from(count)) {
+        return Err(format!("{low}-{high} is not a range of ports below 32768 with room for {count}").into());
+    }
+    let span = high - low - u32::from(count);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let start = std::process::id().wrapping_mul(7919).wrapping_add(nanos) % span;
     for step in 0..span / u32::from(count) {
-        let base = LOW + (start + step * u32::from(count)) % span;
+        let base = low + (start + step * u32::from(count)) % span;
         // Bound and dropped at once: only whether each can be bound now.
         if (0..u32::from(count)).all(|i| std::net::TcpListener::bind((HOST, (base + i) as u16)).is_ok()) {
             return Ok(base as u16);
         }
     }
-    Err(format!("no {count} consecutive free ports on {HOST} between {LOW} and {HIGH}").into())
+    Err(format!("no {count} consecutive free ports on {HOST} between {low} and {high}").into())
 }
 
 /// The port clients connect to and the cluster listens on. The tests move

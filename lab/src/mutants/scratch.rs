@@ -1,7 +1,8 @@
 //! The scratch copy in which a mutation is applied, built and run, so that
 //! the reader's own files are never touched.
 //!
-//! `target/mutants/tree` holds a copy of the project's files (what git
+//! `target/mutants/tree` (or `$LAB_SCRATCH_DIR/tree`: the test suite gives
+//! each of its two mutation groups a scratch copy of its own) holds a copy of the project's files (what git
 //! tracks, plus untracked files it does not ignore: a developer's new files
 //! count). `target/mutants/target` is its build folder, kept between runs,
 //! so each mutant is an incremental build of one crate (about a second).
@@ -53,7 +54,10 @@ impl Scratch {
     /// Copies the project into the scratch tree, builds it unmutated, and
     /// starts the private cluster.
     pub fn prepare() -> Result<Scratch> {
-        let base = paths::root().join("target").join("mutants");
+        let base = match std::env::var_os("LAB_SCRATCH_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => paths::root().join("target").join("mutants"),
+        };
         // The reader's place, made if needed: the mutants' place goes inside it.
         let place = crate::cluster::Cluster::locate()?.place()?;
         std::fs::create_dir_all(&base)?;

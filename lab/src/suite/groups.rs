@@ -1,0 +1,132 @@
+//! What the suite runs: its groups, each one test process, built from the
+//! test binaries cargo made and from the book's chapters.
+
+use super::book;
+use crate::cases;
+use crate::error::{Result, ResultExt};
+use crate::paths;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// One test process of the suite.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// Its name in progress lines and the table: `cli`, `cases F15`,
+    /// `book 07-lease-not-enough.md`.
+    pub name: String,
+    /// The test binary.
+    pub program: PathBuf,
+    /// Its arguments (filters).
+    pub args: Vec<String>,
+    /// Variables of its own (the chapter a book group runs).
+    pub env: Vec<(String, String)>,
+    /// Whether it breaks guards in a scratch copy (one of the pool's).
+    pub needs_scratch: bool,
+    /// Seconds it is expected to take, to start the longest first: what it
+    /// took last time, else a guess.
+    pub estimate: f64,
+}
+
+/// The test binaries of the workspace, by target name (`cli`, `cases`, …;
+/// `lib` for the library's unit tests), as `cargo test --no-run` built them.
+pub struct TestBinaries(pub BTreeMap<String, PathBuf>);
+
+impl TestBinaries {
+    /// Builds every test binary (`cargo test --no-run`) and reads where
+    /// each is from cargo's messages.
+    pub fn build() -> Result<TestBinaries> {
+        let out = Command::new("cargo")
+            .args(["test", "--no-run", "--message-format=json-render-diagnostics", "--quiet"])
+            .current_dir(paths::root())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .context("running cargo test --no-run")?;
+        if !out.status.success() {
+            return Err(format!("cargo test --no-run failed ({})", out.status).into());
+        }
+        let mut found = BTreeMap::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+            let (Some(exe), Some(kinds), Some(name)) =
+                (message["executable"].as_str(), message["target"]["kind"].as_array(), message["target"]["name"].as_str())
+            else {
+                continue;
+            };
+            let kind = kinds.first().and_then(|k| k.as_str()).unwrap_or_default();
+            let key = if kind == "lib" { "lib".to_owned() } else if kind == "test" { name.to_owned() } else { continue };
+            found.insert(key, PathBuf::from(exe));
+        }
+        if found.is_empty() {
+            return Err("cargo test --no-run named no test binary".into());
+        }
+        Ok(TestBinaries(found))
+    }
+}
+
+/// The slices of the cases' snapshot test: each slice is one process with
+/// a cluster of its own. The designed waits are uneven (F15 alone runs a
+/// 40 s chaos run), so the slices are cut by duration, not by count.
+const CASE_SLICES: &[&[&str]] = &[
+    &["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F9"],
+    &["F10", "F11", "F12", "F13", "F14"],
+    &["F15"],
+    &["F16"],
+];
+
+/// Guesses, in seconds, for groups the suite has not timed yet.
+fn guess(name: &str) -> f64 {
+    match name {
+        n if n.starts_with("book try-") => 60.0,
+        n if n.starts_with("book ") => 40.0,
+        n if n.starts_with("cases ") => 45.0,
+        "etcd" | "privacy" | "cli" | "bench" | "book" => 40.0,
+        _ => 10.0,
+    }
+}
+
+/// Every group of the suite: each test binary as a whole, except the
+/// cases' snapshots (in slices, plus one slice of the book's variants) and
+/// the book's commands (a chapter each). A test binary the suite does not
+/// know is run whole, never skipped.
+pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<Vec<Group>> {
+    let mut out = Vec::new();
+    let mut add = |name: String, program: &PathBuf, args: Vec<String>, env: Vec<(String, String)>, needs_scratch: bool| {
+        let estimate = times.get(&name).copied().unwrap_or_else(|| guess(&name));
+        out.push(Group { name, program: program.clone(), args, env, needs_scratch, estimate });
+    };
+    for (target, program) in &binaries.0 {
+        match target.as_str() {
+            "cases" => {
+                for slice in CASE_SLICES {
+                    add(format!("cases {}", slice.join(" ")), program, slice.iter().map(|s| s.to_string()).collect(), vec![], false);
+                }
+                let variants: Vec<String> = cases::variants().iter().map(|v| v.name()).collect();
+                add("cases variants".into(), program, variants, vec![], false);
+            }
+            "book_commands" => {
+                let dir = paths::root().join("book");
+                for chapter in book::chapters(&dir)? {
+                    let text = std::fs::read_to_string(dir.join(&chapter)).with_context(|| format!("reading book/{chapter}"))?;
+                    let commands = book::commands(&chapter, &text);
+                    if commands.is_empty() {
+                        continue;
+                    }
+                    let env = vec![("LAB_BOOK_CHAPTERS".to_owned(), chapter.clone())];
+                    // --nocapture: its progress and its count reach the log.
+                    add(format!("book {chapter}"), program, vec!["--nocapture".into()], env, book::needs_scratch(&commands));
+                }
+            }
+            "lib" => add("unit".into(), program, vec![], vec![], false),
+            other => add(other.to_owned(), program, vec![], vec![], false),
+        }
+    }
+    // Every slice of cases together must be every case: a case added to the
+    // table and to no slice would go unchecked.
+    let sliced: Vec<&str> = CASE_SLICES.iter().flat_map(|s| s.iter().copied()).collect();
+    if let Some(missing) = cases::ALL.iter().find(|c| !sliced.contains(&c.id)) {
+        return Err(format!("case {} is in no slice of the suite (suite/groups.rs, CASE_SLICES)", missing.id).into());
+    }
+    out.sort_by(|a, b| b.estimate.total_cmp(&a.estimate));
+    Ok(out)
+}

@@ -1,0 +1,329 @@
+//! Running the groups: a few at once, each in an environment of its own,
+//! with progress while they run and a table of the slowest at the end.
+
+use super::groups::{groups, Group, TestBinaries};
+use crate::error::{Result, ResultExt};
+use crate::{interrupt, paths};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How the suite runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How many groups run at once. Their time is mostly waiting, so more
+    /// than the machine's cores: 4 on 2 cores.
+    pub workers: usize,
+    /// Only the groups whose name contains one of these (all when empty).
+    pub only: Vec<String>,
+}
+
+/// How many scratch copies the mutation exercises share.
+const SCRATCH_COPIES: usize = 2;
+
+/// The ports the suite's groups pick from: one range per worker slot,
+/// below the ephemeral range (see `cluster::free_ports`).
+const PORTS_LOW: u32 = 20000;
+const PORTS_HIGH: u32 = 32000;
+
+/// How long one group may run before it is a hang: far above the longest
+/// (a chapter of mutation exercises, a few minutes).
+const GROUP_BOUND: Duration = Duration::from_secs(20 * 60);
+
+/// A group that is running.
+struct Running {
+    /// Which group.
+    group: Group,
+    /// Its process (the leader of its own process group).
+    child: Child,
+    /// When it started.
+    started: Instant,
+    /// Its worker slot (its port range).
+    slot: usize,
+    /// The scratch copy it holds, if it needs one.
+    scratch: Option<usize>,
+    /// Its own folder (cluster place, etcd folder), removed after it.
+    home: PathBuf,
+    /// Its log.
+    log: PathBuf,
+}
+
+/// How a group ended.
+struct Ended {
+    /// Its name.
+    name: String,
+    /// How long it ran.
+    took: Duration,
+    /// Whether it passed (and left nothing running).
+    ok: bool,
+    /// Its log.
+    log: PathBuf,
+    /// What it left running, if anything.
+    leftovers: Vec<String>,
+}
+
+/// The process groups and homes of the running groups, for the Ctrl-C cleanup.
+static LIVE: Mutex<Vec<(i32, PathBuf)>> = Mutex::new(Vec::new());
+
+/// Runs the suite: builds the test binaries, runs every group, prints the
+/// table; `Ok(true)` when every group passed.
+pub fn run(options: &Options) -> Result<bool> {
+    let started = Instant::now();
+    let dir = paths::root().join("target").join("suite");
+    std::fs::create_dir_all(dir.join("logs"))?;
+    eprintln!("suite: building the test binaries…");
+    let binaries = TestBinaries::build()?;
+    let built = started.elapsed();
+    let times = read_times(&dir.join("times.tsv"));
+    let mut pending: Vec<Group> = groups(&binaries, &times)?;
+    if !options.only.is_empty() {
+        pending.retain(|g| options.only.iter().any(|o| g.name.contains(o.as_str())));
+        if pending.is_empty() {
+            return Err(format!("no group of the suite matches {:?}", options.only).into());
+        }
+    }
+    let total = pending.len();
+    let workers = options.workers.max(1);
+    println!("suite: {total} groups on {workers} workers (binaries built in {:.0}s)", built.as_secs_f64());
+    interrupt::on_stop(stop_live);
+
+    let mut running: Vec<Running> = Vec::new();
+    let mut ended: Vec<Ended> = Vec::new();
+    let mut scratch_free = vec![true; SCRATCH_COPIES];
+    let mut last_report = Instant::now();
+    while !pending.is_empty() || !running.is_empty() {
+        if interrupt::requested() {
+            // The interrupt thread stops everything and exits the process.
+            std::thread::park();
+        }
+        // Start what fits: a free slot, and a scratch copy if it needs one.
+        while running.len() < workers {
+            let Some(at) = pending.iter().position(|g| !g.needs_scratch || scratch_free.contains(&true)) else { break };
+            let group = pending.remove(at);
+            let slot = (0..workers).find(|s| !running.iter().any(|r| r.slot == *s)).expect("a free slot");
+            let scratch = group.needs_scratch.then(|| {
+                let i = scratch_free.iter().position(|f| *f).expect("checked above");
+                scratch_free[i] = false;
+                i
+            });
+            let r = start(group, slot, workers, scratch, &dir)?;
+            println!("[{:>2}/{total}] start {:<40} (slot {slot}{})", ended.len() + running.len() + 1, r.group.name, scratch.map(|s| format!(", scratch {s}")).unwrap_or_default());
+            running.push(r);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let mut i = 0;
+        while i < running.len() {
+            let overdue = running[i].started.elapsed() > GROUP_BOUND;
+            if overdue {
+                signal_group(running[i].child.id() as i32, Signal::SIGINT);
+            }
+            if let Some(status) = running[i].child.try_wait()? {
+                let r = running.remove(i);
+                if let Some(s) = r.scratch {
+                    scratch_free[s] = true;
+                }
+                let e = finish(r, status.success() && !overdue)?;
+                println!(
+                    "[{:>2}/{total}] {:<5} {:<40} {:>6.1}s   (elapsed {})",
+                    ended.len() + 1,
+                    if e.ok { "ok" } else { "FAIL" },
+                    e.name,
+                    e.took.as_secs_f64(),
+                    clock(started.elapsed())
+                );
+                ended.push(e);
+            } else {
+                i += 1;
+            }
+        }
+        if last_report.elapsed() >= Duration::from_secs(60) && !running.is_empty() {
+            last_report = Instant::now();
+            let names: Vec<String> = running.iter().map(|r| format!("{} ({:.0}s)", r.group.name, r.started.elapsed().as_secs_f64())).collect();
+            println!("suite: {} done, {} waiting; running: {}", ended.len(), pending.len(), names.join(", "));
+        }
+    }
+    write_times(&dir.join("times.tsv"), &times, &ended)?;
+    Ok(report(&ended, started.elapsed(), built))
+}
+
+/// Starts one group in its own process group, with its own environment.
+fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir: &Path) -> Result<Running> {
+    // A folder of its own, under a random name (mkdtemp: made atomically,
+    // nobody can have placed it first), open to the server account.
+    let home = nix::unistd::mkdtemp("/tmp/lab-suite-XXXXXX").context("making a group's folder")?;
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o711))?;
+    let width = (PORTS_HIGH - PORTS_LOW) / workers as u32;
+    let (low, high) = (PORTS_LOW + slot as u32 * width, PORTS_LOW + (slot as u32 + 1) * width);
+    let log = dir.join("logs").join(format!("{}.log", group.name.replace([' ', '/'], "_")));
+    let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let mut cmd = Command::new(&group.program);
+    cmd.args(&group.args)
+        .current_dir(paths::root().join("lab"))
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .env("LAB_CLUSTER_DIR", home.join("cluster"))
+        .env("LAB_ETCD_DIR", home.join("etcd-26"))
+        .env("LAB_FREE_PORTS", format!("{low}-{high}"))
+        .env("LAB_PORT", crate::cluster::free_ports_in(low, high, 3)?.to_string())
+        .env("LAB_ETCD_PORT_BASE", crate::cluster::free_ports_in(low, high, 14)?.to_string())
+        .envs(group.env.iter().map(|(k, v)| (k, v)));
+    if let Some(s) = scratch {
+        cmd.env("LAB_SCRATCH_DIR", dir.join(format!("scratch-{s}")));
+    }
+    // Its own process group: a Ctrl-C at the terminal reaches the suite,
+    // which passes it on to every group's processes at once.
+    cmd.process_group(0);
+    let child = cmd.spawn().with_context(|| format!("starting {}", group.name))?;
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).push((child.id() as i32, home.clone()));
+    Ok(Running { group, child, started: Instant::now(), slot, scratch, home, log })
+}
+
+/// Judges a group that ended: its exit status, and what it left running in
+/// its folder (a server, etcd members), which is stopped and fails it.
+fn finish(r: Running, passed: bool) -> Result<Ended> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|(pid, _)| *pid != r.child.id() as i32);
+    let leftovers = clear_home(&r.home);
+    Ok(Ended { name: r.group.name, took: r.started.elapsed(), ok: passed && leftovers.is_empty(), log: r.log, leftovers })
+}
+
+/// Stops what a group left running in its folder and removes the folder;
+/// returns what had to be stopped.
+fn clear_home(home: &Path) -> Vec<String> {
+    let lab = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("lab"));
+    let env = [("LAB_CLUSTER_DIR", home.join("cluster")), ("LAB_ETCD_DIR", home.join("etcd-26"))];
+    let mut left = Vec::new();
+    let ask = |args: &[&str]| Command::new(&lab).args(args).envs(env.iter().map(|(k, v)| (k, v))).output();
+    if home.join("cluster").exists() && ask(&["cluster", "status"]).is_ok_and(|o| o.status.success()) {
+        left.push("its PostgreSQL server".to_owned());
+    }
+    if home.join("etcd-26").exists() && ask(&["etcd", "status"]).is_ok_and(|o| o.status.code() == Some(0)) {
+        left.push("its etcd members".to_owned());
+        let _ = ask(&["etcd", "stop"]);
+    }
+    if home.join("cluster").exists() {
+        if let Ok(out) = ask(&["cluster", "forget"]) {
+            if !out.status.success() {
+                left.push(format!("a cluster folder it could not remove: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            }
+        }
+    }
+    if let Err(e) = std::fs::remove_dir_all(home) {
+        left.push(format!("its folder {} ({e})", home.display()));
+    }
+    left
+}
+
+/// Ctrl-C: SIGINT to every running group's processes, a bounded wait for
+/// their own cleanup, SIGKILL for what is still there, then their folders.
+fn stop_live() {
+    let live: Vec<(i32, PathBuf)> = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    for (pgid, _) in &live {
+        signal_group(*pgid, Signal::SIGINT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline && live.iter().any(|(pgid, _)| kill(Pid::from_raw(-pgid), None).is_ok()) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for (pgid, home) in &live {
+        signal_group(*pgid, Signal::SIGKILL);
+        for what in clear_home(home) {
+            eprintln!("suite: stopped what a group left after Ctrl-C: {what}");
+        }
+    }
+}
+
+/// Sends `signal` to every process of the process group `pgid`.
+fn signal_group(pgid: i32, signal: Signal) {
+    // A negative pid names the process group; the group may be gone already.
+    let _ = kill(Pid::from_raw(-pgid), signal);
+}
+
+/// `m:ss`.
+fn clock(d: Duration) -> String {
+    format!("{}:{:02}", d.as_secs() / 60, d.as_secs() % 60)
+}
+
+/// The end: failures with the tail of their logs, the slowest groups, the
+/// counts of what was checked; `true` when every group passed.
+fn report(ended: &[Ended], wall: Duration, built: Duration) -> bool {
+    let failed: Vec<&Ended> = ended.iter().filter(|e| !e.ok).collect();
+    for e in &failed {
+        println!("\n--- FAIL {} ({})", e.name, e.log.display());
+        for what in &e.leftovers {
+            println!("left running: {what}");
+        }
+        let text = std::fs::read_to_string(&e.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        for line in &lines[lines.len().saturating_sub(40)..] {
+            println!("  {line}");
+        }
+    }
+    let mut slowest: Vec<&Ended> = ended.iter().collect();
+    slowest.sort_by(|a, b| b.took.cmp(&a.took));
+    println!("\nslowest groups:");
+    for e in slowest.iter().take(12) {
+        println!("  {:>7.1}s  {}", e.took.as_secs_f64(), e.name);
+    }
+    let busy: f64 = ended.iter().map(|e| e.took.as_secs_f64()).sum();
+    let counts = counts(ended);
+    println!(
+        "\nsuite: {} groups, {} failed; {} wall ({} building), {:.0} s of group time\nchecked: {counts}",
+        ended.len(),
+        failed.len(),
+        clock(wall),
+        clock(built),
+        busy
+    );
+    let _ = std::io::stdout().flush();
+    failed.is_empty()
+}
+
+/// What the logs say was checked: libtest's passed tests, the cases and
+/// variants matched with their snapshots, the book's commands run.
+fn counts(ended: &[Ended]) -> String {
+    let (mut tests, mut cases, mut variants, mut commands) = (0u64, 0u64, 0u64, 0u64);
+    for e in ended {
+        let text = std::fs::read_to_string(&e.log).unwrap_or_default();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("test result: ok. ") {
+                tests += rest.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            } else if let Some(rest) = line.strip_prefix("case ") {
+                if rest.contains(" ... ok") {
+                    let name = rest.split_whitespace().next().unwrap_or_default();
+                    if name.contains('-') {
+                        variants += 1;
+                    } else {
+                        cases += 1;
+                    }
+                }
+            } else if let Some(rest) = line.strip_prefix("book commands: ran ") {
+                commands += rest.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            }
+        }
+    }
+    format!("{tests} tests passed, {cases} cases and {variants} variants match their snapshots, {commands} book commands behaved as the book says")
+}
+
+/// The seconds each group took last time, to start the longest first.
+fn read_times(path: &Path) -> BTreeMap<String, f64> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().filter_map(|l| l.split_once('\t')).filter_map(|(name, s)| Some((name.to_owned(), s.parse().ok()?))).collect()
+}
+
+/// Remembers this run's times (and keeps the others').
+fn write_times(path: &Path, old: &BTreeMap<String, f64>, ended: &[Ended]) -> Result<()> {
+    let mut times = old.clone();
+    for e in ended {
+        times.insert(e.name.clone(), e.took.as_secs_f64());
+    }
+    let text: String = times.iter().map(|(n, s)| format!("{n}\t{s:.1}\n")).collect();
+    paths::write_whole(path, &text).with_context(|| format!("writing {}", path.display()))
+}
