@@ -177,7 +177,7 @@ struct ChaosArgs {
 
 #[derive(Args)]
 struct ModelArgs {
-    /// Also write the table to this file (the book's evidence/26/model.md; with --mutants, model-mutants.md), and each counterexample's chart beside it.
+    /// Also write the table to this file (the book's evidence/26/model.md; with --mutants, model-mutants.md), and each counterexample's chart beside it; with --replay, the redacted transcript.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Check the model with each mutation of mutants/ that has a counterpart in it.
@@ -501,7 +501,7 @@ fn model(args: ModelArgs) -> Result<ExitCode> {
     if let Some(mode) = args.replay {
         interrupt::install();
         let holder_bin = std::env::current_exe()?.with_file_name("holder");
-        return Ok(verdict(replay::run(mode, args.store, holder_bin)?));
+        return Ok(verdict(replay::run(mode, args.store, holder_bin, args.out.as_deref())?));
     }
     if args.mutants {
         return Ok(verdict(table::run_mutants(args.out.as_deref())?));
