@@ -51,6 +51,10 @@ pub struct Inputs {
     pub lease_stores: String,
     /// `evidence/26/chaos.md`: the two-minute chaos run, five modes.
     pub chaos: String,
+    /// `evidence/26/model.md`: the model checker's table.
+    pub model: String,
+    /// `evidence/26/model-mutants.md`: the model against the mutations.
+    pub model_mutants: String,
 }
 
 impl Inputs {
@@ -62,7 +66,7 @@ impl Inputs {
         for case in cases::ALL {
             snapshots.insert(case.id.to_owned(), read(&format!("{}.snap", case.id))?);
         }
-        Ok(Inputs { output: read("output.txt")?, snapshots, bench: read("bench.md")?, lease_stores: read("lease-stores.md")?, chaos: read("chaos.md")? })
+        Ok(Inputs { output: read("output.txt")?, snapshots, bench: read("bench.md")?, lease_stores: read("lease-stores.md")?, chaos: read("chaos.md")?, model: read("model.md")?, model_mutants: read("model-mutants.md")? })
     }
 }
 
@@ -118,6 +122,7 @@ pub fn compute(inputs: &Inputs) -> Result<Vec<FactFile>> {
         FactFile { name: "bench.md", source: "evidence/26/bench.md", facts: bench_facts(&inputs.bench)? },
         FactFile { name: "lease-stores.md", source: "evidence/26/lease-stores.md", facts: lease_store_facts(&inputs.lease_stores)? },
         FactFile { name: "chaos.md", source: "evidence/26/chaos.md 与 evidence/26/F15.snap", facts: chaos_facts(inputs)? },
+        FactFile { name: "model.md", source: "evidence/26/model.md、evidence/26/model-mutants.md 与 lab/src/model/ 的表", facts: model_facts(inputs)? },
     ])
 }
 
@@ -420,6 +425,24 @@ fn chaos_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     f.add("f15-faults", number_before(f15, " faults scheduled", F15)?);
     f.add("f15-aimed", number_before(f15, " of them aimed at the writer", F15)?);
     f.add("f15-pause-long", need(f15, "pause-long ", |c: char| !c.is_ascii_digit(), F15)?);
+    Ok(f.0)
+}
+
+/// The model checker's totals, and how many mutations it catches.
+fn model_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
+    use crate::model::mutation::{COUNTERPARTS, NO_COUNTERPART};
+    const FILE: &str = "evidence/26/model.md";
+    const MUTANTS: &str = "evidence/26/model-mutants.md";
+    let mut f = Facts(Vec::new());
+    f.add("configurations", number_before(&inputs.model, " configurations", FILE)?);
+    f.add("states", number_before(&inputs.model, " states in all", FILE)?);
+    f.add("seconds", format!("{} s", need(&inputs.model, "states in all, ", |c: char| !(c.is_ascii_digit() || c == '.'), FILE)?));
+    let fenced = inputs.model.lines().find(|l| l.starts_with("| `FENCED_SCOPE` | one server |")).ok_or_else(|| format!("{FILE}: no row for FENCED_SCOPE on one server"))?;
+    f.add("states-fenced-scope", fenced.split('|').nth(4).map(str::trim).unwrap_or_default());
+    f.add("caught", number_before(&inputs.model_mutants, " of ", MUTANTS)?);
+    f.add("counterparts", COUNTERPARTS.len());
+    f.add("no-counterpart", NO_COUNTERPART.len());
+    f.add("mutations", MUTATIONS.len());
     Ok(f.0)
 }
 
