@@ -54,13 +54,15 @@ pub enum Op {
     Acquire(usize),
     /// Let holder `h` pass its wait before the deadline check.
     Check(usize),
-    /// Let holder `h` write one part, whole.
-    Write(usize),
+    /// Let holder `h` write one part, whole; `Some(accepted)`: what the
+    /// model says the resource answers.
+    Write(usize, Option<bool>),
     /// Let holder `h` start its write and stop inside it (CHECK_THEN_WRITE:
     /// after its read of the floor).
     WriteToGap(usize),
-    /// Let holder `h` finish the write it stopped inside.
-    Finish(usize),
+    /// Let holder `h` finish the write it stopped inside (with the model's
+    /// answer, as for `Write`).
+    Finish(usize, Option<bool>),
     /// Freeze every holder that holds, and wait for the database's clock
     /// to pass the lease's expiry.
     Expire,
@@ -82,20 +84,24 @@ pub fn schedule(model: &LeaseModel, path: &Path<State, Action>, fenced: bool) ->
         let op = match *action {
             Action::Acquire(h) => Some(Op::Acquire(h)),
             Action::Check(h) => Some(Op::Check(h)),
-            Action::Write(h, _) => {
+            Action::Write(h, stmt) => {
                 let super::Phase::Write { statement, .. } = before.holders[h].phase else { return Err("a write step of a holder not writing".into()) };
+                // What the model says the resource answers this write (a
+                // write the path leaves unfinished runs on: accepted); the
+                // fenced replay has no answer from this model.
+                let answer = if fenced { None } else { Some(model.outcome(before, h, stmt) != super::resource::Outcome::Refused) };
                 // The write's last statement in the path: it ends the write,
                 // or the path ends before the write does.
                 let last = !matches!(after.holders[h].phase, super::Phase::Write { .. }) || !actions[step..].iter().any(|a| matches!(a, Action::Write(x, _) if *x == h));
                 match (fenced || model.config.mode != FenceMode::CheckThenWrite, statement, last) {
                     // A one-statement write, or any write replayed fenced: whole, at its last step.
-                    (true, _, true) => Some(Op::Write(h)),
+                    (true, _, true) => Some(Op::Write(h, answer)),
                     (true, _, false) => None,
                     // CHECK_THEN_WRITE: the read, refused (whole), or stopping in the gap.
-                    (false, 0, true) => Some(Op::Write(h)),
+                    (false, 0, true) => Some(Op::Write(h, answer)),
                     (false, 0, false) => Some(Op::WriteToGap(h)),
                     // The floor write: from the gap to the end of the write.
-                    (false, 1, _) => Some(Op::Finish(h)),
+                    (false, 1, _) => Some(Op::Finish(h, answer)),
                     // The upsert follows the floor write with no gap: it
                     // must come right after it in the path.
                     (false, _, _) => {
@@ -201,13 +207,15 @@ struct Holders {
     stopped: Vec<bool>,
     /// Whether each still holds (acquired, not yet ended its run).
     holding: Vec<bool>,
+    /// Each one's token, from its ACQUIRED line.
+    tokens: Vec<i64>,
 }
 
 // ANCHOR: run_schedule
 /// Runs `ops` with holders whose resource judges in `mode`.
 fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize, Op)], mode: FenceMode, shown: &[String]) -> Result<()> {
     let n = model.config.bounds.holders;
-    let mut hs = Holders { procs: (0..n).map(|_| None).collect(), stopped: vec![false; n], holding: vec![false; n] };
+    let mut hs = Holders { procs: (0..n).map(|_| None).collect(), stopped: vec![false; n], holding: vec![false; n], tokens: vec![0; n] };
     let mut leases = lab.leases("lab observer")?;
     let gap = mode == FenceMode::CheckThenWrite && model.config.mode == mode;
     for &(step, op) in ops {
@@ -228,6 +236,7 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
                 t.check_eq(label(&format!("{} 停在第一次本地截止时间检查之前", name(h))), Step::Waiting.to_string(), holder.next_line()?);
                 hs.procs[h] = Some(holder);
                 hs.holding[h] = true;
+                hs.tokens[h] = token.unwrap_or_default();
             }
             Op::Check(h) => {
                 let holder = go(&mut hs, h)?;
@@ -243,10 +252,18 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
                 let holder = go(&mut hs, h)?;
                 t.check_eq(label(&format!("{} 读了 floor、通过比较，停在写 floor 之前", name(h))), Step::InFence.to_string(), holder.next_line()?);
             }
-            Op::Write(h) | Op::Finish(h) => {
+            Op::Write(h, answer) | Op::Finish(h, answer) => {
+                let token = hs.tokens[h];
                 let holder = go(&mut hs, h)?;
                 let line = holder.next_line()?;
-                t.check(line.starts_with("WRITE"), label(&format!("{} 写入：{line}", name(h))), || line.clone());
+                match answer {
+                    Some(accepted) => {
+                        t.check_eq_shown(label(&format!("{} 写入，资源端的回答与模型的相同", name(h))), Step::Write { accepted, token }.to_string(), line);
+                    }
+                    None => {
+                        t.check(line.starts_with("WRITE"), label(&format!("{} 写入：{line}", name(h))), || line.clone());
+                    }
+                }
                 let next = holder.next_line()?;
                 if next != Step::Waiting.to_string() {
                     // Its last part: the renewal and the release, or the lost lease.
@@ -473,6 +490,6 @@ mod tests {
         let (_, path) = counterexample(FenceMode::Unfenced, StoreKind::Single).unwrap().unwrap();
         let model = LeaseModel::new(Config::new(FenceMode::Unfenced, StoreKind::Single));
         let ops: Vec<Op> = schedule(&model, &path, false).unwrap().into_iter().map(|(_, op)| op).collect();
-        assert_eq!(ops, [Op::Acquire(0), Op::Check(0), Op::Expire, Op::Acquire(1), Op::Check(1), Op::Write(1), Op::Write(0)]);
+        assert_eq!(ops, [Op::Acquire(0), Op::Check(0), Op::Expire, Op::Acquire(1), Op::Check(1), Op::Write(1, Some(true)), Op::Write(0, Some(true))]);
     }
 }
