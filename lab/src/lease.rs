@@ -15,7 +15,7 @@
 
 use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
-use crate::{db, poll};
+use crate::{db, poll, stats};
 use postgres::Client;
 use std::time::{Duration, Instant};
 
@@ -161,7 +161,7 @@ impl LeaseStore {
     /// when it reads the session again: one empty round trip first.
     pub fn take_notices(&mut self) -> Result<Vec<String>> {
         self.client.simple_query("").context("reading the session's notices")?;
-        Ok(std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner())))
+        Ok(std::mem::take(&mut *self.notices.lock()))
     }
 
     // ANCHOR: acquire
@@ -179,7 +179,7 @@ impl LeaseStore {
         let sent = Instant::now();
         let rows = self
             .client
-            .query(ACQUIRE, &[&name, &holder, &millis(ttl)])
+            .query(ACQUIRE, &[&name, &holder, &stats::ms(ttl)])
             .context("acquire")?;
         Ok(rows.first().map(|row| Grant {
             name: name.to_owned(),
@@ -199,7 +199,7 @@ impl LeaseStore {
         let sent = Instant::now();
         let renewed = self
             .client
-            .execute(RENEW, &[&millis(grant.ttl), &grant.name, &grant.holder, &grant.token])
+            .execute(RENEW, &[&stats::ms(grant.ttl), &grant.name, &grant.holder, &grant.token])
             .context("renew")?
             == 1;
         if renewed {
@@ -348,11 +348,6 @@ impl AsMut<Grant> for Grant {
     }
 }
 
-/// The ttl as the float milliseconds the statements take.
-pub fn millis(ttl: Duration) -> f64 {
-    ttl.as_secs_f64() * 1000.0
-}
-
 /// Refuses a ttl and margin that would leave the holder no time to work.
 pub fn check_ttl(ttl: Duration, margin: Duration) -> Result<()> {
     if ttl.is_zero() || margin >= ttl {
@@ -400,7 +395,7 @@ mod tests {
     /// The statements take milliseconds as a float, including fractions.
     #[test]
     fn ttl_is_passed_in_milliseconds() {
-        assert_eq!(millis(Duration::from_millis(1500)), 1500.0);
-        assert_eq!(millis(Duration::from_micros(2500)), 2.5);
+        assert_eq!(stats::ms(Duration::from_millis(1500)), 1500.0);
+        assert_eq!(stats::ms(Duration::from_micros(2500)), 2.5);
     }
 }

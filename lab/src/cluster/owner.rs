@@ -13,7 +13,6 @@
 
 use crate::error::Result;
 use crate::safe_dir::{self, SafeDir};
-use std::fs;
 use std::path::Path;
 
 /// Who started the running server.
@@ -97,16 +96,7 @@ pub(super) fn start_time(pid: u32) -> Option<u64> {
     state_and_start(pid).map(|(_, started)| started)
 }
 
-/// A process's state letter (`Z`: exited, not yet reaped) and start time,
-/// or `None` if it is gone.
-pub(super) fn state_and_start(pid: u32) -> Option<(char, u64)> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the last ')' (the command name may hold any character): field 3
-    // (the state) is the first, so field 22 (starttime) is the 20th.
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    Some((state, fields.nth(18)?.parse().ok()?))
-}
+pub(super) use crate::sysinfo::state_and_start;
 
 #[cfg(test)]
 mod tests {

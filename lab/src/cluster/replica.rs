@@ -43,7 +43,7 @@ use nix::fcntl::OFlag;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Child;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// The replication role's password file's name in the standby's place.
@@ -246,7 +246,7 @@ impl Cluster {
 
 /// Starts `server` as this process's child, unless it already is one.
 fn start_tied(server: &Cluster) -> Result<()> {
-    let tied = TIED.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|(s, _)| s.dir() == server.dir());
+    let tied = TIED.lock().iter().any(|(s, _)| s.dir() == server.dir());
     if tied {
         return Ok(());
     }
@@ -258,7 +258,7 @@ fn start_tied(server: &Cluster) -> Result<()> {
     // and the process's exit then ends the new server (parent-death signal).
     interrupt::on_stop(stop_all);
     if let Some(child) = server.start_as(Launch::Tied)? {
-        TIED.lock().unwrap_or_else(|p| p.into_inner()).push((server.clone(), child));
+        TIED.lock().push((server.clone(), child));
     }
     Ok(())
 }
@@ -267,7 +267,7 @@ fn start_tied(server: &Cluster) -> Result<()> {
 /// postmaster if it was this process's child.
 fn stop_tied(server: &Cluster, mode: &str) -> Result<()> {
     let child = {
-        let mut tied = TIED.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tied = TIED.lock();
         tied.iter().position(|(s, _)| s.dir() == server.dir()).map(|at| tied.remove(at).1)
     };
     let stopped = server.stop_with(mode);
@@ -284,7 +284,7 @@ fn stop_tied(server: &Cluster, mode: &str) -> Result<()> {
 
 /// Stops every server this process started as its child (Ctrl-C).
 fn stop_all() {
-    let all: Vec<(Cluster, Child)> = std::mem::take(&mut *TIED.lock().unwrap_or_else(|p| p.into_inner()));
+    let all: Vec<(Cluster, Child)> = std::mem::take(&mut *TIED.lock());
     for (server, mut child) in all {
         if server.stop_with("immediate").is_err() {
             let _ = child.kill();

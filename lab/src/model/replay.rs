@@ -229,45 +229,48 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
                 }
                 let args = HolderArgs { mode, parts, waits, ..HolderArgs::new(&name(h), &format!("rows=20{h}({})", letter(h))) };
                 let mut holder = HolderGuard::spawn(&lab.holder_bin, &args)?;
-                let acquired = holder.next_line()?;
-                let token = after_token(&acquired);
-                t.check(acquired.starts_with("ACQUIRED"), label(&format!("{} 启动并获取：{acquired}", name(h))), || acquired.clone());
+                let acquired = holder.next_step()?;
+                let token = match acquired {
+                    Step::Acquired { token } => Some(token),
+                    _ => None,
+                };
+                t.check(token.is_some(), label(&format!("{} 启动并获取：{acquired}", name(h))), || acquired.clone());
                 require(token.is_some(), &format!("{} did not acquire", name(h)))?;
-                t.check_eq(label(&format!("{} 停在第一次本地截止时间检查之前", name(h))), Step::Waiting.to_string(), holder.next_line()?);
+                t.check_eq(label(&format!("{} 停在第一次本地截止时间检查之前", name(h))), Step::Waiting, holder.next_step()?);
                 hs.procs[h] = Some(holder);
                 hs.holding[h] = true;
                 hs.tokens[h] = token.unwrap_or_default();
             }
             Op::Check(h) => {
                 let holder = go(&mut hs, h)?;
-                let line = holder.next_line()?;
-                if line == Step::DeadlineOk.to_string() {
-                    t.check_eq(label(&format!("{} 通过检查，停在写入之前", name(h))), Step::Waiting.to_string(), holder.next_line()?);
+                let step = holder.next_step()?;
+                if step == Step::DeadlineOk {
+                    t.check_eq(label(&format!("{} 通过检查，停在写入之前", name(h))), Step::Waiting, holder.next_step()?);
                 } else {
-                    t.check_eq(label(&format!("{} 发现本地截止时间已过，放弃", name(h))), Step::DeadlinePassed.to_string(), line);
+                    t.check_eq(label(&format!("{} 发现本地截止时间已过，放弃", name(h))), Step::DeadlinePassed, step);
                     end(&mut hs, h)?;
                 }
             }
             Op::WriteToGap(h) => {
                 let holder = go(&mut hs, h)?;
-                t.check_eq(label(&format!("{} 读了 floor、通过比较，停在写 floor 之前", name(h))), Step::InFence.to_string(), holder.next_line()?);
+                t.check_eq(label(&format!("{} 读了 floor、通过比较，停在写 floor 之前", name(h))), Step::InFence, holder.next_step()?);
             }
             Op::Write(h, answer) | Op::Finish(h, answer) => {
                 let token = hs.tokens[h];
                 let holder = go(&mut hs, h)?;
-                let line = holder.next_line()?;
+                let step = holder.next_step()?;
                 match answer {
                     Some(accepted) => {
-                        t.check_eq_shown(label(&format!("{} 写入，资源端的回答与模型的相同", name(h))), Step::Write { accepted, token }.to_string(), line);
+                        t.check_eq_shown(label(&format!("{} 写入，资源端的回答与模型的相同", name(h))), Step::Write { accepted, token }, step);
                     }
                     None => {
-                        t.check(line.starts_with("WRITE"), label(&format!("{} 写入：{line}", name(h))), || line.clone());
+                        t.check(matches!(step, Step::Write { .. }), label(&format!("{} 写入：{step}", name(h))), || step.clone());
                     }
                 }
-                let next = holder.next_line()?;
-                if next != Step::Waiting.to_string() {
+                let next = holder.next_step()?;
+                if next != Step::Waiting {
                     // Its last part: the renewal and the release, or the lost lease.
-                    let last = holder.next_line()?;
+                    let last = holder.next_step()?;
                     t.note(format!("{} 写完最后一个分片：{next}；{last}", name(h)));
                     end(&mut hs, h)?;
                 }
@@ -331,11 +334,6 @@ fn end(hs: &mut Holders, h: usize) -> Result<()> {
     }
     hs.holding[h] = false;
     Ok(())
-}
-
-/// The token of an `ACQUIRED token=N` line.
-fn after_token(line: &str) -> Option<i64> {
-    line.strip_prefix("ACQUIRED token=")?.parse().ok()
 }
 
 /// The first accepted write below a token accepted before it, in the

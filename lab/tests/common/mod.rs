@@ -112,9 +112,9 @@ pub fn leftovers(cluster_dir: &str) -> Vec<String> {
         let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
         if exe == Path::new(HOLDER) || (cmdline.contains(cluster_dir) && !cmdline.contains("cargo")) {
-            found.push(format!("pid {pid} [{}]: {cmdline}", state.rsplit_once(')').map_or("?", |(_, s)| s.trim()).chars().next().unwrap_or('?')));
+            let state = lab::sysinfo::proc_stat(pid).map_or('?', |s| s.state);
+            found.push(format!("pid {pid} [{state}]: {cmdline}"));
         }
     }
     found
