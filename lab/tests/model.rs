@@ -59,7 +59,7 @@ fn trap(page: String) -> (u16, Arc<AtomicUsize>) {
 /// is requested from anywhere else.
 #[test]
 fn explorer_renders_the_initial_state() {
-    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|c| which(c)) else {
+    let Some(chromium) = common::which(&["chromium", "chromium-browser", "google-chrome"]) else {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must run the Explorer check: install chromium");
         eprintln!("\n*** NOT RUN: headless Chromium is not installed, so the Explorer check did not run\n");
         return;
@@ -78,18 +78,8 @@ fn explorer_renders_the_initial_state() {
     let (trap_port, requests) = trap(format!("127.0.0.1:{port}"));
     let profile = tempfile::Builder::new().prefix("lab-explorer-").tempdir().unwrap();
     let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-        ])
+        .args(common::HEADLESS_CHROMIUM)
+        .arg("--virtual-time-budget=10000")
         .arg(format!("--proxy-server=http://127.0.0.1:{trap_port}"))
         .arg("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
         .arg(format!("--user-data-dir={}", profile.path().display()))
@@ -104,10 +94,6 @@ fn explorer_renders_the_initial_state() {
         assert!(dom.contains(expected), "the Explorer's page does not show {expected:?}:\n{dom}");
     }
     assert_eq!(requests.load(Ordering::SeqCst), 0, "the page made requests beyond 127.0.0.1 (see stderr)");
-}
-
-fn which(program: &str) -> Option<std::path::PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(program)).find(|p| p.is_file())
 }
 
 /// `lab model` prints the table and exits 0: every verdict agrees with the

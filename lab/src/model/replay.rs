@@ -70,6 +70,7 @@ pub enum Op {
     Crash(usize),
 }
 
+// ANCHOR: schedule
 /// The schedule of `path` for holders in `mode`: for each op, the number
 /// of the model step it stands for. `fenced` runs each write whole at its
 /// last statement's step. `Err` names the step the real holders cannot be
@@ -126,6 +127,7 @@ pub fn schedule(model: &LeaseModel, path: &Path<State, Action>, fenced: bool) ->
     }
     Ok(ops)
 }
+// ANCHOR_END: schedule
 
 /// The counterexample of `mode` on `store` that the real holders can be
 /// forced through: the most important broken invariant whose path has a
