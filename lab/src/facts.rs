@@ -439,6 +439,12 @@ fn model_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     f.add("seconds", format!("{} s", need(&inputs.model, "states in all, ", |c: char| !(c.is_ascii_digit() || c == '.'), FILE)?));
     let fenced = inputs.model.lines().find(|l| l.starts_with("| `FENCED_SCOPE` | one server |")).ok_or_else(|| format!("{FILE}: no row for FENCED_SCOPE on one server"))?;
     f.add("states-fenced-scope", fenced.split('|').nth(4).map(str::trim).unwrap_or_default());
+    // The length of a configuration's shortest counterexample, as the
+    // table's paragraph under it says: `(7 steps, chart …`.
+    for (anchor, heading) in [("steps-unfenced", "**`UNFENCED` on one server**"), ("steps-fenced-row", "**`FENCED_ROW` on one server**"), ("steps-async", "**`FENCED_SCOPE` on async standby**")] {
+        let line = inputs.model.lines().find(|l| l.starts_with(heading)).ok_or_else(|| format!("{FILE}: no counterexample under {heading}"))?;
+        f.add(anchor, number_before(line, " steps, chart", FILE)?);
+    }
     f.add("caught", number_before(&inputs.model_mutants, " of ", MUTANTS)?);
     f.add("counterparts", COUNTERPARTS.len());
     f.add("no-counterpart", NO_COUNTERPART.len());
