@@ -49,7 +49,13 @@ impl PrivateCluster {
         use std::os::unix::fs::PermissionsExt;
         let port = lab::cluster::free_ports(3).unwrap().to_string();
         let etcd_port_base = lab::cluster::free_ports(14).unwrap().to_string();
-        let parent = tempfile::Builder::new().prefix("lab-book-").tempdir().unwrap();
+        let builder = tempfile::Builder::new().prefix("lab-book-").to_owned();
+        // Under the suite's folder for the group, when it runs in the suite.
+        let parent = match std::env::var_os("LAB_TEST_TMP") {
+            Some(dir) => builder.tempdir_in(dir),
+            None => builder.tempdir(),
+        }
+        .unwrap();
         std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
         PrivateCluster { dir: parent.path().join("cluster"), port, etcd_port_base, _parent: parent }
     }
@@ -84,28 +90,8 @@ impl Drop for PrivateCluster {
 fn checkout_copy() -> PathBuf {
     let copy = root().join("target/book-commands/tree");
     std::fs::create_dir_all(&copy).unwrap();
-    let listed = Command::new("git")
-        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(listed.status.success(), "git ls-files failed: the book-commands test needs a git checkout");
-    for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-        let name = std::str::from_utf8(name).unwrap();
-        let Ok(content) = std::fs::read(root().join(name)) else { continue };
-        let to = copy.join(name);
-        if std::fs::read(&to).ok().as_deref() != Some(content.as_slice()) {
-            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            // Whole (a new file renamed over the old): another chapter may
-            // be reading it meanwhile.
-            let partial = to.with_extension(format!("sync-{}", std::process::id()));
-            std::fs::write(&partial, content).unwrap();
-            // Keep the executable bit (run.sh, the tools' scripts).
-            let mode = std::fs::metadata(root().join(name)).unwrap().permissions();
-            std::fs::set_permissions(&partial, mode).unwrap();
-            std::fs::rename(&partial, &to).unwrap();
-        }
-    }
+    // Its own build, its own repository and the link to the book tools stay.
+    lab::mutants::scratch::mirror(&copy, &["target", ".git", ".tools"]).unwrap();
     // A repository of its own: git commands in the copy (the exercises'
     // `git apply`, the mutation harness's `git ls-files`) must find the
     // copy, never the developer's repository around it.

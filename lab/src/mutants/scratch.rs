@@ -46,6 +46,60 @@ pub struct Scratch {
 /// A `lab` binary and the variables that point it at a cluster.
 type LabAt = (PathBuf, Vec<(String, String)>);
 
+/// Makes `to` a copy of the project's files: what git tracks, plus untracked
+/// files it does not ignore (a developer's new files count). A file is
+/// rewritten only when it differs (whole: a new file renamed over the old),
+/// so unchanged files keep their times and builds stay incremental; a file
+/// the project no longer has (moved, deleted) is deleted from the copy, so
+/// a stale module cannot break its build. The top-level names in `keep`
+/// (its build folder, its own repository) are left alone.
+pub fn mirror(to: &Path, keep: &[&str]) -> Result<()> {
+    let root = paths::root();
+    let listed = Command::new("git")
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .current_dir(&root)
+        .output()
+        .context("running git ls-files (the copy holds what git tracks)")?;
+    if !listed.status.success() {
+        return Err(format!("git ls-files failed in {}: copying the project needs a git checkout", root.display()).into());
+    }
+    let mut wanted = std::collections::BTreeSet::new();
+    for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let name = PathBuf::from(std::str::from_utf8(name)?);
+        let (from, to) = (root.join(&name), to.join(&name));
+        let Ok(content) = std::fs::read(&from) else { continue }; // listed but deleted in the working tree
+        wanted.insert(name.clone());
+        if std::fs::read(&to).ok().as_deref() != Some(content.as_slice()) {
+            std::fs::create_dir_all(to.parent().expect("a file has a folder"))?;
+            let partial = to.with_extension(format!("mirror-{}", std::process::id()));
+            std::fs::write(&partial, content).with_context(|| format!("copying {}", name.display()))?;
+            // Keep the executable bit (run.sh, the tools' scripts).
+            std::fs::set_permissions(&partial, std::fs::metadata(&from)?.permissions())?;
+            std::fs::rename(&partial, &to)?;
+        }
+    }
+    remove_strays(to, Path::new(""), &wanted, keep)
+}
+
+/// Deletes the files under `to/at` that are not `wanted`.
+fn remove_strays(to: &Path, at: &Path, wanted: &std::collections::BTreeSet<PathBuf>, keep: &[&str]) -> Result<()> {
+    for entry in std::fs::read_dir(to.join(at))? {
+        let entry = entry?;
+        let name = at.join(entry.file_name());
+        if at.as_os_str().is_empty() && keep.iter().any(|k| entry.file_name() == *k) {
+            continue;
+        }
+        // Not followed: a link in the copy is a file of the copy's.
+        if entry.file_type()?.is_dir() {
+            remove_strays(to, &name, wanted, keep)?;
+        } else if !wanted.contains(&name) && !entry.file_name().to_string_lossy().contains(".mirror-") {
+            // (A `.mirror-<pid>` file is another process's copy in flight.)
+            std::fs::remove_file(entry.path()).with_context(|| format!("removing the stale {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The scratch `lab` binary and its cluster variables, for the cleanup that
 /// an interrupt runs (a plain `fn()` cannot capture them).
 static CLUSTER: Mutex<Option<LabAt>> = Mutex::new(None);
@@ -95,29 +149,9 @@ impl Scratch {
         ]
     }
 
-    /// Makes the scratch tree equal to the project's files. A file is
-    /// rewritten only when it differs, so unchanged files keep their times
-    /// and the build stays incremental.
+    /// Makes the scratch tree equal to the project's files (see [`mirror`]).
     fn sync(&self) -> Result<()> {
-        let root = paths::root();
-        let listed = Command::new("git")
-            .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
-            .current_dir(&root)
-            .output()
-            .context("running git ls-files (the mutation harness copies what git tracks)")?;
-        if !listed.status.success() {
-            return Err(format!("git ls-files failed in {}: the mutation harness needs a git checkout", root.display()).into());
-        }
-        for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-            let name = Path::new(std::str::from_utf8(name)?);
-            let (from, to) = (root.join(name), self.tree.join(name));
-            let Ok(content) = std::fs::read(&from) else { continue }; // listed but deleted in the working tree
-            if std::fs::read(&to).ok().as_deref() != Some(content.as_slice()) {
-                std::fs::create_dir_all(to.parent().expect("a file has a folder"))?;
-                std::fs::write(&to, content).with_context(|| format!("copying {}", name.display()))?;
-            }
-        }
-        Ok(())
+        mirror(&self.tree, &["target"])
     }
 
     /// Applies a patch to the scratch tree (`git apply`, which works

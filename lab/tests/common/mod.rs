@@ -39,6 +39,17 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A folder made by `tempfile` under `LAB_TEST_TMP` (the suite's folder for
+/// the group) when set, else under the system's temp folder.
+pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
+    let builder = tempfile::Builder::new().prefix(prefix).to_owned();
+    match std::env::var_os("LAB_TEST_TMP") {
+        Some(dir) => builder.tempdir_in(dir),
+        None => builder.tempdir(),
+    }
+    .unwrap()
+}
+
 /// A private folder for one test, made by `tempfile` (a random name,
 /// created atomically: nobody can have placed it first, and no name is
 /// computed from a pid), opened to 0711 so that the server account can
@@ -48,7 +59,7 @@ pub struct TempDir(pub PathBuf, tempfile::TempDir);
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new().prefix(&format!("lab-{tag}-")).tempdir().unwrap();
+        let dir = temp_dir(&format!("lab-{tag}-"));
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
         TempDir(dir.path().to_path_buf(), dir)
     }
