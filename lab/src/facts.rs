@@ -132,15 +132,27 @@ fn listed<S: AsRef<str>>(items: &[S]) -> String {
 }
 
 /// The case a mutation's killer runs (`F4` for `F4 --mode fenced-scope-cte`).
+/// A guard of the model is killed by `lab model`, which the book names as
+/// the reader runs it.
 fn killer_case(killer: &[&str]) -> &'static str {
     let id = killer.first().copied().unwrap_or_default();
+    if id == crate::mutants::harness::MODEL {
+        return "`./run.sh model`";
+    }
     cases::find(id).map_or("?", |c| c.id)
 }
 
-/// The cases in the article's order that appear in `ids`.
+/// The cases in the article's order that appear in `ids`, then the other
+/// killers among `ids` (`lab model`), once each.
 fn in_case_order(ids: impl IntoIterator<Item = &'static str>) -> Vec<&'static str> {
-    let ids: Vec<&str> = ids.into_iter().collect();
-    cases::ALL.iter().map(|c| c.id).filter(|id| ids.contains(id)).collect()
+    let ids: Vec<&'static str> = ids.into_iter().collect();
+    let mut order: Vec<&'static str> = cases::ALL.iter().map(|c| c.id).filter(|id| ids.contains(id)).collect();
+    for id in ids {
+        if cases::find(id).is_none() && !order.contains(&id) {
+            order.push(id);
+        }
+    }
+    order
 }
 
 /// `F1（4 个）、F10（1 个）`: how many of `mutations` each case kills.
@@ -149,7 +161,7 @@ fn killers_phrase<'a>(mutations: impl IntoIterator<Item = &'a crate::mutants::Mu
     for m in mutations {
         *count.entry(killer_case(m.killer)).or_default() += 1;
     }
-    let order = in_case_order(count.keys().copied().collect::<Vec<_>>().into_iter().map(|id| cases::find(id).map_or("?", |c| c.id)));
+    let order = in_case_order(count.keys().copied().collect::<Vec<_>>());
     listed(&order.iter().map(|id| format!("{id}（{} 个）", count[id])).collect::<Vec<_>>())
 }
 
@@ -164,6 +176,7 @@ fn group_anchor(group: Group) -> &'static str {
         Group::Chaos => "chaos",
         Group::Etcd => "etcd",
         Group::Faults => "faults",
+        Group::Model => "model",
     }
 }
 
@@ -193,7 +206,7 @@ fn code_facts() -> Vec<Fact> {
     }
     let phrase: Vec<String> = by_count.iter().map(|(n, ids)| format!("{} 各 {n} 个", listed(ids))).collect();
     f.add("mutations-beyond", phrase.join("，"));
-    let groups = [Group::Acquire, Group::RenewRelease, Group::Fence, Group::Client, Group::Failover, Group::Chaos, Group::Etcd, Group::Faults];
+    let groups = [Group::Acquire, Group::RenewRelease, Group::Fence, Group::Client, Group::Failover, Group::Chaos, Group::Etcd, Group::Faults, Group::Model];
     for group in groups {
         let of: Vec<_> = MUTATIONS.iter().filter(|m| m.group == group).collect();
         f.add(format!("exercises-{}", group_anchor(group)), of.len());

@@ -96,14 +96,20 @@ fn explorer_renders_the_initial_state() {
     assert_eq!(requests.load(Ordering::SeqCst), 0, "the page made requests beyond 127.0.0.1 (see stderr)");
 }
 
-/// `lab model` prints the table and exits 0: every verdict agrees with the
-/// cases and the chaos run.
+/// `lab model` prints the table and its verdict lines and exits 0: every
+/// verdict agrees with the cases and the chaos run. Its stdout has no
+/// times (they go to stderr) and is the locked `evidence/26/model.snap`,
+/// the good run the `model-blind-to-stale` exercise is compared with.
 #[test]
-fn the_table_agrees() {
+fn the_table_is_the_locked_one() {
     let out = Command::new(LAB).arg("model").output().unwrap();
     let text = stdout(&out);
     assert!(out.status.success(), "lab model failed ({}):\n{text}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("model: as expected"), "{text}");
+    assert!(text.contains("SUMMARY passed=15 failed=0"), "{text}");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let locked = std::fs::read_to_string(root.join("evidence/26/model.snap")).unwrap();
+    let body = lab::evidence::snapshot_body(&locked).expect("model.snap has its header");
+    assert_eq!(lab::evidence::redact(&text).trim_end(), body.trim_end(), "lab model's stdout differs from evidence/26/model.snap");
 }
 
 /// The replay of `mode`'s counterexample on `store`, against `cluster`.

@@ -106,6 +106,7 @@ pub const NO_COUNTERPART: &[(&str, &str)] = &[
     ("etcd-token-is-lease-id", "the model's tokens come from one counter; an id that is unique but unordered has no counterpart"),
     ("delay-off-the-wire", "a fault not injected is the experiment's defect: the model's steps happen by construction"),
     ("clock-fault-not-preloaded", "a fault not injected is the experiment's defect; the model has no clocks (F13)"),
+    ("model-blind-to-stale", "it breaks the model itself (its I3 property), not the code: `lab model`'s verdict lines catch it"),
 ];
 // ANCHOR_END: no_counterpart
 

@@ -11,7 +11,7 @@ use super::holder::{letter, Phase};
 use super::mutation::{COUNTERPARTS, NO_COUNTERPART};
 use super::properties::{is_invariant, name};
 use super::resource::{Outcome, PARTS};
-use super::{Action, Config, LeaseModel, State, StoreKind};
+use super::{Action, Bounds, Config, LeaseModel, State, StoreKind};
 use crate::resource::FenceMode;
 use stateright::{Checker, Model, Path};
 use std::fmt::Write as _;
@@ -216,9 +216,15 @@ pub fn chart_name(config: &Config) -> String {
 }
 
 /// The verdict table as Markdown: one row per configuration, then each
-/// counterexample's steps.
-pub fn markdown(verdicts: &[Verdict], took: Duration) -> String {
-    let mut out = String::from("| mode | lease store | verdict | states | time | invariants broken |\n|---|---|---|---:|---:|---|\n");
+/// counterexample's steps. With `took` (the file the book includes), each
+/// check's time and the total; without (stdout, which the mutation harness
+/// compares with a lock), none: times vary from run to run.
+pub fn markdown(verdicts: &[Verdict], took: Option<Duration>) -> String {
+    let mut out = if took.is_some() {
+        String::from("| mode | lease store | verdict | states | time | invariants broken |\n|---|---|---|---:|---:|---|\n")
+    } else {
+        String::from("| mode | lease store | verdict | states | invariants broken |\n|---|---|---|---:|---|\n")
+    };
     for v in verdicts {
         let verdict = if !v.is_meaningful() {
             "**NOT CHECKED**"
@@ -228,17 +234,19 @@ pub fn markdown(verdicts: &[Verdict], took: Duration) -> String {
             "unsafe"
         };
         let broken = if v.is_safe() { "—".to_owned() } else { v.broken.iter().map(|(n, _)| *n).collect::<Vec<_>>().join("; ") };
-        let _ = writeln!(out, "| `{}` | {} | {verdict} | {} | {:.2} s | {broken} |", v.config.mode, v.config.store.name(), v.states, v.took.as_secs_f64());
+        let time = if took.is_some() { format!(" {:.2} s |", v.took.as_secs_f64()) } else { String::new() };
+        let _ = writeln!(out, "| `{}` | {} | {verdict} | {} |{time} {broken} |", v.config.mode, v.config.store.name(), v.states);
     }
+    let bounds = Bounds::TABLE;
+    let total = took.map_or(String::new(), |t| format!(", {:.1} s", t.as_secs_f64()));
     let _ = writeln!(
         out,
-        "\n{} configurations, {} states in all, {:.1} s. Bounds: {} holders, {} acquires, {} crash.",
+        "\n{} configurations, {} states in all{total}. Bounds: {} holders, {} acquires, {} crash.",
         verdicts.len(),
         verdicts.iter().map(|v| v.states).sum::<usize>(),
-        took.as_secs_f64(),
-        Config::new(FenceMode::FencedScope, StoreKind::Single).bounds.holders,
-        Config::new(FenceMode::FencedScope, StoreKind::Single).bounds.acquires,
-        Config::new(FenceMode::FencedScope, StoreKind::Single).bounds.crashes,
+        bounds.holders,
+        bounds.acquires,
+        bounds.crashes,
     );
     for v in verdicts.iter().filter(|v| !v.is_safe()) {
         let (property, path) = v.counterexample().expect("unsafe");
@@ -310,22 +318,28 @@ pub fn mutants_markdown(rows: &[MutantVerdict], took: Duration) -> String {
     out
 }
 
-/// `lab model`: checks every configuration, prints the table, and with
-/// `out` writes it there and each counterexample's chart beside it.
-/// True when every verdict agrees with the cases and the chaos run.
+// ANCHOR: run
+/// `lab model`: checks every configuration; prints a transcript: its CASE
+/// line, the table (without times), one line per configuration, which fails
+/// where the verdict disagrees with the cases and the chaos run or means
+/// nothing; with `out`, writes the table with times there and each
+/// counterexample's chart beside it. Times go to stderr, never into stdout
+/// (the mutation harness compares stdout with a lock). True when every
+/// verdict agrees.
 pub fn run(out: Option<&std::path::Path>) -> crate::Result<bool> {
     let started = Instant::now();
     let mut verdicts = Vec::new();
     for config in configurations() {
         let v = check(config);
-        eprintln!("model: {} on {}: {} states, {:.2} s, {}", config.mode, config.store.name(), v.states, v.took.as_secs_f64(), if v.is_safe() { "safe" } else { "unsafe" });
+        eprintln!("model: {} on {}: {} states, {:.2} s", config.mode, config.store.name(), v.states, v.took.as_secs_f64());
         verdicts.push(v);
     }
     let took = started.elapsed();
-    let table = markdown(&verdicts, took);
-    print!("{table}");
+    let mut t = crate::transcript::Transcript::streaming(std::io::stdout());
+    t.case("MODEL", "模型检查：五种资源端模式在三种租约库上，界限之内的每一种交错，结论与用例、混沌运行对照");
+    print!("{}", markdown(&verdicts, None));
     if let Some(out) = out {
-        crate::paths::write_whole(out, &table)?;
+        crate::paths::write_whole(out, &markdown(&verdicts, Some(took)))?;
         let dir = out.parent().unwrap_or(std::path::Path::new("."));
         for v in verdicts.iter().filter(|v| !v.is_safe()) {
             let (property, path) = v.counterexample().expect("unsafe");
@@ -333,17 +347,18 @@ pub fn run(out: Option<&std::path::Path>) -> crate::Result<bool> {
             let chart = super::timeline::gantt(&model, path, &format!("{} · {} · {property}", v.config.mode, v.config.store.name()));
             crate::paths::write_whole(&dir.join(format!("{}.mmd", chart_name(&v.config))), &chart)?;
         }
-        println!("model: table written to {}, a chart per counterexample beside it", out.display());
+        eprintln!("model: table written to {}, a chart per counterexample beside it", out.display());
     }
-    let problems: Vec<String> = verdicts.iter().flat_map(disagreements).collect();
-    for p in &problems {
-        println!("model: DISAGREES: {p}");
+    for v in &verdicts {
+        let verdict = if v.is_safe() { "safe".to_owned() } else { format!("unsafe: {}", v.broken.iter().map(|(n, _)| *n).collect::<Vec<_>>().join("; ")) };
+        let problems = disagreements(v);
+        t.check(problems.is_empty(), format!("{} 在 {} 上：{verdict}（{} 个状态），与用例和混沌运行一致", v.config.mode, v.config.store.name(), v.states), || problems.join("; "));
     }
-    if problems.is_empty() {
-        println!("model: as expected: the scope fences safe on one server and with a sync standby; every broken mode and the async standby unsafe; every example found ({:.1} s)", took.as_secs_f64());
-    }
-    Ok(problems.is_empty())
+    t.summary();
+    eprintln!("model: {} configurations checked in {:.1} s", verdicts.len(), took.as_secs_f64());
+    Ok(t.failed() == 0)
 }
+// ANCHOR_END: run
 
 /// `lab model --mutants`: the model against every mutation that has a
 /// counterpart; true when every one is caught.
@@ -354,7 +369,7 @@ pub fn run_mutants(out: Option<&std::path::Path>) -> crate::Result<bool> {
     print!("{table}");
     if let Some(out) = out {
         crate::paths::write_whole(out, &table)?;
-        println!("model: table written to {}", out.display());
+        eprintln!("model: table written to {}", out.display());
     }
     Ok(rows.iter().all(|r| !r.caught_by.is_empty() && r.verdict.states > 0))
 }
