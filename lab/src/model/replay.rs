@@ -19,8 +19,11 @@
 //! refused as not replayable, and the next broken property's is tried.
 //!
 //! The same schedule, fenced: the resource in FENCED_SCOPE, each write run
-//! whole where the counterexample ran its last statement. PostgreSQL must
-//! then show the refusal where the broken mode showed the violation.
+//! whole where the counterexample ran its last statement; a write whose
+//! statements other holders' steps came between is sent at its first and
+//! held on the wire by a delay proxy (F12's) until its last: a write
+//! delayed in flight. PostgreSQL must then show the refusal where the
+//! broken mode showed the violation.
 //!
 //! On an asynchronous standby the counterexample is a failover (acquire,
 //! promote, acquire): it runs on F14's pair of servers (`FailoverPair`),
@@ -38,6 +41,8 @@ use crate::cluster::replica::FailoverPair;
 use crate::cluster::Session;
 use crate::db::{self, replication};
 use crate::error::Result;
+use crate::events;
+use crate::fault::DelayProxy;
 use crate::holder::{HolderArgs, Step, WaitPoint};
 use crate::holder_guard::HolderGuard;
 use crate::lease::LeaseStore;
@@ -63,6 +68,13 @@ pub enum Op {
     /// Let holder `h` finish the write it stopped inside (with the model's
     /// answer, as for `Write`).
     Finish(usize, Option<bool>),
+    /// Let holder `h` send its write, and hold it on the wire: the delay
+    /// proxy between `h` and the server keeps every byte `h` sends (its
+    /// renewals too), as F12's slow link does.
+    Send(usize),
+    /// Let the write held on `h`'s wire arrive, and read the answer (with
+    /// the model's, as for `Write`; none when replayed fenced).
+    Arrive(usize, Option<bool>),
     /// Freeze every holder that holds, and wait for the database's clock
     /// to pass the lease's expiry.
     Expire,
@@ -94,6 +106,19 @@ pub fn schedule(model: &LeaseModel, path: &Path<State, Action>, fenced: bool) ->
                 // The write's last statement in the path: it ends the write,
                 // or the path ends before the write does.
                 let last = !matches!(after.holders[h].phase, super::Phase::Write { .. }) || !actions[step..].iter().any(|a| matches!(a, Action::Write(x, _) if *x == h));
+                // Fenced, a write whose statements others' steps come between
+                // left at its first statement and arrives at its last: it is
+                // delayed in flight.
+                let later = actions[step..].iter().position(|a| !matches!(a, Action::Write(x, _) if *x == h)).map(|k| step + k);
+                let spans = |at: usize| actions[at..].iter().any(|a| matches!(a, Action::Write(x, _) if *x == h));
+                if fenced && statement == 0 && !last && later.is_some_and(spans) {
+                    ops.push((step, Op::Send(h)));
+                    continue;
+                }
+                if fenced && last && ops.iter().rev().find_map(|(_, op)| match op { Op::Send(x) | Op::Write(x, _) | Op::Arrive(x, _) if *x == h => Some(*op), _ => None }) == Some(Op::Send(h)) {
+                    ops.push((step, Op::Arrive(h, answer)));
+                    continue;
+                }
                 match (fenced || model.config.mode != FenceMode::CheckThenWrite, statement, last) {
                     // A one-statement write, or any write replayed fenced: whole, at its last step.
                     (true, _, true) => Some(Op::Write(h, answer)),
@@ -220,6 +245,12 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
     let mut hs = Holders { procs: (0..n).map(|_| None).collect(), stopped: vec![false; n], holding: vec![false; n], tokens: vec![0; n] };
     let mut leases = lab.leases("lab observer")?;
     let gap = mode == FenceMode::CheckThenWrite && model.config.mode == mode;
+    // A holder whose write the schedule delays in flight reaches the
+    // server through a delay proxy of its own: LAB_PORT, which every client
+    // of the lab reads, points all its sessions (lease, renewer, resource)
+    // at it, as in F12.
+    let server = std::net::SocketAddr::from(([127, 0, 0, 1], crate::cluster::port()?));
+    let mut proxies: Vec<Option<DelayProxy>> = (0..n).map(|_| None).collect();
     for &(step, op) in ops {
         let label = |what: &str| format!("步 {step}（{}）：{what}", shown[step - 1]);
         match op {
@@ -230,7 +261,14 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
                     waits.push(WaitPoint::InsideFence);
                 }
                 let args = HolderArgs { mode, parts, waits, ..HolderArgs::new(&name(h), &format!("rows=20{h}({})", letter(h))) };
-                let mut holder = HolderGuard::spawn(&lab.holder_bin, &args)?;
+                let mut holder = if ops.iter().any(|(_, op)| *op == Op::Send(h)) {
+                    let proxy = DelayProxy::start(server)?;
+                    let port = proxy.port().to_string();
+                    proxies[h] = Some(proxy);
+                    HolderGuard::spawn_with_env(&lab.holder_bin, &args, &[("LAB_PORT", &port)])?
+                } else {
+                    HolderGuard::spawn(&lab.holder_bin, &args)?
+                };
                 let acquired = holder.next_step()?;
                 let token = match acquired {
                     Step::Acquired { token } => Some(token),
@@ -257,9 +295,32 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
                 let holder = go(&mut hs, h)?;
                 t.check_eq(label(&format!("{} 读了 floor、通过比较，停在写 floor 之前", name(h))), Step::InFence, holder.next_step()?);
             }
-            Op::Write(h, answer) | Op::Finish(h, answer) => {
+            Op::Send(h) => {
+                let proxy = proxies[h].as_ref().ok_or("a delayed write without its proxy")?;
+                // From here the proxy keeps every byte h sends; then h is
+                // let go, and its write leaves and stays on the wire.
+                proxy.hold();
+                events::record(&name(h), "hold");
+                go(&mut hs, h)?;
+                let held = proxy.wait_until_held(crate::poll::BOUND);
+                t.check(held, label(&format!("{} 的写入离开它，扣在代理里（它的续租也扣在那里）", name(h))), || "the proxy holds nothing");
+            }
+            Op::Write(h, answer) | Op::Finish(h, answer) | Op::Arrive(h, answer) => {
                 let token = hs.tokens[h];
-                let holder = go(&mut hs, h)?;
+                let holder = if matches!(op, Op::Arrive(..)) {
+                    let proxy = proxies[h].as_ref().ok_or("a delayed write without its proxy")?;
+                    proxy.release();
+                    events::record(&name(h), "release");
+                    let holder = hs.procs[h].as_mut().ok_or_else(|| format!("{} is not running", name(h)))?;
+                    if hs.stopped[h] {
+                        // SIGCONT: it wakes inside its write, which now arrives.
+                        holder.resume()?;
+                        hs.stopped[h] = false;
+                    }
+                    holder
+                } else {
+                    go(&mut hs, h)?
+                };
                 let step = holder.next_step()?;
                 match answer {
                     Some(accepted) => {
@@ -313,6 +374,8 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
             drop(holder);
         }
     }
+    // Dropped after the holders: nothing is held for a process still waiting.
+    drop(proxies);
     Ok(())
 }
 // ANCHOR_END: run_schedule
@@ -481,6 +544,18 @@ mod tests {
         let i3 = &v.broken.iter().find(|(n, _)| *n == property::I3).unwrap().1;
         let err = schedule(&LeaseModel::new(v.config), i3, false).unwrap_err().to_string();
         assert!(err.contains("UPSERT") && err.contains("cannot be forced"), "{err}");
+    }
+
+    /// CHECK_THEN_WRITE's schedule stops A in its gap after the read; the
+    /// same schedule fenced sends A's write before the expiry and holds it
+    /// on the wire until B has written: F12's delayed write.
+    #[test]
+    fn check_then_write_fenced_is_a_delayed_write() {
+        let (_, path) = counterexample(FenceMode::CheckThenWrite, StoreKind::Single).unwrap().unwrap();
+        let model = LeaseModel::new(Config::new(FenceMode::CheckThenWrite, StoreKind::Single));
+        let ops = |fenced| schedule(&model, &path, fenced).unwrap().into_iter().map(|(_, op)| op).collect::<Vec<Op>>();
+        assert_eq!(ops(false), [Op::Acquire(0), Op::Check(0), Op::WriteToGap(0), Op::Expire, Op::Acquire(1), Op::Check(1), Op::WriteToGap(1), Op::Finish(1, Some(true)), Op::Finish(0, Some(true))]);
+        assert_eq!(ops(true), [Op::Acquire(0), Op::Check(0), Op::Send(0), Op::Expire, Op::Acquire(1), Op::Check(1), Op::Write(1, None), Op::Arrive(0, None)]);
     }
 
     /// The unfenced schedule is F5's: start A, check, expire, start B,
