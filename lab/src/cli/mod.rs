@@ -94,8 +94,9 @@ pub enum Command {
     Chaos(ChaosArgs),
     /// The model checker: every interleaving of the lease and each resource mode; its verdicts as a table.
     Model(ModelArgs),
-    /// Draw what happened in a case's last run (F4, F5, F10-F13): a page that
-    /// shows each holder's holdings, pauses and writes on one time axis.
+    /// Draw what happened in a case's last run (one with holder processes:
+    /// F4, F5, F10–F13, F15, F16): a page that shows each holder's holdings,
+    /// pauses and writes on one time axis.
     Timeline {
         /// The case or variant, e.g. F4 or F4-unfenced.
         #[arg(value_parser = run_name)]

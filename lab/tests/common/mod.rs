@@ -114,7 +114,10 @@ impl Drop for PrivateCluster {
     }
 }
 
-/// Processes of the private cluster in `cluster_dir`, or any holder process.
+/// Processes of the private cluster in `cluster_dir`: its server's (by the
+/// folder on their command line) and its holders (a holder's environment
+/// names the cluster it works against). Other tests' holders, running side
+/// by side in the suite, are theirs, not leftovers of this one.
 pub fn leftovers(cluster_dir: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -123,7 +126,9 @@ pub fn leftovers(cluster_dir: &str) -> Vec<String> {
         let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if exe == Path::new(HOLDER) || (cmdline.contains(cluster_dir) && !cmdline.contains("cargo")) {
+        let environ = String::from_utf8_lossy(&std::fs::read(entry.path().join("environ")).unwrap_or_default()).into_owned();
+        let ours = if exe == Path::new(HOLDER) { environ.contains(cluster_dir) } else { cmdline.contains(cluster_dir) && !cmdline.contains("cargo") };
+        if ours {
             let state = lab::sysinfo::proc_stat(pid).map_or('?', |s| s.state);
             found.push(format!("pid {pid} [{state}]: {cmdline}"));
         }
