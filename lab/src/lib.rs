@@ -111,6 +111,10 @@
 //!   `bench::command`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
+//! - [`model`]: every interleaving, not only the staged ones: the lease
+//!   store, the holders and each resource mode as a model that stateright
+//!   checks whole (`lab model`), the same against the mutations, its
+//!   Explorer, and each counterexample replayed against the real cluster.
 //! - [`suite`]: the whole test suite in parallel (`./run.sh test`): its
 //!   groups (test binaries, slices of the cases, the book's chapters), each
 //!   in an environment of its own, the longest first, with progress and a
@@ -154,6 +158,7 @@ pub mod lease_stores;
 pub mod cases;
 pub mod bench;
 pub mod mutants;
+pub mod model;
 pub mod suite;
 pub mod facts;
 pub mod cli;

@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 
 /// One change of the lease row, as `lease_event` recorded it.
 #[derive(Clone, Debug)]
-struct LeaseEvent {
+pub struct LeaseEvent {
     /// When, in ms since the epoch, by the server's clock.
     at_ms: f64,
     /// The holder named in the row.
@@ -39,7 +39,7 @@ struct LeaseEvent {
 
 /// One write attempt, as `write_attempt` recorded it.
 #[derive(Clone, Debug)]
-struct WriteEvent {
+pub struct WriteEvent {
     /// When, by the server's clock.
     at_ms: f64,
     /// Who wrote.
@@ -56,6 +56,29 @@ pub struct Timeline {
     lease: Vec<LeaseEvent>,
     writes: Vec<WriteEvent>,
     parent: Vec<ParentEvent>,
+}
+
+impl LeaseEvent {
+    /// A change of the lease row at `at_ms`: `kind` is `acquire`, `renew`
+    /// or `release`; `expires_ms` the row's `expires_at` after it.
+    pub fn new(at_ms: f64, holder: &str, token: i64, kind: &str, expires_ms: f64) -> LeaseEvent {
+        LeaseEvent { at_ms, holder: holder.to_owned(), token, kind: kind.to_owned(), expires_ms }
+    }
+}
+
+impl WriteEvent {
+    /// A write attempt at `at_ms`, and whether the resource accepted it.
+    pub fn new(at_ms: f64, writer: &str, token: i64, accepted: bool) -> WriteEvent {
+        WriteEvent { at_ms, writer: writer.to_owned(), token, accepted }
+    }
+}
+
+impl Timeline {
+    /// A timeline of events from elsewhere than a run's tables: the model's
+    /// counterexamples are drawn with the same chart as the cases' runs.
+    pub fn from_events(lease: Vec<LeaseEvent>, writes: Vec<WriteEvent>, parent: Vec<ParentEvent>) -> Timeline {
+        Timeline { lease, writes, parent }
+    }
 }
 
 /// Rows of a case saved before a reset dropped them.

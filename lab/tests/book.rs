@@ -21,6 +21,8 @@
 //! Why this file stays whole (~430 lines): every check of the book's text,
 //! sharing one reader of its chapters and includes.
 
+mod common;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -140,7 +142,7 @@ fn includes_resolve_to_text() {
             }
             match resolve(&inc) {
                 // A transcript include must start at the case header, not inside insta's metadata.
-                Ok(body) if inc.path.ends_with(".snap") && !body.starts_with("CASE F") => {
+                Ok(body) if inc.path.ends_with(".snap") && !body.starts_with("CASE ") => {
                     problems.push(format!("{}: {} does not start at the CASE line (insta header not skipped?)", inc.at, inc.path))
                 }
                 Ok(_) => {}
@@ -288,6 +290,7 @@ const VOCABULARY: &[(&str, &str)] = &[
     ("日志字节", "WAL 字节"),
     ("百分位", "中位数（p50）、p90、p99"),
     ("50 分位", "中位数（p50）"),
+    ("模型验证器", "模型检查器"),
 ];
 
 /// Uses of rejected variants in the prose of `text` (code fences and inline
@@ -703,25 +706,15 @@ fn a_planted_stray_space_is_found() {
 }
 
 fn which(program: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(program)).find(|p| p.is_file())
+    common::which(&[program])
 }
 
 /// The page's DOM after its scripts ran, from headless Chromium.
 fn dump_dom(chromium: &Path, page: &Path) -> String {
     let profile = std::env::temp_dir().join(format!("lab-chromium-{}", std::process::id()));
     let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=20000",
-            "--dump-dom",
-        ])
+        .args(common::HEADLESS_CHROMIUM)
+        .arg("--virtual-time-budget=20000")
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("file://{}", page.display()))
         .output()

@@ -135,3 +135,24 @@ pub fn leftovers(cluster_dir: &str) -> Vec<String> {
     }
     found
 }
+
+/// Headless Chromium's flags for a test that reads a page's DOM after its
+/// scripts ran: no sandbox (root), no GPU, and none of the browser's own
+/// first-run, sync, update or background traffic.
+pub const HEADLESS_CHROMIUM: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--dump-dom",
+];
+
+/// The first of `programs` found on PATH.
+pub fn which(programs: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    programs.iter().find_map(|program| std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file()))
+}
