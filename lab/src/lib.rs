@@ -76,8 +76,12 @@
 //! Processes:
 //! - [`holder`]: the holder process (the `holder` binary): its command line
 //!   (`holder/args.rs`), its protocol lines, printed and parsed in one place
-//!   (`holder/protocol.rs`: `Step`), and one `hold` over `LeaseService`, its
-//!   store picked by `--lease-backend postgres|etcd`.
+//!   (`holder/protocol.rs`: `Step`), its calls to the servers, each printed
+//!   as it starts and returns (`holder/call.rs`: `Call`), and one `hold`
+//!   over `LeaseService`, its store picked by `--lease-backend postgres|etcd`.
+//! - [`call_log`]: the holders' calls to the servers (`CALL`/`RETURN`
+//!   lines) as the parent heard them, each stamped with its clock on
+//!   arrival: the operations of a run's history, in a process-wide log.
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
 //! - [`report_files`]: the files a measured run leaves for the book (`lab
@@ -148,6 +152,7 @@ pub mod renewer;
 pub mod resource;
 pub mod publish;
 pub mod holder;
+pub mod call_log;
 pub mod holder_guard;
 pub mod report_files;
 pub mod chaos;
