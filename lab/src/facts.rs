@@ -407,15 +407,17 @@ fn lease_store_facts(table: &str) -> Result<Vec<Fact>> {
 }
 
 /// The chaos table's counts, and the plan of F15's short run.
-fn chaos_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
+fn chaos_facts<'a>(inputs: &'a Inputs) -> Result<Vec<Fact>> {
     const FILE: &str = "evidence/26/chaos.md";
     let table = &inputs.chaos;
     let header: Vec<&str> =
         table.lines().find(|l| l.starts_with("| |")).ok_or_else(|| format!("{FILE}: no table header"))?.trim().trim_matches('|').split('|').map(str::trim).collect();
-    let modes: Vec<String> = header.iter().skip(1).map(|m| m.trim_matches('`').to_lowercase().replace('_', "-")).collect();
+    // A cell may be a link to the mode's history (`[22](history/….html#only=stale)`): its text.
+    let text = |cell: &'a str| -> &'a str { cell.strip_prefix('[').and_then(|c| c.split_once("](")).map_or(cell, |(t, _)| t) };
+    let modes: Vec<String> = header.iter().skip(1).map(|m| text(m).trim_matches('`').to_lowercase().replace('_', "-")).collect();
     let row = |label: &str| -> Result<Vec<&str>> {
         let line = table.lines().find(|l| l.starts_with(&format!("| {label} |"))).ok_or_else(|| format!("{FILE}: no row `{label}`"))?;
-        Ok(line.trim().trim_matches('|').split('|').map(str::trim).skip(1).collect())
+        Ok(line.trim().trim_matches('|').split('|').map(str::trim).skip(1).map(text).collect())
     };
     let mut f = Facts(Vec::new());
     f.add("plan-total", number_before(table, " faults scheduled", FILE)?);

@@ -87,6 +87,12 @@
 //! - [`report_files`]: the files a measured run leaves for the book (`lab
 //!   chaos`, `lab bench`): a table, a CSV beside it, a chart per resource
 //!   mode, each written whole.
+//! - [`history`]: a run's history whole (every call from call to return,
+//!   each write's attempt row, every fault from start to end, the rows that
+//!   stayed), written as JSON lines of a documented schema and drawn as one
+//!   self-contained HTML page (plain SVG, a little script to filter and
+//!   zoom); below `chaos`, whose checker reads it, and `cases`, which
+//!   record theirs.
 //! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
 //!   seed, the workload (holder slots, each the one owner of its holder
 //!   processes, each behind a link of its own, a `DelayProxy`), the nemesis
@@ -155,6 +161,7 @@ pub mod holder;
 pub mod call_log;
 pub mod holder_guard;
 pub mod report_files;
+pub mod history;
 pub mod chaos;
 pub mod transcript;
 pub mod evidence;

@@ -332,7 +332,7 @@ impl ChaosArgs {
     /// The chaos run these arguments ask for, with the holders from `holder_bin`.
     pub fn options(&self, holder_bin: PathBuf) -> chaos::command::Options {
         chaos::command::Options {
-            config: Config { seed: self.seed, holders: self.holders.into(), duration: self.duration, holder_bin, trace: self.trace },
+            config: Config { seed: self.seed, holders: self.holders.into(), duration: self.duration, holder_bin, trace: self.trace, case: None },
             modes: self.mode.0.map_or(FenceMode::ALL.to_vec(), |m| vec![m]),
             out: self.out.clone(),
         }
