@@ -102,6 +102,17 @@ pub enum Command {
         #[arg(value_parser = run_name)]
         case: String,
     },
+    /// Draw a run's history again from its JSON lines, and judge it: one self-contained
+    /// page (nothing fetched) with a lane per holder incarnation, every call from call
+    /// to return, the faults as bands, the floor over time and each finding of the
+    /// checker; filter by holder, finding or time, and zoom, in the browser. Every
+    /// chaos run (`lab chaos`, F15) and every case whose holders made calls (F4, F5,
+    /// F10–F13, F16) writes its history as it ends.
+    History {
+        /// The run (F4, F12-unfenced, chaos-fenced-row, …: its .jsonl in target/lab/history/,
+        /// else in evidence/26/history/), or the path of a .jsonl file; the page is written beside it.
+        run: String,
+    },
     /// Run one case many times; report passes, failures and the slowest run.
     Stress {
         /// The case, e.g. F11.

@@ -325,11 +325,28 @@ pub fn dir() -> PathBuf {
 /// Writes `<name>.jsonl` and `<name>.html` into `folder`, each whole; the
 /// page's path.
 pub fn save(folder: &Path, record: &Record, findings: &[Finding]) -> Result<PathBuf> {
-    let dir = SafeDir::own_folder(folder)?;
     let name = &record.run.name;
-    dir.write_whole(&format!("{name}.jsonl"), &record.to_jsonl(), 0o644)?;
-    dir.write_whole(&format!("{name}.html"), &page::render(record, findings), 0o644)?;
+    SafeDir::own_folder(folder)?.write_whole(&format!("{name}.jsonl"), &record.to_jsonl(), 0o644)?;
+    save_page(folder, record, findings)
+}
+
+/// Writes only `<name>.html` into `folder` (from JSON lines read there); its path.
+pub fn save_page(folder: &Path, record: &Record, findings: &[Finding]) -> Result<PathBuf> {
+    let name = &record.run.name;
+    SafeDir::own_folder(folder)?.write_whole(&format!("{name}.html"), &page::render(record, findings), 0o644)?;
     Ok(folder.join(format!("{name}.html")))
+}
+
+/// The JSON lines of run `run`: a path to a `.jsonl` file, or a run's name,
+/// looked for among the lab's own histories and then the evidence's.
+pub fn find(run: &str) -> Result<PathBuf> {
+    if run.ends_with(".jsonl") {
+        return std::path::absolute(run).with_context(|| format!("resolving {run}"));
+    }
+    let places = [dir(), paths::evidence_dir().join("history")];
+    places.iter().map(|d| d.join(format!("{run}.jsonl"))).find(|p| p.is_file()).ok_or_else(|| {
+        format!("no history of {run} in {} or {}: run it first (./run.sh F4, ./run.sh chaos …)", places[0].display(), places[1].display()).into()
+    })
 }
 
 #[cfg(test)]
