@@ -24,7 +24,7 @@ usage: ./run.sh [command]
                      the checker's findings; filter and zoom), drawn again from its JSON
                      lines: RUN is F4, F12-unfenced, chaos-fenced-row, … or a .jsonl path.
                      Every chaos run and every case whose holders made calls (F4, F5,
-                     F10-F13, F15, F16) writes its own as it ends, in target/lab/history/
+                     F10-F12, F15, F16) writes its own as it ends, in target/lab/history/
   chaos [--seed S] [--holders K] [--duration D] [--mode M|all] [--out FILE] [--trace]
                      the chaos run: K holders (default 8) under a nemesis whose faults
                      come from the seed (default 1), D per mode (default 120s), one

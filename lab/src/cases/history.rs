@@ -1,13 +1,21 @@
 //! A case's history, in the same record as the chaos run's
 //! (`crate::history`): the calls of its holder processes, the resource's
 //! rows, and the faults the case injected, read from what the parent did
-//! (`events`): SIGSTOP to SIGCONT is a pause (long or short against the
-//! ttl), SIGKILL a kill, a proxy's hold to its release a delay.
+//! (`events`): SIGSTOP to SIGCONT is a pause, SIGKILL a kill, a proxy's
+//! hold to its release a delay. A pause is long when the lease did not
+//! survive it (another holder was granted the lease meanwhile) or when it
+//! outlasted the ttl, short otherwise: a case's pause lasts until the
+//! lease has expired by the database's clock, which is less than a ttl
+//! after the last renewal, and the chaos plan's long pause is longer than
+//! the ttl for that same end, that the lease lapse.
 //!
 //! Every case whose holder processes made calls records one: F4, F5, F10,
-//! F11, F12, F13, F16 (F15 runs the chaos run, which records its own, one
-//! per mode). A case of component steps (F1–F3, F6–F9, F14) writes in the
-//! lab's own name with no holder process, and has none. A case that resets
+//! F11, F12, F16 (F15 runs the chaos run, which records its own, one per
+//! mode), except F13, whose faults are clocks that run wrong for a
+//! process's whole life, not moments the parent acts at: a history of its
+//! calls would show none of them. A case of component steps (F1–F3,
+//! F6–F9, F14) writes in the lab's own name with no holder process, and
+//! has none. A case that resets
 //! the lease tables halfway (F12 runs its timeline twice) has one history
 //! per stretch between resets, named after its mode (`F12-fenced-scope`,
 //! `F12-unfenced`): the second stretch starts again from token 1, and one
@@ -22,7 +30,7 @@ use crate::chaos::schedule::FaultKind;
 use crate::db;
 use crate::error::{chain, Result};
 use crate::events::{self, ParentEvent};
-use crate::history::{self, hundredths, FaultSpan, Record, Resource, RunInfo};
+use crate::history::{self, hundredths, FaultSpan, Op, Record, Resource, RunInfo};
 use crate::params::TTL;
 use crate::stats::ms;
 use parking_lot::Mutex;
@@ -48,6 +56,10 @@ struct Stash {
 }
 
 static STASH: Mutex<Stash> = Mutex::new(Stash { done: Vec::new(), began_ms: None, error: None });
+
+/// The cases whose holders make calls but whose faults are not moments
+/// (see above): they record no history.
+const NO_HISTORY: [&str; 1] = ["F13"];
 
 /// The kinds of fault a case injects from outside, as the chaos run names them.
 const KINDS: [FaultKind; 4] = [FaultKind::Delay, FaultKind::Kill, FaultKind::PauseLong, FaultKind::PauseShort];
@@ -87,6 +99,9 @@ pub fn take(id: &str, name: &str) -> Result<Vec<Record>> {
     if let Some(error) = error {
         return Err(format!("reading the resource for the history: {error}").into());
     }
+    if NO_HISTORY.contains(&id) {
+        return Ok(Vec::new());
+    }
     let parent = events::peek();
     let several = stretches.len() > 1;
     let mut records = Vec::new();
@@ -96,8 +111,9 @@ pub fn take(id: &str, name: &str) -> Result<Vec<Record>> {
         let mut holders: Vec<String> = s.heard.iter().map(|h| h.holder.clone()).collect();
         holders.sort();
         holders.dedup();
-        let faults = faults(&parent, s.began_ms, s.ended_ms);
         let ops = history::ops_from_calls(&s.heard, s.resource.attempts, s.began_ms)?;
+        let mut faults = faults(&parent, s.began_ms, s.ended_ms);
+        lapsed_pauses_are_long(&mut faults, &ops);
         let run = RunInfo {
             schema: history::SCHEMA,
             name: run_name,
@@ -111,6 +127,20 @@ pub fn take(id: &str, name: &str) -> Result<Vec<Record>> {
         records.push(Record { run, ops, faults, finals: s.resource.finals });
     }
     Ok(records)
+}
+
+/// A short pause under which another holder was granted the lease: the
+/// lease did not survive it, and it counts as long.
+fn lapsed_pauses_are_long(faults: &mut [FaultSpan], ops: &[Op]) {
+    for f in faults.iter_mut().filter(|f| f.kind == FaultKind::PauseShort.name()) {
+        let end = f.end_ms.unwrap_or(f64::INFINITY);
+        let taken_over = ops.iter().any(|o| {
+            o.f == "acquire" && o.outcome == "ok" && !f.targets.contains(&o.holder) && o.complete_ms.is_some_and(|t| t > f.start_ms && t <= end)
+        });
+        if taken_over {
+            f.kind = FaultKind::PauseLong.name().into();
+        }
+    }
 }
 
 /// The faults among the parent's events from `from_ms` to `to_ms`, times
@@ -188,5 +218,32 @@ mod tests {
                 (4, "delay", "holder-c", 4500.0, Some(5000.0)),
             ]
         );
+    }
+
+    /// A pause shorter than the ttl under which another holder got the
+    /// lease is long; one under which nobody did stays short.
+    #[test]
+    fn a_pause_the_lease_did_not_survive_is_long() {
+        let pause = |targets: &str| FaultSpan { id: 1, kind: "pause-short".into(), targets: vec![targets.into()], start_ms: 100.0, end_ms: Some(1400.0) };
+        let mut grant = crate::history::Record::empty("F4", "FENCED_SCOPE").ops;
+        grant.push(Op {
+            id: 1,
+            holder: "holder-b".into(),
+            incarnation: 0,
+            process: 2,
+            f: "acquire".into(),
+            invoke_ms: Some(1200.0),
+            complete_ms: Some(1210.0),
+            outcome: "ok".into(),
+            token: Some(2),
+            part: None,
+            tries: Some(1),
+            code: None,
+            holding: Some(1),
+            attempt: None,
+        });
+        let mut faults = [pause("holder-a"), pause("holder-b")];
+        lapsed_pauses_are_long(&mut faults, &grant);
+        assert_eq!([faults[0].kind.as_str(), faults[1].kind.as_str()], ["pause-long", "pause-short"]);
     }
 }

@@ -172,7 +172,8 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         .map(|(i, f)| FaultSpan {
             id: i as u64 + 1,
             kind: f.kind.name().into(),
-            targets: f.target.into_iter().collect(),
+            // A fault that hits several holders names them joined by '+'.
+            targets: f.target.iter().flat_map(|t| t.split('+')).map(str::to_owned).collect(),
             start_ms: hundredths(ms(f.at)),
             end_ms: f.until.map(|u| hundredths(ms(u))),
         })

@@ -107,7 +107,7 @@ pub enum Command {
     /// to return, the faults as bands, the floor over time and each finding of the
     /// checker; filter by holder, finding or time, and zoom, in the browser. Every
     /// chaos run (`lab chaos`, F15) and every case whose holders made calls (F4, F5,
-    /// F10–F13, F16) writes its history as it ends.
+    /// F10–F12, F16) writes its history as it ends.
     History {
         /// The run (F4, F12-unfenced, chaos-fenced-row, …: its .jsonl in target/lab/history/,
         /// else in evidence/26/history/), or the path of a .jsonl file; the page is written beside it.

@@ -59,6 +59,7 @@ use crate::safe_dir::SafeDir;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+// ANCHOR: schema
 /// The schema the lines follow.
 pub const SCHEMA: u32 = 1;
 
@@ -182,6 +183,7 @@ enum Entry {
     Fault(FaultSpan),
     Final(FinalRow),
 }
+// ANCHOR_END: schema
 
 /// A run's history.
 #[derive(Clone, Debug, PartialEq)]

@@ -23,6 +23,7 @@
   function measure() {
     width = Math.max(300, (document.body.clientWidth || 1240) - LABEL - 16);
     svg.setAttribute('width', LABEL + width);
+    document.getElementById('cliprect').setAttribute('width', width);
   }
 
   function scale() { return width / (view.x1 - view.x0); }
@@ -85,7 +86,8 @@
     if (view.only) p.push('only=' + view.only);
     if (view.holders) p.push('holders=' + Array.from(view.holders).join(','));
     if (view.x0 > 0 || view.x1 < END) p.push('from=' + (view.x0 / 1000).toFixed(3), 'to=' + (view.x1 / 1000).toFixed(3));
-    history.replaceState(null, '', p.length ? '#' + p.join('&') : location.pathname);
+    // Replaced, not pushed: a zoom is not a page to go back to.
+    try { history.replaceState(null, '', '#' + p.join('&')); } catch (e) { location.replace('#' + p.join('&')); }
   }
 
   function read() {

@@ -27,6 +27,11 @@ use super::{Finding, FindingKind, Op, Record, Target};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+/// The most a page may weigh, which the history test holds every evidence
+/// page to: a page of a two minutes' run must open in any browser (users
+/// of Porcupine, whose pages draw every operation too, met one of 1.5 GB).
+pub const MAX_BYTES: u64 = 2 * 1024 * 1024;
+
 /// The label column's width, px.
 const LABEL_W: f64 = 130.0;
 /// The plot's width before the browser measures it, px.
@@ -205,23 +210,26 @@ pub fn render(record: &Record, findings: &[Finding]) -> String {
         LABEL_W + PLOT_W,
         AXIS_H + FLOOR_H
     );
-    let _ = write!(out, "<g id=\"axis\"></g>\n<g id=\"wide\" class=\"zoom\" transform=\"{plot}\">{wide}</g>\n");
+    // What is zoomed out of the window is clipped at the plot's edges, not
+    // drawn over the labels.
+    let _ = write!(out, "<defs><clipPath id=\"plotarea\"><rect id=\"cliprect\" x=\"{LABEL_W}\" y=\"-5\" width=\"{PLOT_W}\" height=\"1000000\"/></clipPath></defs>\n");
+    let _ = write!(out, "<g id=\"axis\"></g>\n<g clip-path=\"url(#plotarea)\"><g id=\"wide\" class=\"zoom\" transform=\"{plot}\">{wide}</g></g>\n");
     let _ = write!(
         out,
-        "<g id=\"floor\"><text x=\"4\" y=\"{}\">floor 与被接受的 token</text><text x=\"4\" y=\"{}\" class=\"dim\">最大 {top}</text><g class=\"zoom\" transform=\"{plot}\"><path d=\"{floor_path}\" vector-effect=\"non-scaling-stroke\"/>{marks}</g></g>\n",
+        "<g id=\"floor\"><text x=\"4\" y=\"{}\">floor 与被接受的 token</text><text x=\"4\" y=\"{}\" class=\"dim\">最大 {top}</text><g clip-path=\"url(#plotarea)\"><g class=\"zoom\" transform=\"{plot}\"><path d=\"{floor_path}\" vector-effect=\"non-scaling-stroke\"/>{marks}</g></g></g>\n",
         AXIS_H + 14.0,
         AXIS_H + 30.0
     );
     let _ = write!(
         out,
-        "<g class=\"lane server\" data-holder=\"\" data-start=\"0\" data-end=\"{end:.2}\" transform=\"translate(0,{})\"><text x=\"4\" y=\"13\">服务器</text><g class=\"zoom\" transform=\"{plot}\">{}</g></g>\n",
+        "<g class=\"lane server\" data-holder=\"\" data-start=\"0\" data-end=\"{end:.2}\" transform=\"translate(0,{})\"><text x=\"4\" y=\"13\">服务器</text><g clip-path=\"url(#plotarea)\"><g class=\"zoom\" transform=\"{plot}\">{}</g></g></g>\n",
         AXIS_H + FLOOR_H,
         lane_svg[server_lane]
     );
     for (i, lane) in lanes.iter().enumerate() {
         let _ = write!(
             out,
-            "<g class=\"lane\" data-holder=\"{}\" data-start=\"{:.2}\" data-end=\"{:.2}\" transform=\"translate(0,{})\"><text x=\"4\" y=\"13\">{}#{}</text><g class=\"zoom\" transform=\"{plot}\">{}</g></g>\n",
+            "<g class=\"lane\" data-holder=\"{}\" data-start=\"{:.2}\" data-end=\"{:.2}\" transform=\"translate(0,{})\"><text x=\"4\" y=\"13\">{}#{}</text><g clip-path=\"url(#plotarea)\"><g class=\"zoom\" transform=\"{plot}\">{}</g></g></g>\n",
             esc(&lane.holder),
             lane.start,
             lane.end,

@@ -24,6 +24,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+// ANCHOR: call
 /// What a call does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Invoke {
@@ -37,18 +38,6 @@ pub enum Invoke {
     Release { token: i64 },
 }
 
-impl Invoke {
-    /// The call's name in the history: `acquire`, `renew`, `write`, `release`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Invoke::Acquire => "acquire",
-            Invoke::Renew { .. } => "renew",
-            Invoke::Write { .. } => "write",
-            Invoke::Release { .. } => "release",
-        }
-    }
-}
-
 /// How a call returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -58,24 +47,6 @@ pub enum Outcome {
     Fail,
     /// It ended in an error: whether it happened is unknown.
     Info,
-}
-
-impl Outcome {
-    /// `ok`, `fail` or `info`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Fail => "fail",
-            Outcome::Info => "info",
-        }
-    }
-}
-
-impl FromStr for Outcome {
-    type Err = String;
-    fn from_str(word: &str) -> Result<Outcome, String> {
-        [Outcome::Ok, Outcome::Fail, Outcome::Info].into_iter().find(|o| o.name() == word).ok_or_else(|| format!("no outcome {word:?}"))
-    }
 }
 
 /// A call's return.
@@ -98,6 +69,37 @@ pub enum Call {
     Invoke { id: u32, invoke: Invoke },
     /// The call with the same id returned.
     Return { id: u32, ret: Return },
+}
+// ANCHOR_END: call
+
+impl Invoke {
+    /// The call's name in the history: `acquire`, `renew`, `write`, `release`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Invoke::Acquire => "acquire",
+            Invoke::Renew { .. } => "renew",
+            Invoke::Write { .. } => "write",
+            Invoke::Release { .. } => "release",
+        }
+    }
+}
+
+impl Outcome {
+    /// `ok`, `fail` or `info`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Fail => "fail",
+            Outcome::Info => "info",
+        }
+    }
+}
+
+impl FromStr for Outcome {
+    type Err = String;
+    fn from_str(word: &str) -> Result<Outcome, String> {
+        [Outcome::Ok, Outcome::Fail, Outcome::Info].into_iter().find(|o| o.name() == word).ok_or_else(|| format!("no outcome {word:?}"))
+    }
 }
 
 impl fmt::Display for Call {
