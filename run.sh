@@ -30,10 +30,12 @@ usage: ./run.sh [command]
                      scratch copy, run the case that catches it, see what failed
   mutants [NAME…]    break every guard in turn; each must be caught by a case line
                      (--accept re-locks the broken transcripts in evidence/26/try/)
-  bench [--seconds N] [--runs K] [--out FILE]
+  bench [--seconds N] [--runs K] [--out FILE] [--redraw]
                      what fencing costs: writes/s and p50/p99 latency per resource mode
                      (1, 4, 16 writers on 1 and on 16 scopes) and contended acquires/s;
-                     writes evidence/26/bench.md and bench.csv (about 5 minutes)
+                     writes evidence/26/bench.md, bench.csv and a figure per writer
+                     count (about 5 minutes); --redraw only draws the figures again
+                     from the CSV beside FILE
   test [GROUP…]      the whole test suite (what CI runs), its groups in parallel, with
                      progress and the slowest groups at the end; installs what it needs;
                      GROUP narrows it to the groups whose name contains it
@@ -319,6 +321,8 @@ case "$cmd" in
     ;;
   bench)
     shift
+    # --redraw measures nothing: it draws the figures again from the CSV.
+    case " $* " in *" --redraw "*) build; exec "$LAB" bench "$@" ;; esac
     ensure_postgres; guard_cluster
     # An optimised client: a debug build's own CPU time, spent on the same
     # two cores as the server's, would blur the differences being measured.

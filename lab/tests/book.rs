@@ -376,6 +376,33 @@ fn a_planted_stale_fact_is_named() {
     assert!(stale[0].contains("facts/code.md is stale") && stale[0].contains("`35`") && stale[0].contains(&format!("`{real}`")), "{}", stale[0]);
 }
 
+/// The cost chapter's figures (`evidence/26/bench-writers-*.svg`) are what
+/// `lab/src/bench/chart.rs` draws from the committed `bench.csv`, and no
+/// other chart of the bench lies beside them: a figure typed or edited by
+/// hand, or left over from an older drawing, is named.
+#[test]
+fn bench_figures_are_drawn_from_the_csv() {
+    let evidence = root().join("evidence/26");
+    let table = evidence.join("bench.md");
+    let rows = lab::bench::report::rows_from_csv(&fs::read_to_string(table.with_extension("csv")).unwrap()).unwrap();
+    let figures = lab::report_files::charts_placed(&table, lab::bench::chart::figures(&rows)).unwrap();
+    assert!(figures.len() >= 3, "only {} figures drawn", figures.len());
+    let mut problems = Vec::new();
+    for (path, drawn) in &figures {
+        if fs::read_to_string(path).ok().as_ref() != Some(drawn) {
+            problems.push(format!("{} is not what bench.csv draws (run ./run.sh bench --redraw)", path.display()));
+        }
+    }
+    for entry in fs::read_dir(&evidence).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let chart = name.starts_with("bench-") && (name.ends_with(".svg") || name.ends_with(".mmd"));
+        if chart && !figures.iter().any(|(p, _)| p == &entry.path()) {
+            problems.push(format!("evidence/26/{name} is no figure the bench draws now: remove it"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 // Exercise answers ----------------------------------------------------------
 
 /// The mutation an answer block answers: its info string is `text answer=NAME`.
