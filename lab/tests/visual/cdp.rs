@@ -247,14 +247,22 @@ impl Browser {
         found.iter().map(|f| (f["familyName"].as_str().unwrap_or("?").to_owned(), f["glyphCount"].as_u64().unwrap_or(0))).collect()
     }
 
-    /// Writes a PNG of the whole page (not just the window) to `path`.
-    pub fn screenshot(&mut self, path: &Path) {
-        let size = self.eval("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]");
-        let (width, height) = (size[0].as_f64().unwrap_or(1280.0), size[1].as_f64().unwrap_or(900.0));
+    /// Writes a PNG of the page from its top, `height` CSS pixels tall at
+    /// most (the whole page when it is shorter, or with None), to `path`.
+    pub fn screenshot(&mut self, path: &Path, height: Option<f64>) {
+        let size = self.eval("[document.documentElement.scrollWidth, document.documentElement.scrollHeight, innerWidth, innerHeight]");
+        let number = |i: usize| size[i].as_f64().unwrap_or(900.0);
+        let (width, whole, window) = (number(0), number(1), (number(2) as u32, number(3) as u32));
+        let height = height.map_or(whole, |h| h.min(whole));
+        // A window as tall as the picture (up to what a texture holds), so
+        // that the fixed sidebar is drawn all the way down, not one window's
+        // height and then nothing.
+        self.resize(window.0, height.min(16000.0) as u32);
         let shot = self.call(
             "Page.captureScreenshot",
             json!({ "format": "png", "captureBeyondViewport": true, "clip": { "x": 0, "y": 0, "width": width, "height": height, "scale": 1 } }),
         );
+        self.resize(window.0, window.1);
         use base64::Engine as _;
         let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().expect("screenshot data")).unwrap();
         fs::write(path, png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
