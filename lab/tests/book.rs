@@ -359,19 +359,20 @@ fn facts_are_up_to_date() {
 #[test]
 fn a_planted_stale_fact_is_named() {
     let files = lab::facts::compute(&lab::facts::Inputs::read().unwrap()).unwrap();
-    let dir = std::env::temp_dir().join(format!("lab-book-facts-{}", std::process::id()));
-    fs::create_dir_all(&dir).unwrap();
+    // A fresh folder of a random name (never one computed from the pid,
+    // which another account could have placed first).
+    let folder = tempfile::Builder::new().prefix("lab-book-facts-").tempdir().unwrap();
+    let dir = folder.path();
     for file in &files {
         fs::write(dir.join(file.name), file.render()).unwrap();
     }
-    assert!(lab::facts::differences(&files, &dir).is_empty());
+    assert!(lab::facts::differences(&files, dir).is_empty());
     let code = files.iter().find(|f| f.name == "code.md").unwrap();
     let real = &code.facts.iter().find(|f| f.anchor == "mutations").unwrap().text;
     let planted = code.render().replace(&format!("mutations -->\n{real}\n"), "mutations -->\n35\n");
     assert_ne!(planted, code.render());
     fs::write(dir.join("code.md"), planted).unwrap();
-    let stale = lab::facts::differences(&files, &dir);
-    let _ = fs::remove_dir_all(&dir);
+    let stale = lab::facts::differences(&files, dir);
     assert_eq!(stale.len(), 1, "{stale:?}");
     assert!(stale[0].contains("facts/code.md is stale") && stale[0].contains("`35`") && stale[0].contains(&format!("`{real}`")), "{}", stale[0]);
 }
@@ -735,7 +736,7 @@ fn which(program: &str) -> Option<PathBuf> {
 
 /// The page's DOM after its scripts ran, from headless Chromium.
 fn dump_dom(chromium: &Path, page: &Path) -> String {
-    let profile = std::env::temp_dir().join(format!("lab-chromium-{}", std::process::id()));
+    let profile = tempfile::Builder::new().prefix("lab-chromium-").tempdir().unwrap();
     let out = Command::new(chromium)
         .args([
             "--headless",
@@ -749,11 +750,10 @@ fn dump_dom(chromium: &Path, page: &Path) -> String {
             "--virtual-time-budget=20000",
             "--dump-dom",
         ])
-        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
-    let _ = fs::remove_dir_all(&profile);
     assert!(out.status.success(), "chromium failed on {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
