@@ -21,6 +21,8 @@
 //! Why this file stays whole (~430 lines): every check of the book's text,
 //! sharing one reader of its chapters and includes.
 
+mod common;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -656,7 +658,7 @@ fn book_builds_and_renders() {
         assert!(!html.contains("{{#include"), "{} shows a raw {{{{#include", page.path().display());
     }
 
-    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|c| which(c)) else {
+    let Some(chromium) = common::chromium() else {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must run the rendered-diagram check: install chromium");
         loudly("NOT RUN: headless Chromium is not installed, so the rendered-diagram check (c) did not run. Install it: apt-get install chromium");
         return;
@@ -730,26 +732,12 @@ fn a_planted_stray_space_is_found() {
     assert!(stray_cjk_spaces("<p>用 <code>psql</code> 查看</p>").is_empty());
 }
 
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(program)).find(|p| p.is_file())
-}
-
 /// The page's DOM after its scripts ran, from headless Chromium.
 fn dump_dom(chromium: &Path, page: &Path) -> String {
     let profile = tempfile::Builder::new().prefix("lab-chromium-").tempdir().unwrap();
     let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=20000",
-            "--dump-dom",
-        ])
+        .args(common::CHROMIUM_FLAGS)
+        .args(["--virtual-time-budget=20000", "--dump-dom"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("file://{}", page.display()))
         .output()

@@ -14,7 +14,8 @@
 //!      contrast: 4.5 for body text, 3 for large), and a chart's bars and
 //!      lines stand out (3) in colours told apart;
 //!
-//!   and it writes screenshots of four key pages to `target/screenshots/`.
+//!   and it writes screenshots of four key pages to `target/screenshots/`
+//!   (`<page>-<theme>.png`, the top three windows of it, and `-full.png`).
 //! - one planted example of each failure, drawn by the same checks from a
 //!   small book built with this book's `book.toml`: a too-wide table, a
 //!   machine without a font for Chinese, an unreadable diagram and a pale chart.
@@ -64,9 +65,7 @@ fn loudly(text: &str) {
 
 /// Headless Chromium, or None after saying NOT RUN (a failure under CI).
 fn chromium(what: &str) -> Option<PathBuf> {
-    let found = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find_map(|c| std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(c)).find(|p| p.is_file()));
+    let found = common::chromium();
     if found.is_none() {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must run the visual check ({what}): install chromium");
         loudly(&format!("NOT RUN: headless Chromium is not installed, so the visual check ({what}) did not run. Install it: apt-get install chromium"));
@@ -163,7 +162,10 @@ fn every_page_as_the_reader_sees_it() {
                 browser.forget_script(&script);
                 let drawn = json!({ "theme": theme.0, "dark": theme.1, "checks": [], "open": false });
                 browser.eval(&format!("({PAGE_CHECKS})({drawn})"));
-                browser.screenshot(&shots.join(format!("{}-{}.png", name.trim_end_matches(".html"), theme.0)));
+                // The first three windows' worth, for a quick look, and the whole page.
+                let stem = format!("{}-{}", name.trim_end_matches(".html"), theme.0);
+                browser.screenshot(&shots.join(format!("{stem}.png")), Some(3.0 * DESKTOP.1 as f64));
+                browser.screenshot(&shots.join(format!("{stem}-full.png")), None);
             }
             let one = look(&mut browser, page, theme, &["theme", "width", "glyphs", "contrast"], "");
             if one.counts["diagrams"].as_u64().unwrap_or(0) > 0 && !with_diagrams.contains(page) {

@@ -39,6 +39,27 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Headless Chromium on this machine, if any: Debian's `chromium`, or
+/// another build's name for it.
+pub fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|name| std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file()))
+}
+
+/// The flags every headless Chromium of the tests starts with: no sandbox
+/// (the tests run as root in CI), no GPU, and none of the background
+/// requests (updates, sync, QUIC) that flood a machine without a network.
+pub const CHROMIUM_FLAGS: [&str; 8] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+];
+
 /// A folder made by `tempfile` under `LAB_TEST_TMP` (the suite's folder for
 /// the group) when set, else under the system's temp folder.
 pub fn temp_dir(prefix: &str) -> tempfile::TempDir {

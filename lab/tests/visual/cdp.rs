@@ -59,19 +59,8 @@ impl Browser {
         let (child_in, child_out) = (cmd_read.as_raw_fd(), msg_write.as_raw_fd());
         let mut command = Command::new(chromium);
         command
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                // Without these, Chromium keeps trying to reach the network.
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--force-device-scale-factor=1",
-                "--remote-debugging-pipe",
-            ])
+            .args(super::common::CHROMIUM_FLAGS)
+            .args(["--force-device-scale-factor=1", "--remote-debugging-pipe"])
             .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
             .arg(format!("--window-size={width},{height}"))
             .arg("about:blank")
