@@ -24,6 +24,16 @@ usage: ./run.sh [command]
                      come from the seed (default 1), D per mode (default 120s), one
                      mode or all five (default); prints the history checker's table
                      (--out evidence/26/chaos.md: the table the book includes)
+  model [--out FILE] [--mutants] [--replay MODE [--store S]] [--explore [MODE]]
+                     the model checker: every interleaving of the lease and each
+                     resource mode on each lease store (one server, sync or async
+                     standby), the verdicts and shortest counterexamples as a table
+                     (--out evidence/26/model.md: the table the book includes, and a
+                     chart per counterexample beside it); --mutants: the model
+                     against the mutations (evidence/26/model-mutants.md);
+                     --replay MODE: MODE's counterexample against the real cluster,
+                     and the same schedule fenced; --explore: stateright's Explorer
+                     on 127.0.0.1 (a free port, printed)
   stress F11 [--runs N]
                      run a case N times (default 20): passes, failures, the slowest run
   try [NAME]         the "break it" exercises: list them, or break one guard in a
@@ -340,6 +350,16 @@ case "$cmd" in
     shift
     ensure_postgres; guard_cluster
     "$LAB" chaos "$@"
+    ;;
+  model)
+    shift
+    # Only a replay needs the cluster; the checker itself is pure.
+    if printf '%s\n' "$@" | grep -qx -- '--replay'; then
+      ensure_postgres; guard_cluster
+    else
+      build
+    fi
+    "$LAB" model "$@"
     ;;
   stress)
     shift

@@ -68,6 +68,12 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(cli::holder_bin().map_err(Into::into).and_then(|bin| chaos::command::run(&args.options(bin))).map(verdict))
         }
+        Command::Model(args) => {
+            if args.starts_processes() {
+                interrupt::install();
+            }
+            report(args.run().map(verdict))
+        }
         Command::Timeline { case } => report(commands::timeline(&case).map(|()| ExitCode::SUCCESS)),
         Command::Stress { case, runs } => {
             interrupt::install();

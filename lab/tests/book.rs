@@ -142,7 +142,7 @@ fn includes_resolve_to_text() {
             }
             match resolve(&inc) {
                 // A transcript include must start at the case header, not inside insta's metadata.
-                Ok(body) if inc.path.ends_with(".snap") && !body.starts_with("CASE F") => {
+                Ok(body) if inc.path.ends_with(".snap") && !body.starts_with("CASE ") => {
                     problems.push(format!("{}: {} does not start at the CASE line (insta header not skipped?)", inc.at, inc.path))
                 }
                 Ok(_) => {}
@@ -290,6 +290,7 @@ const VOCABULARY: &[(&str, &str)] = &[
     ("日志字节", "WAL 字节"),
     ("百分位", "中位数（p50）、p90、p99"),
     ("50 分位", "中位数（p50）"),
+    ("模型验证器", "模型检查器"),
 ];
 
 /// Uses of rejected variants in the prose of `text` (code fences and inline
@@ -736,7 +737,7 @@ fn a_planted_stray_space_is_found() {
 fn dump_dom(chromium: &Path, page: &Path) -> String {
     let profile = tempfile::Builder::new().prefix("lab-chromium-").tempdir().unwrap();
     let out = Command::new(chromium)
-        .args(common::CHROMIUM_FLAGS)
+        .args(common::HEADLESS_CHROMIUM)
         .args(["--virtual-time-budget=20000", "--dump-dom"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("file://{}", page.display()))

@@ -59,7 +59,7 @@ impl Browser {
         let (child_in, child_out) = (cmd_read.as_raw_fd(), msg_write.as_raw_fd());
         let mut command = Command::new(chromium);
         command
-            .args(super::common::CHROMIUM_FLAGS)
+            .args(super::common::HEADLESS_CHROMIUM)
             .args(["--force-device-scale-factor=1", "--remote-debugging-pipe"])
             .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
             .arg(format!("--window-size={width},{height}"))
