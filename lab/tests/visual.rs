@@ -108,6 +108,8 @@ fn run_checks(browser: &mut Browser, page: &Path, theme: (&str, bool), checks: &
     let options = json!({ "theme": theme.0, "dark": theme.1, "checks": checks });
     let found = browser.eval(&format!("({PAGE_CHECKS})({options})"));
     let name = page.file_name().unwrap().to_string_lossy();
+    // A script that returned nothing checked nothing: that is no pass.
+    assert!(found["counts"].is_object() && found["problems"].is_array(), "{name}: the page script returned no result: {found}");
     let strings = |v: &Value| v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default();
     Seen { at: format!("{name} ({}{tag})", theme.0), problems: strings(&found["problems"]), counts: found["counts"].clone(), lowest: found["lowest"].clone() }
 }
