@@ -98,8 +98,9 @@ fn figure(rows: &[Row], writers: usize) -> String {
         }
         let _ = writeln!(svg, r#"<text x="{middle:.1}" y="{:.1}" text-anchor="middle" font-size="13">{scopes} 个作用域</text>"#, bottom + 20.0);
     }
-    // The legend: which colour is which mode.
-    let item = 180.0;
+    // The legend: which colour is which mode, in one row that a fifth or
+    // sixth mode still fits.
+    let item = ((WIDTH - 16.0) / modes.len() as f64).min(180.0);
     let first = WIDTH / 2.0 - item * modes.len() as f64 / 2.0;
     for (i, mode) in modes.iter().enumerate() {
         let x = first + i as f64 * item;
