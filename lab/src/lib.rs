@@ -81,8 +81,8 @@
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
 //! - [`report_files`]: the files a measured run leaves for the book (`lab
-//!   chaos`, `lab bench`): a table, a CSV beside it, a chart per resource
-//!   mode, each written whole.
+//!   chaos`, `lab bench`): a table, a CSV beside it, its charts, each
+//!   written whole.
 //! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
 //!   seed, the workload (holder slots, each the one owner of its holder
 //!   processes, each behind a link of its own, a `DelayProxy`), the nemesis
