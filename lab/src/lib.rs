@@ -85,8 +85,8 @@
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
 //! - [`report_files`]: the files a measured run leaves for the book (`lab
-//!   chaos`, `lab bench`): a table, a CSV beside it, a chart per resource
-//!   mode, each written whole.
+//!   chaos`, `lab bench`): a table, a CSV beside it, its charts, each
+//!   written whole.
 //! - [`history`]: a run's history whole (every call from call to return,
 //!   each write's attempt row, every fault from start to end, the rows that
 //!   stayed), written as JSON lines of a documented schema and drawn as one

@@ -34,9 +34,15 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(cli::holder_bin().map_err(Into::into).and_then(|bin| cases::command::run(&args.request(bin))).map(verdict))
         }
-        Command::Bench { seconds, runs, out } => {
-            interrupt::install();
+        Command::Bench { seconds, runs, out, redraw } => {
             let out = out.unwrap_or_else(|| paths::evidence_dir().join("bench.md"));
+            if redraw {
+                return report(bench::report::redraw(&out).map(|written| {
+                    written.iter().for_each(|path| println!("bench: drew {}", path.display()));
+                    ExitCode::SUCCESS
+                }));
+            }
+            interrupt::install();
             report(bench::command(&bench::Options { seconds, runs, out }).map(|()| ExitCode::SUCCESS))
         }
         Command::Suite { workers, only } => {

@@ -59,7 +59,7 @@ fn trap(page: String) -> (u16, Arc<AtomicUsize>) {
 /// is requested from anywhere else.
 #[test]
 fn explorer_renders_the_initial_state() {
-    let Some(chromium) = common::which(&["chromium", "chromium-browser", "google-chrome"]) else {
+    let Some(chromium) = common::chromium() else {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must run the Explorer check: install chromium");
         eprintln!("\n*** NOT RUN: headless Chromium is not installed, so the Explorer check did not run\n");
         return;
@@ -79,7 +79,7 @@ fn explorer_renders_the_initial_state() {
     let profile = tempfile::Builder::new().prefix("lab-explorer-").tempdir().unwrap();
     let out = Command::new(chromium)
         .args(common::HEADLESS_CHROMIUM)
-        .arg("--virtual-time-budget=10000")
+        .args(["--dump-dom", "--virtual-time-budget=10000"])
         .arg(format!("--proxy-server=http://127.0.0.1:{trap_port}"))
         .arg("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
         .arg(format!("--user-data-dir={}", profile.path().display()))

@@ -65,6 +65,9 @@ pub enum Command {
         /// The table's markdown file (a CSV is written beside it) [default: evidence/26/bench.md].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Measure nothing: draw the figures again from the CSV beside --out.
+        #[arg(long)]
+        redraw: bool,
     },
     /// The whole test suite, its groups in parallel (what `./run.sh test` and CI run).
     Suite {

@@ -85,6 +85,7 @@ fn guess(name: &str) -> f64 {
         n if n.starts_with("book ") => 40.0,
         n if n.starts_with("cases ") => 45.0,
         "etcd" | "privacy" | "cli" | "bench" | "book" => 40.0,
+        "visual" => 70.0,
         _ => 10.0,
     }
 }
