@@ -150,7 +150,7 @@ fn the_books_links_lead_to_evidence_pages() {
 
 /// Headless Chromium, or `None` (loudly; a failure under CI).
 fn chromium(what: &str) -> Option<PathBuf> {
-    let found = common::which(&["chromium", "chromium-browser", "google-chrome"]);
+    let found = common::chromium();
     if found.is_none() {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must run the history pages' check ({what}): install chromium");
         let _ = writeln!(std::io::stderr(), "\n*** NOT RUN: headless Chromium is not installed, so the history pages' check ({what}) did not run. Install it: apt-get install chromium\n");
@@ -179,6 +179,7 @@ fn open(chromium: &Path, page: &Path, fragment: &str) -> Seen {
             "--proxy-server=http://127.0.0.1:9",
             "--proxy-bypass-list=<-loopback>",
             "--virtual-time-budget=10000",
+            "--dump-dom",
         ])
         .arg(format!("--user-data-dir={}", scratch.path().join("profile").display()))
         .arg(format!("--log-net-log={}", net_log.display()))
