@@ -93,7 +93,7 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Color::Auto)]
         color: Color,
     },
-    /// The chaos run: holders under a seeded nemesis, judged by the history checker.
+    /// The chaos run: holders under a seeded nemesis, judged by the history checker; each mode's history is written as JSON lines and an offline page.
     Chaos(ChaosArgs),
     /// The model checker: every interleaving of the lease and each resource mode; its verdicts as a table.
     Model(ModelArgs),
@@ -163,7 +163,7 @@ pub struct RunArgs {
     /// F3: how many threads race for the lease.
     #[arg(long, default_value_t = crate::params::RACERS as u16, value_parser = clap::value_parser!(u16).range(2..=64))]
     threads: u16,
-    /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt).
+    /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt), and keep the run's timelines and histories beside it (timelines/, history/).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -182,7 +182,7 @@ pub struct ChaosArgs {
     /// The resource mode (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write), or all five in turn.
     #[arg(long, default_value = "all", value_parser = mode_or_all)]
     mode: ModeChoice,
-    /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md).
+    /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md), and each mode's history (its JSON lines and its page) in history/ beside it; without it, the histories go to target/lab/history/.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Print every holder's protocol lines and every fault on stderr as they happen.
