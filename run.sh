@@ -19,11 +19,19 @@ usage: ./run.sh [command]
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
   timeline F4        draw the last run of a case: holdings, pauses, writes on one axis
+  history RUN        a run's whole history as one offline page (a lane per holder
+                     incarnation, every call from call to return, the faults, the floor,
+                     the checker's findings; filter and zoom), drawn again from its JSON
+                     lines: RUN is F4, F12-unfenced, chaos-fenced-row, … or a .jsonl path.
+                     Every chaos run and every case whose holders made calls (F4, F5,
+                     F10-F12, F15, F16) writes its own as it ends, in target/lab/history/
   chaos [--seed S] [--holders K] [--duration D] [--mode M|all] [--out FILE] [--trace]
                      the chaos run: K holders (default 8) under a nemesis whose faults
                      come from the seed (default 1), D per mode (default 120s), one
                      mode or all five (default); prints the history checker's table
-                     (--out evidence/26/chaos.md: the table the book includes)
+                     (--out evidence/26/chaos.md: the table the book includes, and
+                     each mode's history in evidence/26/history/; without it, the
+                     histories go to target/lab/history/)
   model [--out FILE] [--mutants] [--replay MODE [--store S]] [--explore [MODE]]
                      the model checker: every interleaving of the lease and each
                      resource mode on each lease store (one server, sync or async
@@ -385,7 +393,7 @@ case "$cmd" in
     build
     "$LAB" "$@"
     ;;
-  diff|list|psql|facts)
+  diff|list|psql|facts|history)
     build
     "$LAB" "$@"
     ;;

@@ -32,6 +32,12 @@ pub fn record(holder: &str, act: &'static str) {
     LOG.lock().push(ParentEvent { at_ms: now_ms(), holder: holder.to_owned(), act });
 }
 
+/// The log so far, left in place (a case's history reads it before its
+/// timeline takes it).
+pub fn peek() -> Vec<ParentEvent> {
+    LOG.lock().clone()
+}
+
 /// The log so far, and an empty one from now on.
 pub fn take() -> Vec<ParentEvent> {
     std::mem::take(&mut *LOG.lock())

@@ -55,6 +55,9 @@ pub struct Inputs {
     pub model: String,
     /// `evidence/26/model-mutants.md`: the model against the mutations.
     pub model_mutants: String,
+    /// The history pages in `evidence/26/history/`: each name (without
+    /// `.html`) and its size in bytes.
+    pub history_pages: Vec<(String, u64)>,
 }
 
 impl Inputs {
@@ -66,7 +69,24 @@ impl Inputs {
         for case in cases::ALL {
             snapshots.insert(case.id.to_owned(), read(&format!("{}.snap", case.id))?);
         }
-        Ok(Inputs { output: read("output.txt")?, snapshots, bench: read("bench.md")?, lease_stores: read("lease-stores.md")?, chaos: read("chaos.md")?, model: read("model.md")?, model_mutants: read("model-mutants.md")? })
+        let mut history_pages = Vec::new();
+        let folder = dir.join("history");
+        for entry in fs::read_dir(&folder).with_context(|| format!("reading {}", folder.display()))?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".html") {
+                history_pages.push((stem.to_owned(), entry.metadata()?.len()));
+            }
+        }
+        Ok(Inputs {
+            output: read("output.txt")?,
+            snapshots,
+            bench: read("bench.md")?,
+            lease_stores: read("lease-stores.md")?,
+            chaos: read("chaos.md")?,
+            model: read("model.md")?,
+            model_mutants: read("model-mutants.md")?,
+            history_pages,
+        })
     }
 }
 
@@ -123,6 +143,7 @@ pub fn compute(inputs: &Inputs) -> Result<Vec<FactFile>> {
         FactFile { name: "lease-stores.md", source: "evidence/26/lease-stores.md", facts: lease_store_facts(&inputs.lease_stores)? },
         FactFile { name: "chaos.md", source: "evidence/26/chaos.md 与 evidence/26/F15.snap", facts: chaos_facts(inputs)? },
         FactFile { name: "model.md", source: "evidence/26/model.md、evidence/26/model-mutants.md 与 lab/src/model/ 的表", facts: model_facts(inputs)? },
+        FactFile { name: "history.md", source: "evidence/26/history/ 里的页面与 lab/src/history/page.rs", facts: history_facts(inputs)? },
     ])
 }
 
@@ -407,15 +428,17 @@ fn lease_store_facts(table: &str) -> Result<Vec<Fact>> {
 }
 
 /// The chaos table's counts, and the plan of F15's short run.
-fn chaos_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
+fn chaos_facts<'a>(inputs: &'a Inputs) -> Result<Vec<Fact>> {
     const FILE: &str = "evidence/26/chaos.md";
     let table = &inputs.chaos;
     let header: Vec<&str> =
         table.lines().find(|l| l.starts_with("| |")).ok_or_else(|| format!("{FILE}: no table header"))?.trim().trim_matches('|').split('|').map(str::trim).collect();
-    let modes: Vec<String> = header.iter().skip(1).map(|m| m.trim_matches('`').to_lowercase().replace('_', "-")).collect();
+    // A cell may be a link to the mode's history (`[22](history/….html#only=stale)`): its text.
+    let text = |cell: &'a str| -> &'a str { cell.strip_prefix('[').and_then(|c| c.split_once("](")).map_or(cell, |(t, _)| t) };
+    let modes: Vec<String> = header.iter().skip(1).map(|m| text(m).trim_matches('`').to_lowercase().replace('_', "-")).collect();
     let row = |label: &str| -> Result<Vec<&str>> {
         let line = table.lines().find(|l| l.starts_with(&format!("| {label} |"))).ok_or_else(|| format!("{FILE}: no row `{label}`"))?;
-        Ok(line.trim().trim_matches('|').split('|').map(str::trim).skip(1).collect())
+        Ok(line.trim().trim_matches('|').split('|').map(str::trim).skip(1).map(text).collect())
     };
     let mut f = Facts(Vec::new());
     f.add("plan-total", number_before(table, " faults scheduled", FILE)?);
@@ -431,6 +454,11 @@ fn chaos_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
         for (mode, value) in modes.iter().zip(values) {
             f.add(format!("{anchor}-{mode}"), value);
         }
+    }
+    // The page of the mode with stale writes the book points at, filtered to them.
+    let stale_row = row("stale writes accepted (I3)")?;
+    if let Some((mode, count)) = modes.iter().zip(&stale_row).find(|(m, _)| *m == "fenced-row") {
+        f.add("stale-fenced-row-link", format!("[`FENCED_ROW` 的 {count} 次被接受的过期写入](history/chaos-{mode}.html#only=stale)"));
     }
     // F15's plan, printed in its first note and locked (it depends only on the seed).
     let f15 = inputs.snapshots.get("F15").map(String::as_str).unwrap_or_default();
@@ -462,6 +490,30 @@ fn model_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     f.add("counterparts", COUNTERPARTS.len());
     f.add("no-counterpart", NO_COUNTERPART.len());
     f.add("mutations", MUTATIONS.len());
+    Ok(f.0)
+}
+
+/// The evidence's history pages: the list the book links to (cases in
+/// their order, then the chaos run's modes), the cases that have one, and
+/// the largest page against the limit the history test holds them to.
+fn history_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
+    let mut pages = inputs.history_pages.clone();
+    if pages.is_empty() {
+        return Err("evidence/26/history/ holds no page".into());
+    }
+    // A case's pages in the cases' order (F4 before F10), the chaos run's after them.
+    let rank = |name: &str| cases::ALL.iter().position(|c| name == c.id || name.strip_prefix(c.id).is_some_and(|r| r.starts_with('-'))).unwrap_or(usize::MAX);
+    pages.sort_by(|a, b| (rank(&a.0), &a.0).cmp(&(rank(&b.0), &b.0)));
+    let link = |name: &str| format!("[{name}](history/{name}.html)");
+    let mut f = Facts(Vec::new());
+    f.add("pages", listed(&pages.iter().map(|(name, _)| link(name)).collect::<Vec<_>>()));
+    let mut ids: Vec<&str> = cases::ALL.iter().map(|c| c.id).filter(|id| *id != "F15" && pages.iter().any(|(n, _)| rank(n) < usize::MAX && n.split('-').next() == Some(id))).collect();
+    ids.dedup();
+    f.add("cases", listed(&ids));
+    let (largest, bytes) = pages.iter().max_by_key(|(_, size)| *size).expect("a page");
+    f.add("largest", format!("{} KB", bytes.div_ceil(1024)));
+    f.add("largest-page", link(largest));
+    f.add("limit", format!("{} MB", crate::history::page::MAX_BYTES / (1024 * 1024)));
     Ok(f.0)
 }
 

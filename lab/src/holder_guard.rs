@@ -20,8 +20,8 @@
 //! invariant (one reaper per pid) that is checked by reading them together.
 
 use crate::error::Result;
-use crate::holder::{HolderArgs, Step, Steps};
-use crate::{events, interrupt, sysinfo};
+use crate::holder::{HolderArgs, Line, Step, Steps};
+use crate::{call_log, events, interrupt, sysinfo};
 use crate::paths;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -62,8 +62,12 @@ pub struct HolderGuard {
     pid: Pid,
     /// Where the release line goes.
     stdin: Option<ChildStdin>,
-    /// Its stdout, line by line, from a reader thread.
+    /// Its stdout, line by line, from a reader thread, its calls taken out
+    /// (they go to [`call_log`]).
     lines: mpsc::Receiver<String>,
+    /// That reader thread, joined once the holder has exited, so that every
+    /// call it printed is in the log before the guard is gone.
+    stdout_reader: Option<std::thread::JoinHandle<()>>,
     /// Its stderr so far, from a reader thread.
     stderr: Arc<Mutex<String>>,
     /// That reader thread, joined once the holder has exited, so that a
@@ -81,8 +85,16 @@ impl HolderGuard {
     }
 
     /// Starts `bin` with `args` and extra environment variables: F12 points
-    /// `LAB_PORT` at a proxy, F13 preloads a fake clock.
+    /// `LAB_PORT` at a proxy, F13 preloads a fake clock. Its calls are
+    /// logged as the next incarnation of its holder.
     pub fn spawn_with_env(bin: &Path, args: &HolderArgs, env: &[(&str, &str)]) -> Result<HolderGuard> {
+        HolderGuard::spawn_as(bin, args, env, None)
+    }
+
+    /// Like [`spawn_with_env`](HolderGuard::spawn_with_env), its calls logged
+    /// as `incarnation` of its holder: the chaos run's slots count their own
+    /// (a new one after a kill or a failure, not after a normal end).
+    pub fn spawn_as(bin: &Path, args: &HolderArgs, env: &[(&str, &str)], incarnation: Option<u32>) -> Result<HolderGuard> {
         if interrupt::requested() {
             return Err("interrupted".into());
         }
@@ -102,11 +114,20 @@ impl HolderGuard {
 
         let (tx, lines) = mpsc::channel();
         let stdout = child.stdout.take().expect("piped");
-        std::thread::spawn(move || {
+        let (process, counted) = call_log::started(&args.holder);
+        let (holder, incarnation) = (args.holder.clone(), incarnation.unwrap_or(counted));
+        let stdout_reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
+                // A call is the history's, stamped as it arrives; every
+                // other line is the case's to read (and to refuse, if it
+                // is no step). Read to the end even when nobody listens,
+                // so that no call is lost.
+                match line.parse::<Line>() {
+                    Ok(Line::Call(call)) => call_log::heard(process, &holder, incarnation, call),
+                    _ => {
+                        let _ = tx.send(line);
+                    }
                 }
             }
         });
@@ -130,6 +151,7 @@ impl HolderGuard {
             pid,
             stdin,
             lines,
+            stdout_reader: Some(stdout_reader),
             stderr,
             stderr_reader: Some(stderr_reader),
             status: None,
@@ -320,12 +342,23 @@ impl HolderGuard {
                 if let Some(reader) = self.stderr_reader.take() {
                     let _ = reader.join();
                 }
+                self.join_stdout_reader();
                 return Ok(status);
             }
             if start.elapsed() > ANSWER_BOUND {
                 return Err(self.failure(&format!("{} did not exit within {ANSWER_BOUND:?}", self.holder)).into());
             }
             std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits for the stdout reader, which ends at the holder's EOF: every
+    /// call the holder printed is logged after this. It only sorts lines;
+    /// a panic there would lose calls, and the history's check that every
+    /// write attempt has its call would show it.
+    fn join_stdout_reader(&mut self) {
+        if let Some(reader) = self.stdout_reader.take() {
+            let _ = reader.join();
         }
     }
 
@@ -385,6 +418,7 @@ impl Drop for HolderGuard {
             // Unregistered before the reap: afterwards the pid may be reused.
             interrupt::unregister_child(self.pid);
             let _ = child.wait();
+            self.join_stdout_reader();
         }
     }
 }

@@ -76,13 +76,23 @@
 //! Processes:
 //! - [`holder`]: the holder process (the `holder` binary): its command line
 //!   (`holder/args.rs`), its protocol lines, printed and parsed in one place
-//!   (`holder/protocol.rs`: `Step`), and one `hold` over `LeaseService`, its
-//!   store picked by `--lease-backend postgres|etcd`.
+//!   (`holder/protocol.rs`: `Step`), its calls to the servers, each printed
+//!   as it starts and returns (`holder/call.rs`: `Call`), and one `hold`
+//!   over `LeaseService`, its store picked by `--lease-backend postgres|etcd`.
+//! - [`call_log`]: the holders' calls to the servers (`CALL`/`RETURN`
+//!   lines) as the parent heard them, each stamped with its clock on
+//!   arrival: the operations of a run's history, in a process-wide log.
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
 //! - [`report_files`]: the files a measured run leaves for the book (`lab
 //!   chaos`, `lab bench`): a table, a CSV beside it, its charts, each
 //!   written whole.
+//! - [`history`]: a run's history whole (every call from call to return,
+//!   each write's attempt row, every fault from start to end, the rows that
+//!   stayed), written as JSON lines of a documented schema and drawn as one
+//!   self-contained HTML page (plain SVG, a little script to filter and
+//!   zoom); below `chaos`, whose checker reads it, and `cases`, which
+//!   record theirs.
 //! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
 //!   seed, the workload (holder slots, each the one owner of its holder
 //!   processes, each behind a link of its own, a `DelayProxy`), the nemesis
@@ -148,8 +158,10 @@ pub mod renewer;
 pub mod resource;
 pub mod publish;
 pub mod holder;
+pub mod call_log;
 pub mod holder_guard;
 pub mod report_files;
+pub mod history;
 pub mod chaos;
 pub mod transcript;
 pub mod evidence;

@@ -75,6 +75,7 @@ fn dispatch(command: Command) -> ExitCode {
             report(args.run().map(verdict))
         }
         Command::Timeline { case } => report(commands::timeline(&case).map(|()| ExitCode::SUCCESS)),
+        Command::History { run } => report(commands::history(&run).map(|()| ExitCode::SUCCESS)),
         Command::Stress { case, runs } => {
             interrupt::install();
             report(cli::holder_bin().map_err(Into::into).and_then(|bin| cases::command::stress(&case, runs, bin)).map(verdict))

@@ -37,6 +37,15 @@ pub struct RenewState {
     pub error: Option<String>,
 }
 
+/// What the renewer tells its watcher about each renewal, as it happens
+/// (the holder prints each as a call of its history).
+pub enum Renewal<'a> {
+    /// A renewal is about to be sent.
+    Sending,
+    /// It returned: renewed, refused, or the store's error.
+    Returned(&'a Result<bool>),
+}
+
 /// A running renewal thread; dropping it stops the thread.
 pub struct Renewer {
     /// Closing (or sending on) this channel ends the thread's wait at once.
@@ -48,9 +57,15 @@ pub struct Renewer {
 }
 
 impl Renewer {
-    // ANCHOR: renewer_start
     /// Opens a second session on `store` and starts renewing `holding` there.
     pub fn start<S: LeaseService>(store: &S, holding: &S::Holding, every: Duration) -> Result<Renewer> {
+        Renewer::watched(store, holding, every, |_| {})
+    }
+
+    // ANCHOR: renewer_start
+    /// Opens a second session on `store` and starts renewing `holding`
+    /// there, telling `watch` of each renewal as it goes out and returns.
+    pub fn watched<S: LeaseService>(store: &S, holding: &S::Holding, every: Duration, mut watch: impl FnMut(Renewal<'_>) + Send + 'static) -> Result<Renewer> {
         let mut store = store.another_session(&format!("{} renewer", holding.as_ref().holder))?;
         let mut grant = holding.clone();
         let state = Arc::new(Mutex::new(RenewState {
@@ -69,7 +84,9 @@ impl Renewer {
                     Err(RecvTimeoutError::Timeout) => {}
                     _ => return,
                 }
+                watch(Renewal::Sending);
                 let outcome = store.renew(&mut grant);
+                watch(Renewal::Returned(&outcome));
                 let mut s = shared.lock();
                 match outcome {
                     Ok(true) => {

@@ -11,7 +11,8 @@
 //! - every exercise's answer states the FAIL lines of its locked broken run;
 //! - every long transcript is preceded by a "看什么" (what to look at);
 //! - one paragraph per line, and one vocabulary (the glossary's);
-//! - `mdbook build` succeeds with no error or warning line;
+//! - `mdbook build` succeeds with no error or warning line, and the built
+//!   book carries the history pages the chapters link to;
 //! - in headless Chromium, both diagrams render as SVG and no page shows a
 //!   raw `{{#include`.
 //!
@@ -291,6 +292,8 @@ const VOCABULARY: &[(&str, &str)] = &[
     ("百分位", "中位数（p50）、p90、p99"),
     ("50 分位", "中位数（p50）"),
     ("模型验证器", "模型检查器"),
+    ("操作日志", "历史"),
+    ("执行轨迹", "历史"),
 ];
 
 /// Uses of rejected variants in the prose of `text` (code fences and inline
@@ -654,6 +657,13 @@ fn book_builds_and_renders() {
         .collect();
     assert!(bad.is_empty(), "mdbook build printed warnings or errors:\n{}", bad.join("\n"));
 
+    // The history pages the chapters link to come with the book: `book/history`
+    // leads to evidence/26/history/, and mdBook copies what it finds there.
+    let histories: Vec<_> = fs::read_dir(root.join("evidence/26/history")).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(!histories.is_empty(), "evidence/26/history/ is empty");
+    for name in &histories {
+        assert!(out_dir.join("history").join(name).is_file(), "the built book has no history/{}", name.to_string_lossy());
+    }
     for page in fs::read_dir(&out_dir).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "html")) {
         let html = fs::read_to_string(page.path()).unwrap();
         assert!(!html.contains("{{#include"), "{} shows a raw {{{{#include", page.path().display());

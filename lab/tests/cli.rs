@@ -5,6 +5,8 @@
 //! - `lab diff`: match, a one-word edit, no transcript yet;
 //! - the environment: a port held by another process, psql on a stopped cluster;
 //! - a chaos run with nothing to judge fails, and writes no evidence;
+//! - `lab history`: a page drawn from JSON lines alone, with the checker's
+//!   verdict on them; a broken line named;
 //! - no leftovers: Ctrl-C (SIGINT) at several moments of F4, and in the
 //!   middle of a chaos run.
 //!
@@ -137,6 +139,43 @@ fn a_chaos_run_with_nothing_to_judge_fails() {
     assert!(!table.exists(), "a run with nothing to judge wrote {}", table.display());
     let left = leftovers(cluster.dir.path());
     assert!(left.is_empty(), "{}", left.join("\n"));
+}
+
+/// F5's shape as JSON lines: B's write with token 2, then A's with token 1,
+/// both accepted; A was paused between.
+const F5_LINES: &str = r#"{"type":"run","schema":1,"name":"F5-mine","command":"lab run F5","mode":"UNFENCED","t0_unix_ms":1000.0,"end_ms":4000.0,"fault_kinds":["pause-long"],"holders":["holder-a","holder-b"]}
+{"type":"op","id":1,"holder":"holder-a","incarnation":0,"process":1,"f":"acquire","invoke_ms":10.0,"complete_ms":12.0,"outcome":"ok","token":1,"tries":1,"holding":1}
+{"type":"op","id":2,"holder":"holder-b","incarnation":0,"process":2,"f":"acquire","invoke_ms":2000.0,"complete_ms":2003.0,"outcome":"ok","token":2,"tries":1,"holding":1}
+{"type":"op","id":3,"holder":"holder-b","incarnation":0,"process":2,"f":"write","invoke_ms":2004.0,"complete_ms":2006.0,"outcome":"ok","token":2,"part":"summary","attempt":{"id":1,"scope":"daily-report","part":"summary","writer":"holder-b","token":2,"mode":"UNFENCED","accepted":true,"floor_after":0,"at_ms":2005.0}}
+{"type":"op","id":4,"holder":"holder-a","incarnation":0,"process":1,"f":"write","invoke_ms":3000.0,"complete_ms":3002.0,"outcome":"ok","token":1,"part":"summary","attempt":{"id":2,"scope":"daily-report","part":"summary","writer":"holder-a","token":1,"mode":"UNFENCED","accepted":true,"floor_after":0,"at_ms":3001.0}}
+{"type":"fault","id":1,"kind":"pause-long","targets":["holder-a"],"start_ms":500.0,"end_ms":2999.0}
+{"type":"final","scope":"daily-report","part":"summary","writer":"holder-a","token":1}
+"#;
+
+/// `lab history FILE.jsonl` judges the lines alone and draws the page beside
+/// them; a line that is no entry is named, and nothing is drawn.
+#[test]
+fn history_draws_and_judges_json_lines() {
+    let dir = TempDir::new("history");
+    let jsonl = dir.0.join("F5-mine.jsonl");
+    std::fs::write(&jsonl, F5_LINES).unwrap();
+    let out = run(LAB, &["history", jsonl.to_str().unwrap()], &[]);
+    assert_exit(&out, 0, "lab history F5-mine.jsonl");
+    let text = stdout(&out);
+    assert!(text.contains("F5-mine: 4 operations, 1 faults"), "{text}");
+    assert!(text.contains("stale writes accepted (I3)       1") && text.contains("lost writes                      1"), "{text}");
+    assert!(text.contains("verdict: NOT clean"), "{text}");
+    let page = std::fs::read_to_string(dir.0.join("F5-mine.html")).unwrap();
+    assert_eq!(page.matches("data-op=\"").count(), 4);
+    assert!(page.contains("class=\"op write acc stale\" data-op=\"4\""), "A's stale write is marked");
+    assert!(page.contains("class=\"op write acc lost\" data-op=\"3\""), "B's lost write is marked");
+
+    std::fs::remove_file(dir.0.join("F5-mine.html")).unwrap();
+    std::fs::write(&jsonl, F5_LINES.replacen("\"type\":\"fault\"", "\"type\":\"faults\"", 1)).unwrap();
+    let out = run(LAB, &["history", jsonl.to_str().unwrap()], &[]);
+    assert_exit(&out, 3, "lab history on a broken line");
+    assert!(stderr(&out).contains("line 6"), "{}", stderr(&out));
+    assert!(!dir.0.join("F5-mine.html").exists(), "a broken history was drawn");
 }
 
 /// Ctrl-C (SIGINT) while F4 runs — during startup, with holder-a frozen by

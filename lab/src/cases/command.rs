@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::interrupt::QuietAfterStop;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
-use crate::{evidence, paths, timeline};
+use crate::{evidence, history, paths, timeline};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,7 @@ pub fn refusal(cases: &[String], picked: Option<FenceMode>) -> Option<String> {
 /// `true` when no check failed.
 pub fn run(request: &RunRequest) -> Result<bool> {
     let started = Instant::now();
+    let since = std::time::SystemTime::now();
     let selected = super::select(&request.cases);
     let runner = Runner::begin(request.holder_bin.clone(), request.options.clone())?;
     let mut t = Transcript::streaming(QuietAfterStop(std::io::stdout()));
@@ -57,8 +58,9 @@ pub fn run(request: &RunRequest) -> Result<bool> {
     })?;
     t.summary();
     if let Some(out) = &request.out {
-        // The evidence run keeps its pictures too, for the book.
+        // The evidence run keeps its pictures and its histories too, for the book.
         keep_timelines(&selected, out)?;
+        keep_histories(&selected, out, since)?;
         // Written whole and renamed into place: a reader never finds half a run.
         paths::write_whole(out, t.text()).map_err(|e| format!("writing {}: {e}", out.display()))?;
     }
@@ -77,6 +79,26 @@ fn keep_timelines(selected: &[&Case], out: &Path) -> Result<()> {
         if chart.is_file() {
             std::fs::create_dir_all(&kept)?;
             std::fs::copy(&chart, kept.join(format!("{}.mmd", case.id)))?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies the histories this run wrote of the cases just run next to `out`
+/// (evidence/26/history/F4.jsonl, F4.html, F12-unfenced.html …): each
+/// named after its case, alone or followed by `-`, and written since the
+/// run began.
+fn keep_histories(selected: &[&Case], out: &Path, since: std::time::SystemTime) -> Result<()> {
+    let kept = out.with_file_name("history");
+    let Ok(entries) = std::fs::read_dir(history::dir()) else { return Ok(()) };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(stem) = file.strip_suffix(".html").or_else(|| file.strip_suffix(".jsonl")) else { continue };
+        let ours = selected.iter().any(|c| stem == c.id || stem.strip_prefix(c.id).is_some_and(|rest| rest.starts_with('-')));
+        let fresh = entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| t >= since);
+        if ours && fresh {
+            std::fs::create_dir_all(&kept)?;
+            std::fs::copy(entry.path(), kept.join(&file))?;
         }
     }
     Ok(())

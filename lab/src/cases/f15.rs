@@ -48,7 +48,7 @@ const DURATION: Duration = Duration::from_secs(20);
 
 // ANCHOR: f15_run
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
-    let config = Config { seed: SEED, holders: HOLDERS, duration: DURATION, holder_bin: lab.holder_bin.clone(), trace: false };
+    let config = Config { seed: SEED, holders: HOLDERS, duration: DURATION, holder_bin: lab.holder_bin.clone(), trace: false, case: Some("F15") };
     let schedule = Schedule::generate(SEED, DURATION);
     t.note(format!("故障计划只由种子决定：{schedule}"));
     t.note("注入方式：暂停是发给持有者进程的真实 SIGSTOP 和 SIGCONT，kill 是真实的 SIGKILL（槽位随即启动新的一代），延迟发生在每个槽位自己的 TCP 代理上");
@@ -75,6 +75,8 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
 /// has something to judge.
 fn chaos_run(lab: &Lab, t: &mut Transcript, config: &Config, schedule: &Schedule, mode: FenceMode) -> Result<ModeRun> {
     let run = run_mode(&lab.cluster, config, schedule, mode, &mut |_| {})?;
+    // The mode's history, beside the other cases' (F15-fenced-scope.html …).
+    crate::chaos::command::save_history(&crate::history::dir(), &run)?;
     let v = &run.verdict;
     // Every kind the schedule has, injected or not: the line keeps its shape.
     let faults: Vec<String> =

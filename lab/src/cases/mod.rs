@@ -25,6 +25,7 @@
 
 pub mod command;
 pub mod common;
+pub mod history;
 pub mod f1;
 pub mod f2;
 pub mod f3;
@@ -86,9 +87,11 @@ pub struct Lab {
 
 impl Lab {
     /// Replaces both schemas with the ones in `sql/`. What the timeline
-    /// would need of the old rows is kept first (a case may reset halfway).
+    /// would need of the old rows is kept first (a case may reset halfway),
+    /// and the case's history so far ends its stretch.
     pub fn reset(&self) -> Result<()> {
         crate::timeline::stash();
+        history::cut();
         db::reset_schema(&mut db::connect(db::LEASE_DB, "lab reset")?, db::LEASE_SCHEMA)?;
         self.reset_resource()
     }

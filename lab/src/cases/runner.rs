@@ -2,7 +2,9 @@
 //! the cluster for the run, starts every run from fresh databases, and runs
 //! the cases one after another into one transcript.
 
-use super::{Case, Lab, Options};
+use super::{history as case_history, Case, Lab, Options};
+use crate::chaos::checker::{self, History};
+use crate::history;
 use crate::cluster::Session;
 use crate::error::{chain, Result, ResultExt};
 use crate::transcript::Transcript;
@@ -74,9 +76,10 @@ impl Runner {
                 .and_then(|()| self.lab.reset())
                 .and_then(|()| {
                     timeline::clear();
+                    case_history::begin();
                     (case.run)(&self.lab, t)
                 })
-                .and_then(|()| self.draw(&name, began_ms).with_context(|| format!("drawing the timeline of {name}")));
+                .and_then(|()| self.draw(case.id, &name, began_ms).with_context(|| format!("drawing the timeline and the history of {name}")));
             if let Err(e) = ran {
                 t.abort(chain(e.as_ref()));
             }
@@ -90,9 +93,14 @@ impl Runner {
         Ok(())
     }
 
-    /// Saves the picture of a run `name` that ran holder processes (the
-    /// parent's signals mark one).
-    fn draw(&self, name: &str, began_ms: f64) -> Result<()> {
+    /// Saves the picture of a run `name` of case `id` that ran holder
+    /// processes (the parent's signals mark one), and the history of each
+    /// stretch whose holders made calls (see `cases::history`).
+    fn draw(&self, id: &str, name: &str, began_ms: f64) -> Result<()> {
+        for record in case_history::take(id, name)? {
+            let findings = checker::findings(&History::from_record(&record)?);
+            history::save(&history::dir(), &record, &findings)?;
+        }
         let recorded = timeline::collect()?;
         if recorded.has_holders() {
             timeline::save(name, &recorded.gantt(name, began_ms))?;

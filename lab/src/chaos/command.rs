@@ -4,14 +4,15 @@
 //! with nothing to judge (a vacuous run is neither, and is never written
 //! into the evidence).
 
-use super::checker::Judgement;
+use super::checker::{self, History, Judgement};
 use super::report;
 use super::run::{run_mode, Config, ModeRun};
 use super::schedule::Schedule;
 use crate::error::Result;
+use crate::history;
 use crate::resource::FenceMode;
 use crate::{cluster, db, sysinfo};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What `lab chaos` was asked for.
 #[derive(Clone, Debug)]
@@ -56,6 +57,14 @@ pub fn run(options: &Options) -> Result<bool> {
     drop(session);
     println!("{}", report::table(&runs));
     let vacuous = runs.iter().any(|r| matches!(r.verdict.judgement(), Judgement::NothingToJudge(_)));
+    // Each mode's history beside the table it belongs to (evidence/26/chaos.md:
+    // evidence/26/history/), or with the lab's own files.
+    let evidence = options.out.as_ref().filter(|_| !vacuous).map(|out| std::path::absolute(out.with_file_name(report::HISTORY_DIR))).transpose()?;
+    let folder = evidence.unwrap_or_else(history::dir);
+    for run in &runs {
+        let page = save_history(&folder, run)?;
+        println!("chaos: the history of {} is at {} (and .jsonl beside it)", run.mode, page.display());
+    }
     if let Some(out) = &options.out {
         if vacuous {
             println!("chaos: {} NOT written: a run with nothing to judge is no evidence", out.display());
@@ -71,6 +80,13 @@ pub fn run(options: &Options) -> Result<bool> {
         println!("chaos: UNEXPECTED: {}", unexpected.join("; "));
     }
     Ok(unexpected.is_empty())
+}
+
+/// Writes one mode's history into `folder`: its JSON lines, and its page
+/// marked with the checker's findings on that same record.
+pub fn save_history(folder: &Path, run: &ModeRun) -> Result<PathBuf> {
+    let findings = checker::findings(&History::from_record(&run.record)?);
+    history::save(folder, &run.record, &findings)
 }
 
 /// What is wrong with one mode's run, if anything: a scope fence must be
@@ -103,6 +119,7 @@ mod tests {
             first_failure: None,
             took: Duration::ZERO,
             accepted_tokens: Vec::new(),
+            record: crate::history::Record::empty("chaos-test", mode.name()),
         }
     }
 

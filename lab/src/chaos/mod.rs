@@ -21,12 +21,15 @@
 //!   from outside (SIGSTOP/SIGCONT, SIGKILL, a slow link, an immediate
 //!   restart of the server), and heals at the end.
 //! - [`run`]: one mode's run, from fresh tables to the verdict.
-//! - [`checker`]: the history (write attempts, grants, final parts, faults),
-//!   [`checker::load`] of its resource half from `res26`, and
-//!   [`checker::check`], which turns it into a [`checker::Verdict`].
+//! - [`checker`]: the history as it reads it (write attempts, grants, final
+//!   parts, faults), taken from the run's whole record (`crate::history`,
+//!   which the run writes as JSON lines and a page), [`checker::check`],
+//!   which turns it into a [`checker::Verdict`], and
+//!   [`checker::findings`], each thing a count counted, with its reason.
 //! - [`report`]: the table of verdicts, one column per mode.
-//! - [`command`]: `lab chaos`: every mode in turn, the table, the files,
-//!   and whether each verdict is the expected one.
+//! - [`command`]: `lab chaos`: every mode in turn, the table, the files
+//!   (each mode's history among them), and whether each verdict is the
+//!   expected one.
 
 pub mod checker;
 pub mod command;

@@ -33,7 +33,7 @@
 //! finished. The slots heal their holders (SIGCONT, then SIGKILL and reap).
 
 use super::schedule::{Aim, Event, FaultKind, Schedule};
-use super::workload::{FaultLog, Order, Slot};
+use super::workload::{FaultId, FaultLog, Order, Slot};
 use crate::cluster::Cluster;
 use crate::error::{chain, panic_message, Result};
 use crate::interrupt;
@@ -70,10 +70,10 @@ struct Nemesis<'a> {
     log: &'a FaultLog,
     /// The run's start: the schedule's times count from it.
     start: Instant,
-    /// Until when each slot's link is slow.
-    slow_until: Vec<Option<Instant>>,
-    /// The database restart in progress, if one is.
-    restart: Option<JoinHandle<Result<()>>>,
+    /// Until when each slot's link is slow, and that delay in the log.
+    slow_until: Vec<Option<(Instant, FaultId)>>,
+    /// The database restart in progress, if one is, and it in the log.
+    restart: Option<(JoinHandle<Result<()>>, FaultId)>,
     /// A fault aimed at the writer that is waiting for one, with the
     /// moment it stops waiting.
     waiting: Option<(Event, Instant)>,
@@ -95,19 +95,20 @@ impl Nemesis<'_> {
         while !stop.load(Ordering::SeqCst) && !interrupt::requested() {
             let now = Instant::now();
             for (slot, until) in self.slots.iter().zip(self.slow_until.iter_mut()) {
-                if until.is_some_and(|u| now >= u) {
+                if let Some((_, fault)) = until.filter(|(u, _)| now >= *u) {
                     slot.link.set_delay(None);
+                    self.log.ended(self.start, fault);
                     *until = None;
                 }
             }
-            if self.restart.as_ref().is_some_and(JoinHandle::is_finished) {
+            if self.restart.as_ref().is_some_and(|(thread, _)| thread.is_finished()) {
                 self.join_restart()?;
             }
             while let Some(event) = events.next_if(|e| self.start + e.at <= now) {
                 self.inject(event);
             }
             self.retry_waiting();
-            let next = events.peek().map(|e| self.start + e.at).into_iter().chain(self.slow_until.iter().flatten().copied()).min();
+            let next = events.peek().map(|e| self.start + e.at).into_iter().chain(self.slow_until.iter().flatten().map(|(u, _)| *u)).min();
             let nap = next.map_or(TICK, |t| t.saturating_duration_since(Instant::now()).min(TICK));
             std::thread::sleep(nap);
         }
@@ -177,8 +178,8 @@ impl Nemesis<'_> {
         match event.kind {
             FaultKind::Delay => {
                 slot.link.set_delay(Some(event.delay));
-                self.slow_until[target] = Some(Instant::now() + event.length);
-                self.log.injected(self.start, FaultKind::Delay, Some(&slot.name));
+                let fault = self.log.begun(self.start, FaultKind::Delay, Some(&slot.name));
+                self.slow_until[target] = Some((Instant::now() + event.length, fault));
             }
             FaultKind::Kill => slot.order(Order::Kill),
             kind => slot.order(Order::Pause { kind, length: event.length, at_write: want == Want::Writer, into_write: event.into_write }),
@@ -195,17 +196,16 @@ impl Nemesis<'_> {
         }
         let cluster = self.cluster.clone();
         match std::thread::Builder::new().name("db-restart".into()).spawn(move || cluster.restart_immediate()) {
-            Ok(thread) => {
-                self.restart = Some(thread);
-                self.log.injected(self.start, FaultKind::DbRestart, None);
-            }
+            Ok(thread) => self.restart = Some((thread, self.log.begun(self.start, FaultKind::DbRestart, None))),
             Err(_) => self.log.missed(FaultKind::DbRestart),
         }
     }
 
     fn join_restart(&mut self) -> Result<()> {
-        let Some(thread) = self.restart.take() else { return Ok(()) };
-        match thread.join() {
+        let Some((thread, fault)) = self.restart.take() else { return Ok(()) };
+        let joined = thread.join();
+        self.log.ended(self.start, fault);
+        match joined {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(format!("the nemesis's database restart failed: {}", chain(e.as_ref())).into()),
             Err(panic) => Err(format!("the nemesis's database restart panicked: {}", panic_message(&*panic)).into()),
@@ -218,10 +218,12 @@ impl Nemesis<'_> {
         if let Some((event, _)) = self.waiting.take() {
             self.log.missed(event.kind);
         }
-        for slot in self.slots {
+        for (slot, until) in self.slots.iter().zip(self.slow_until.iter_mut()) {
             slot.link.set_delay(None);
+            if let Some((_, fault)) = until.take() {
+                self.log.ended(self.start, fault);
+            }
         }
-        self.slow_until.iter_mut().for_each(|u| *u = None);
         self.join_restart()
     }
 }

@@ -4,11 +4,17 @@
 use super::run::{Config, ModeRun};
 use super::schedule::{FaultKind, Schedule};
 use crate::error::Result;
+use crate::history::FindingKind;
 use crate::report_files;
 use crate::resource::FenceMode;
 use crate::sysinfo::Machine;
 use std::fmt::Write;
 use std::path::Path;
+
+/// The folder beside the table where each mode's history is written
+/// (`evidence/26/history/` beside `evidence/26/chaos.md`); the table's
+/// links lead there.
+pub const HISTORY_DIR: &str = "history";
 
 /// One row of the table: a label and each mode's value.
 struct Row {
@@ -16,21 +22,25 @@ struct Row {
     label: String,
     /// One value per mode.
     values: Vec<String>,
+    /// The checker's findings this row counts: in the Markdown, a count
+    /// above zero links to its mode's history page showing just those.
+    findings: Option<FindingKind>,
 }
 
 /// The rows, in the order of the checker's own rendering, then the faults
 /// by kind, what found no target, and the verdict.
 fn rows(runs: &[ModeRun]) -> Vec<Row> {
-    let count = |label: &str, f: &dyn Fn(&ModeRun) -> usize| Row { label: label.into(), values: runs.iter().map(|r| f(r).to_string()).collect() };
+    let count = |label: &str, f: &dyn Fn(&ModeRun) -> usize| Row { label: label.into(), values: runs.iter().map(|r| f(r).to_string()).collect(), findings: None };
+    let found = |kind: FindingKind, row: Row| Row { findings: Some(kind), ..row };
     let mut rows = vec![
         count("write attempts", &|r| r.verdict.attempts),
         count("accepted", &|r| r.verdict.accepted),
         count("refused", &|r| r.verdict.refused),
         count("holdings granted", &|r| r.verdict.holdings),
-        count("stale writes accepted (I3)", &|r| r.verdict.stale_accepted),
-        count("tokens reused (I2)", &|r| r.verdict.tokens_reused),
-        count("floor regressions (I3)", &|r| r.verdict.floor_regressions),
-        count("lost writes", &|r| r.verdict.lost_writes),
+        found(FindingKind::Stale, count("stale writes accepted (I3)", &|r| r.verdict.stale_accepted)),
+        found(FindingKind::Reused, count("tokens reused (I2)", &|r| r.verdict.tokens_reused)),
+        found(FindingKind::Regression, count("floor regressions (I3)", &|r| r.verdict.floor_regressions)),
+        found(FindingKind::Lost, count("lost writes", &|r| r.verdict.lost_writes)),
         count("faults injected", &|r| r.verdict.faults.values().sum()),
     ];
     for kind in FaultKind::ALL {
@@ -42,6 +52,7 @@ fn rows(runs: &[ModeRun]) -> Vec<Row> {
     rows.push(Row {
         label: "verdict".into(),
         values: runs.iter().map(|r| r.verdict.judgement().word().into()).collect(),
+        findings: None,
     });
     rows
 }
@@ -66,7 +77,9 @@ pub fn table(runs: &[ModeRun]) -> String {
 }
 
 /// The table as Markdown, with what the run was and where it ran: the
-/// file the book includes.
+/// file the book includes. Each mode's name links to its history's page
+/// in [`HISTORY_DIR`] beside the table, and each count of findings above
+/// zero to the page showing just those operations (`#only=stale`).
 pub fn markdown(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine: &str) -> String {
     let rows = rows(runs);
     let mut out = String::new();
@@ -82,12 +95,22 @@ pub fn markdown(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine:
         },
         schedule
     );
-    let _ = writeln!(out, "| | {} |", runs.iter().map(|r| format!("`{}`", r.mode.name())).collect::<Vec<_>>().join(" | "));
+    let page = |run: &ModeRun| format!("{HISTORY_DIR}/{}.html", run.record.run.name);
+    let _ = writeln!(out, "| | {} |", runs.iter().map(|r| format!("[`{}`]({})", r.mode.name(), page(r))).collect::<Vec<_>>().join(" | "));
     let _ = writeln!(out, "|---|{}", "---:|".repeat(runs.len()));
     for row in &rows {
         let label = row.label.trim_start();
         let label = if row.label.starts_with(' ') { format!("　{label}") } else { label.to_owned() };
-        let _ = writeln!(out, "| {label} | {} |", row.values.join(" | "));
+        let cells: Vec<String> = row
+            .values
+            .iter()
+            .zip(runs)
+            .map(|(value, run)| match row.findings {
+                Some(kind) if value != "0" => format!("[{value}]({}#only={})", page(run), kind.name()),
+                _ => value.clone(),
+            })
+            .collect();
+        let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
     }
     let took: Vec<String> = runs.iter().map(|r| format!("{} {:.0}s", r.mode.name(), r.took.as_secs_f64())).collect();
     let _ = writeln!(out, "\n机器：{machine}。每种模式实际用时（含读取历史）：{}。", took.join("，"));
@@ -151,6 +174,7 @@ mod tests {
             first_failure: None,
             took: Duration::ZERO,
             accepted_tokens: vec![1, 3, 2, 4],
+            record: crate::history::Record::empty("chaos-unfenced", "UNFENCED"),
         };
         let charts = charts(&[run]);
         assert_eq!(charts.len(), 1);

@@ -1,23 +1,25 @@
 //! One chaos run of one resource mode: fresh tables, the workload and the
 //! nemesis for the run's duration, every fault healed and every holder
 //! reaped, the server quiet, and then — only then — the history read and
-//! judged.
+//! judged: the holders' calls, the resource's rows and the nemesis's
+//! faults gathered into one record (`crate::history`), and the checker's
+//! verdict taken from that record alone.
 //!
 //! The run owns everything it starts: the [`Workload`] (its slots, their
 //! holders and links) and the nemesis's thread, scoped to the run. Every
 //! exit path, an error or Ctrl-C included, ends them: the nemesis heals
 //! its links and joins its restart, the workload's drop ends every slot.
 
-use super::checker::{self, Fault, Verdict};
+use super::checker::{self, History, Verdict};
 use super::nemesis;
 use super::schedule::{FaultKind, Schedule};
-use super::workload::{FaultLog, SlotPlan, Tally, Workload};
+use super::workload::{holder_name, FaultLog, SlotPlan, Tally, Workload};
 use crate::cluster::{self, Cluster};
-use crate::db;
 use crate::error::{panic_message, Result, ResultExt};
-use crate::interrupt;
-use crate::poll;
+use crate::history::{self, hundredths, FaultSpan, Record, RunInfo};
 use crate::resource::FenceMode;
+use crate::stats::ms;
+use crate::{call_log, db, events, interrupt, poll};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -38,6 +40,30 @@ pub struct Config {
     pub holder_bin: PathBuf,
     /// Print every holder's protocol lines and every fault on stderr.
     pub trace: bool,
+    /// The case that runs it (F15), or `None` for `lab chaos`: it names
+    /// the run's history (`F15-unfenced`, `chaos-fenced-row`).
+    pub case: Option<&'static str>,
+}
+
+impl Config {
+    /// The name of `mode`'s history, which names its files.
+    pub fn history_name(&self, mode: FenceMode) -> String {
+        format!("{}-{}", self.case.unwrap_or("chaos"), mode.cli_name())
+    }
+
+    /// How a reader runs `mode`'s run again.
+    pub fn command(&self, mode: FenceMode) -> String {
+        match self.case {
+            Some(case) => format!("lab run {case}"),
+            None => format!(
+                "lab chaos --seed {} --holders {} --duration {}s --mode {}",
+                self.seed,
+                self.holders,
+                self.duration.as_secs_f64(),
+                mode.cli_name()
+            ),
+        }
+    }
 }
 
 /// What one mode's run found, and what it took to find it.
@@ -60,6 +86,8 @@ pub struct ModeRun {
     /// The token of every accepted write, in `write_attempt.id` order: the
     /// run's chart (a fence's staircase, a broken mode's dips).
     pub accepted_tokens: Vec<i64>,
+    /// The whole history the verdict was taken from.
+    pub record: Record,
 }
 
 /// How often a run reports its progress.
@@ -89,7 +117,9 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         server: SocketAddr::from(([127, 0, 0, 1], cluster.port())),
         trace: config.trace,
     };
-    let start = Instant::now();
+    // The calls of whatever ran before are not this run's.
+    call_log::take();
+    let (start, t0_unix_ms) = (Instant::now(), events::now_ms());
     let workload = Workload::start(config.holders, &plan, &log, &tally, start)?;
     let stop_nemesis = AtomicBool::new(false);
     let injected = std::thread::scope(|scope| {
@@ -114,6 +144,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
     });
     // Every holder resumed, killed and reaped; the links closed.
     workload.finish();
+    let end_ms = ms(start.elapsed());
     if interrupt::requested() {
         return Err("interrupted".into());
     }
@@ -131,9 +162,34 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
     if !quiet {
         return Err(format!("{left} holder sessions still on the server {:?} after every holder was reaped; see {}", poll::BOUND, cluster::log_path(cluster.dir()).display()).into());
     }
-    let mut history = checker::load(&mut observer, mode)?;
-    history.grants = tally.grants.lock().clone();
-    history.faults = log.all_injected().into_iter().map(|f| Fault { kind: f.kind }).collect();
+    let heard = call_log::take();
+    let resource = history::read_resource(&mut observer, Some(mode), t0_unix_ms)?;
+    let ops = history::ops_from_calls(&heard, resource.attempts, t0_unix_ms)?;
+    let faults = log
+        .all_injected()
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| FaultSpan {
+            id: i as u64 + 1,
+            kind: f.kind.name().into(),
+            // A fault that hits several holders names them joined by '+'.
+            targets: f.target.iter().flat_map(|t| t.split('+')).map(str::to_owned).collect(),
+            start_ms: hundredths(ms(f.at)),
+            end_ms: f.until.map(|u| hundredths(ms(u))),
+        })
+        .collect();
+    let run = RunInfo {
+        schema: history::SCHEMA,
+        name: config.history_name(mode),
+        command: config.command(mode),
+        mode: mode.name().into(),
+        t0_unix_ms,
+        end_ms: hundredths(end_ms),
+        fault_kinds: FaultKind::ALL.iter().map(|k| k.name().to_owned()).collect(),
+        holders: (0..config.holders).map(holder_name).collect(),
+    };
+    let record = Record { run, ops, faults, finals: resource.finals };
+    let history = History::from_record(&record)?;
     let first_failure = tally.first_failure.lock().clone();
     let mut accepted: Vec<&checker::Attempt> = history.attempts.iter().filter(|a| a.accepted).collect();
     accepted.sort_by_key(|a| a.id);
@@ -147,6 +203,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         first_failure,
         took: began.elapsed(),
         accepted_tokens,
+        record,
     })
 }
 

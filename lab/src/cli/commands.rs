@@ -9,7 +9,8 @@ use crate::cases::{self, Options};
 use crate::cluster::owner::{self, Owner};
 use crate::cluster::{credentials, Cluster};
 use crate::error::{Result, ResultExt};
-use crate::{db, evidence, paths, timeline};
+use crate::chaos::checker::{self, History};
+use crate::{db, evidence, history, paths, timeline};
 use std::path::PathBuf;
 
 /// `lab list`: every case and what it shows.
@@ -29,6 +30,21 @@ pub fn timeline(name: &str) -> Result<()> {
     if !paths::root().join("target/mermaid/mermaid.min.js").is_file() {
         println!("(the page draws with the book's mermaid.js: run ./run.sh book once)");
     }
+    Ok(())
+}
+
+/// `lab history`: a run's page drawn again from its JSON lines, with the
+/// checker's verdict on them.
+pub fn history(run: &str) -> Result<()> {
+    let jsonl = history::find(run)?;
+    let text = std::fs::read_to_string(&jsonl).with_context(|| format!("reading {}", jsonl.display()))?;
+    let record = history::Record::from_jsonl(&text).with_context(|| format!("reading {}", jsonl.display()))?;
+    let judged = History::from_record(&record)?;
+    let folder = jsonl.parent().ok_or("a history file has a folder")?;
+    let page = history::save_page(folder, &record, &checker::findings(&judged))?;
+    println!("{}: {} operations, {} faults, from {}", record.run.name, record.ops.len(), record.faults.len(), jsonl.display());
+    println!("{}", checker::check(&judged));
+    println!("open in a browser: {}", page.display());
     Ok(())
 }
 

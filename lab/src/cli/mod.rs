@@ -93,7 +93,7 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Color::Auto)]
         color: Color,
     },
-    /// The chaos run: holders under a seeded nemesis, judged by the history checker.
+    /// The chaos run: holders under a seeded nemesis, judged by the history checker; each mode's history is written as JSON lines and an offline page.
     Chaos(ChaosArgs),
     /// The model checker: every interleaving of the lease and each resource mode; its verdicts as a table.
     Model(ModelArgs),
@@ -104,6 +104,17 @@ pub enum Command {
         /// The case or variant, e.g. F4 or F4-unfenced.
         #[arg(value_parser = run_name)]
         case: String,
+    },
+    /// Draw a run's history again from its JSON lines, and judge it: one self-contained
+    /// page (nothing fetched) with a lane per holder incarnation, every call from call
+    /// to return, the faults as bands, the floor over time and each finding of the
+    /// checker; filter by holder, finding or time, and zoom, in the browser. Every
+    /// chaos run (`lab chaos`, F15) and every case whose holders made calls (F4, F5,
+    /// F10–F12, F16) writes its history as it ends.
+    History {
+        /// The run (F4, F12-unfenced, chaos-fenced-row, …: its .jsonl in target/lab/history/,
+        /// else in evidence/26/history/), or the path of a .jsonl file; the page is written beside it.
+        run: String,
     },
     /// Run one case many times; report passes, failures and the slowest run.
     Stress {
@@ -152,7 +163,7 @@ pub struct RunArgs {
     /// F3: how many threads race for the lease.
     #[arg(long, default_value_t = crate::params::RACERS as u16, value_parser = clap::value_parser!(u16).range(2..=64))]
     threads: u16,
-    /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt).
+    /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt), and keep the run's timelines and histories beside it (timelines/, history/).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -171,7 +182,7 @@ pub struct ChaosArgs {
     /// The resource mode (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write), or all five in turn.
     #[arg(long, default_value = "all", value_parser = mode_or_all)]
     mode: ModeChoice,
-    /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md).
+    /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md), and each mode's history (its JSON lines and its page) in history/ beside it; without it, the histories go to target/lab/history/.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Print every holder's protocol lines and every fault on stderr as they happen.
@@ -335,7 +346,7 @@ impl ChaosArgs {
     /// The chaos run these arguments ask for, with the holders from `holder_bin`.
     pub fn options(&self, holder_bin: PathBuf) -> chaos::command::Options {
         chaos::command::Options {
-            config: Config { seed: self.seed, holders: self.holders.into(), duration: self.duration, holder_bin, trace: self.trace },
+            config: Config { seed: self.seed, holders: self.holders.into(), duration: self.duration, holder_bin, trace: self.trace, case: None },
             modes: self.mode.0.map_or(FenceMode::ALL.to_vec(), |m| vec![m]),
             out: self.out.clone(),
         }

@@ -37,7 +37,7 @@ pub enum LeaseBackend {
 
 /// The holder's parameters.
 #[derive(clap::Parser, Clone, Debug, PartialEq)]
-#[command(name = "holder", about = "One instance of the report job: acquire, renew in the background, check the local deadline, write, renew, release. Prints one protocol line per step.")]
+#[command(name = "holder", about = "One instance of the report job: acquire, renew in the background, check the local deadline, write, renew, release. Prints one protocol line per step, and one line as each call to a server starts (CALL) and returns (RETURN), for the run's history.")]
 pub struct HolderArgs {
     /// The lease to acquire.
     #[arg(long, default_value = params::LEASE)]
@@ -155,8 +155,8 @@ impl HolderArgs {
         if self.margin_ms >= self.ttl_ms {
             return Err(format!("--margin-ms {} must be below --ttl-ms {}", self.margin_ms, self.ttl_ms).into());
         }
-        if self.parts.iter().any(|p| p.is_empty()) {
-            return Err(format!("--part {:?} names an empty part", self.parts.join(",")).into());
+        if self.parts.iter().any(|p| p.is_empty() || p.contains(char::is_whitespace)) {
+            return Err(format!("--part {:?} names an empty part, or one with a space (a call line names the part)", self.parts.join(",")).into());
         }
         if self.renew_ms >= self.ttl_ms - self.margin_ms {
             return Err(format!(

@@ -27,10 +27,15 @@ use std::io::{BufRead, Write};
 use std::time::Duration;
 
 mod args;
+mod call;
 mod protocol;
+mod record;
 
 pub use args::{HolderArgs, LeaseBackend, WaitPoint};
-pub use protocol::{Step, Steps};
+pub use call::{Call, Invoke, Outcome, Return};
+pub use protocol::{Line, Step, Steps};
+
+use record::Calls;
 
 /// What a failed write reports: the server's SQLSTATE when it sent one
 /// (e.g. 25P03, its idle-in-transaction timeout), `connection-closed` when
@@ -56,9 +61,15 @@ fn failure_code(err: &(dyn std::error::Error + 'static)) -> Option<String> {
 pub const EXIT_NOT_ACQUIRED: i32 = 3;
 
 fn say(step: Step) -> Result<()> {
+    print_line(&step)
+}
+
+/// One line on stdout, whole (the renewer prints its calls from its own
+/// thread), and at once.
+fn print_line(line: &dyn std::fmt::Display) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{step}")?;
-    // The parent reads line by line through a pipe: every step must leave now.
+    writeln!(out, "{line}")?;
+    // The parent reads line by line through a pipe: every line must leave now.
     out.flush()?;
     Ok(())
 }
@@ -102,12 +113,17 @@ fn hold_on<S: LeaseService>(mut lease: S, args: &HolderArgs) -> Result<i32> {
         });
     }
 
+    // Every call to a server is also printed as it starts and returns
+    // (`CALL`, `RETURN`): the run's history; the steps are the protocol.
+    let calls = Calls::new();
+    let mut acquiring = calls.acquiring()?;
     let mut holding = loop {
-        match lease.acquire(&args.lease, &args.holder, ttl, margin)? {
+        match acquiring.try_once(|| lease.acquire(&args.lease, &args.holder, ttl, margin))? {
             Some(holding) => break holding,
             // Waiting its turn, as a job instance polling for the lease does.
             None if args.acquire_every_ms > 0 => std::thread::sleep(Duration::from_millis(args.acquire_every_ms)),
             None => {
+                acquiring.refused()?;
                 say(Step::NotAcquired)?;
                 return Ok(EXIT_NOT_ACQUIRED);
             }
@@ -115,8 +131,10 @@ fn hold_on<S: LeaseService>(mut lease: S, args: &HolderArgs) -> Result<i32> {
     };
     // The token and the local deadline, whichever store issued them.
     let token = holding.as_ref().token;
+    acquiring.granted(token)?;
     say(Step::Acquired { token })?;
-    let renewer = if args.no_renewer { None } else { Some(Renewer::start(&lease, &holding, Duration::from_millis(args.renew_ms))?) };
+    let every = Duration::from_millis(args.renew_ms);
+    let renewer = if args.no_renewer { None } else { Some(Renewer::watched(&lease, &holding, every, calls.renewals(token))?) };
 
     for (index, part) in args.parts.iter().enumerate() {
         // The work that produces this part: the holder runs, its renewer renews.
@@ -141,13 +159,8 @@ fn hold_on<S: LeaseService>(mut lease: S, args: &HolderArgs) -> Result<i32> {
         }
         // No check between here and the write: whatever pause falls here is
         // invisible to this process. Only the resource can refuse the write.
-        let written = report.write(&PartWrite {
-            scope: &args.scope,
-            part,
-            content: &args.content,
-            writer: &args.holder,
-            token,
-        });
+        let write = PartWrite { scope: &args.scope, part, content: &args.content, writer: &args.holder, token };
+        let written = calls.call(Invoke::Write { token, part: part.clone() }, || report.write(&write));
         match written {
             Ok(accepted) => say(Step::Write { accepted, token })?,
             Err(e) => {
@@ -159,12 +172,12 @@ fn hold_on<S: LeaseService>(mut lease: S, args: &HolderArgs) -> Result<i32> {
         }
     }
 
-    let renewed = lease.renew(&mut holding)?;
+    let renewed = calls.call(Invoke::Renew { token }, || lease.renew(&mut holding))?;
     say(Step::RenewAfterWrite { ok: renewed })?;
     end_renewer(renewer, renewed)?;
     if !renewed {
         say(Step::LeaseLost)?;
-    } else if lease.release(&holding)? {
+    } else if calls.call(Invoke::Release { token }, || lease.release(&holding))? {
         say(Step::Released)?;
     } else {
         say(Step::ReleaseRefused)?;

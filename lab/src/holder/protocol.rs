@@ -4,8 +4,31 @@
 //! holder guard, the cases, the chaos slots) matches on the enum, never on
 //! text. A line that is not a step is an error naming it, not a guess.
 
+use super::call::Call;
 use std::fmt;
 use std::str::FromStr;
+
+/// One line of the holder's stdout: a step of its protocol, or one of its
+/// calls for the history (see `call.rs`). The guard reads every line as a
+/// `Line`, hands the steps on and records the calls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A protocol step.
+    Step(Step),
+    /// A call starting or returning.
+    Call(Call),
+}
+
+impl FromStr for Line {
+    type Err = String;
+
+    fn from_str(line: &str) -> Result<Line, String> {
+        match line.split(' ').next() {
+            Some("CALL" | "RETURN") => line.parse().map(Line::Call),
+            _ => line.parse().map(Line::Step),
+        }
+    }
+}
 
 // ANCHOR: step
 /// One protocol line of the holder, as printed on its stdout.
@@ -244,6 +267,16 @@ mod tests {
             let err = line.parse::<Step>().expect_err(line);
             assert!(err.contains(&format!("{line:?}")), "{err}");
         }
+    }
+
+    /// A line is a step or a call, each read by its own parser.
+    #[test]
+    fn lines_are_steps_or_calls() {
+        use crate::holder::call::Invoke;
+        assert_eq!("ACQUIRED token=2".parse::<Line>(), Ok(Line::Step(Step::Acquired { token: 2 })));
+        assert_eq!("CALL id=1 acquire".parse::<Line>(), Ok(Line::Call(Call::Invoke { id: 1, invoke: Invoke::Acquire })));
+        assert!("CALL id=1 nap".parse::<Line>().unwrap_err().contains("call line"));
+        assert!("NAP".parse::<Line>().unwrap_err().contains("protocol line"));
     }
 
     /// Steps show as the lines joined, and say when there are none.

@@ -1,9 +1,14 @@
 //! The commands the book tells the reader to type: every line of every
 //! ```sh block of every chapter, in reading order, with the exit status the
-//! book promises. One parser, used by the book-commands test (which runs
+//! book promises, and the time it promises when it promises one. One parser, used by the book-commands test (which runs
 //! them) and by the suite (which gives each chapter a group of its own).
 
 use std::path::Path;
+use std::time::Duration;
+
+/// The promise that a command is done within a minute, as a trailing
+/// comment: the incident table's commands make it (`# 一分钟内`).
+pub const WITHIN_A_MINUTE: &str = "# 一分钟内";
 
 /// One command line of a ```sh block.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,6 +19,8 @@ pub struct BookCommand {
     pub line: String,
     /// The exit status the book promises (`# 退出码 2`: "exit status 2"; 0 unless said).
     pub exit: i32,
+    /// How long the book promises it takes at most ([`WITHIN_A_MINUTE`]), if it promises.
+    pub within: Option<Duration>,
 }
 
 /// The commands of one chapter, in order.
@@ -33,7 +40,8 @@ pub fn commands(chapter: &str, text: &str) -> Vec<BookCommand> {
             .rsplit_once("# 退出码 ")
             .and_then(|(_, promise)| promise.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
             .unwrap_or(0);
-        out.push(BookCommand { at: format!("book/{chapter}:{}", n + 1), line: trimmed.to_owned(), exit });
+        let within = trimmed.contains(WITHIN_A_MINUTE).then_some(Duration::from_secs(60));
+        out.push(BookCommand { at: format!("book/{chapter}:{}", n + 1), line: trimmed.to_owned(), exit, within });
     }
     out
 }
@@ -73,13 +81,14 @@ mod tests {
     /// The parser takes sh lines only, skips comments, and reads the promised exit status.
     #[test]
     fn commands_and_promises_are_parsed() {
-        let text = "x\n```sh\n# a comment\n./run.sh F4\n./run.sh diff F4   # 退出码 1：与证据不同\n```\n```rust\nnot a command\n```\n";
+        let text = "x\n```sh\n# a comment\n./run.sh F4\n./run.sh diff F4   # 退出码 1：与证据不同\n./run.sh F5   # 一分钟内\n```\n```rust\nnot a command\n```\n";
         let list = commands("ch.md", text);
         assert_eq!(
             list,
             vec![
-                BookCommand { at: "book/ch.md:4".into(), line: "./run.sh F4".into(), exit: 0 },
-                BookCommand { at: "book/ch.md:5".into(), line: "./run.sh diff F4   # 退出码 1：与证据不同".into(), exit: 1 },
+                BookCommand { at: "book/ch.md:4".into(), line: "./run.sh F4".into(), exit: 0, within: None },
+                BookCommand { at: "book/ch.md:5".into(), line: "./run.sh diff F4   # 退出码 1：与证据不同".into(), exit: 1, within: None },
+                BookCommand { at: "book/ch.md:6".into(), line: "./run.sh F5   # 一分钟内".into(), exit: 0, within: Some(Duration::from_secs(60)) },
             ]
         );
     }

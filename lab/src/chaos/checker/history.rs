@@ -1,11 +1,12 @@
 //! A chaos run's history as the checker reads it: the write attempts and
-//! final parts from the resource (read by [`load`], in one snapshot), the
-//! grants the holders reported, the faults the nemesis injected.
+//! final parts the resource recorded, the grants the holders reported, the
+//! faults the nemesis injected; taken from the run's whole record
+//! ([`History::from_record`]), or written by hand in a test.
 
 use crate::chaos::schedule::FaultKind;
-use crate::error::{Result, ResultExt};
+use crate::error::Result;
+use crate::history::Record;
 use crate::resource::FenceMode;
-use postgres::{Client, IsolationLevel};
 
 
 /// One write attempt, as `write_attempt` records it.
@@ -90,66 +91,44 @@ pub struct History {
     pub faults: Vec<Fault>,
 }
 
-// ANCHOR: load_sql
-/// Every write attempt, in the order of recording.
-///
-/// `floor_after` is the scope's floor as the recording statement read it
-/// (see [`Attempt::floor_after`]); the workload adds that column to
-/// `write_attempt`. Run in the same snapshot as [`FINAL_PARTS`].
-pub const ATTEMPTS: &str = "
-    SELECT id, scope, part, writer, token, mode, accepted, floor_after
-      FROM write_attempt
-     ORDER BY id";
-
-/// The rows of the report that stayed: one per (scope, part), the primary key.
-pub const FINAL_PARTS: &str = "
-    SELECT scope, part, writer, token
-      FROM report_part
-     ORDER BY scope, part";
-// ANCHOR_END: load_sql
-
-// ANCHOR: load
-/// Reads the resource's half of a history of a run in `mode` from `res26`:
-/// the attempts and the final parts. An attempt judged by another mode
-/// means the tables were not the run's own, and is an error. Grants and
-/// faults come from the holders' and the nemesis's logs; they are left
-/// empty here for the run to fill in (and an empty grants log leaves the
-/// verdict with nothing to judge).
-pub fn load(client: &mut Client, mode: FenceMode) -> Result<History> {
-    // One REPEATABLE READ snapshot for both reads: a write that commits while
-    // the checker reads (a holder the run failed to stop) is then in both or
-    // in neither, and cannot show up as an attempt above a final row that the
-    // first read already took (a false lost write).
-    let mut tx = client
-        .build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .context("starting the history snapshot")?;
-    let mut attempts = Vec::new();
-    for r in tx.query(ATTEMPTS, &[]).context("reading write_attempt")? {
-        let (id, judged_by): (i64, String) = (r.get(0), r.get(5));
-        if judged_by != mode.name() {
-            return Err(format!("write_attempt {id} was judged by {judged_by}, not by this run's {mode}").into());
+impl History {
+    /// The checker's view of a run's recorded history (`crate::history`):
+    /// the attempt rows of its writes, its granted acquires as grants, its
+    /// final rows, its faults. It reads nothing else, so a verdict is a
+    /// function of the JSON lines alone. A mode or a fault kind the lab
+    /// does not know is an error naming it, never a skipped line.
+    pub fn from_record(record: &Record) -> Result<History> {
+        let mut attempts = Vec::new();
+        for row in record.ops.iter().filter_map(|o| o.attempt.as_ref()) {
+            let mode = FenceMode::ALL.into_iter().find(|m| m.name() == row.mode).ok_or_else(|| format!("write_attempt {}: unknown mode {:?}", row.id, row.mode))?;
+            attempts.push(Attempt {
+                id: row.id,
+                scope: row.scope.clone(),
+                part: row.part.clone(),
+                writer: row.writer.clone(),
+                token: row.token,
+                mode,
+                accepted: row.accepted,
+                floor_after: row.floor_after,
+            });
         }
-        attempts.push(Attempt {
-            id,
-            scope: r.get(1),
-            part: r.get(2),
-            writer: r.get(3),
-            token: r.get(4),
-            mode,
-            accepted: r.get(6),
-            floor_after: r.get(7),
-        });
+        let mut grants = Vec::new();
+        for op in record.ops.iter().filter(|o| o.f == "acquire" && o.outcome == "ok") {
+            let (Some(token), Some(holding)) = (op.token, op.holding) else {
+                return Err(format!("op {}: a granted acquire without its token or holding number", op.id).into());
+            };
+            grants.push(GrantRecord { holder: op.holder.clone(), incarnation: op.incarnation, holding, token });
+        }
+        let final_parts = record
+            .finals
+            .iter()
+            .map(|r| FinalPart { scope: r.scope.clone(), part: r.part.clone(), writer: r.writer.clone(), token: r.token })
+            .collect();
+        let mut faults = Vec::new();
+        for f in &record.faults {
+            let kind = FaultKind::ALL.into_iter().find(|k| k.name() == f.kind).ok_or_else(|| format!("fault {}: unknown kind {:?}", f.id, f.kind))?;
+            faults.push(Fault { kind });
+        }
+        Ok(History { attempts, grants, final_parts, faults })
     }
-    let final_parts = tx
-        .query(FINAL_PARTS, &[])
-        .context("reading report_part")?
-        .iter()
-        .map(|r| FinalPart { scope: r.get(0), part: r.get(1), writer: r.get(2), token: r.get(3) })
-        .collect();
-    tx.commit().context("ending the history snapshot")?;
-    Ok(History { attempts, grants: Vec::new(), final_parts, faults: Vec::new() })
 }
-// ANCHOR_END: load

@@ -2,9 +2,10 @@
 //! a handful of counts, each defined over the record alone.
 //!
 //! The history has four sources. The resource records every write attempt
-//! (`write_attempt`) and holds the final parts (`report_part`); [`load`]
-//! reads both. The holders report their grants and the nemesis its faults,
-//! in their own logs, which the run collects.
+//! (`write_attempt`) and holds the final parts (`report_part`); the holders
+//! report their calls, the granted acquires among them, and the nemesis its
+//! faults. The run gathers them into one record (`crate::history`), and the
+//! checker reads its view of that ([`History::from_record`]).
 //!
 //! What the counts mean in the article's terms:
 //! - a *stale write accepted* is I3 broken as chapter 2 states it: in a
@@ -31,19 +32,21 @@
 //! so they do not depend on the order at all. Floor regressions are exact
 //! when the floor is read as [`Attempt::floor_after`] asks.
 //!
-//! The parts: `history` (what a run records, and [`load`] of its resource
-//! half), `verdict` (the counts, what a history lacks, the conclusion);
-//! here, [`check`] and the counts themselves.
+//! The parts: `history` (what the checker reads of a run's record),
+//! `verdict` (the counts, what a history lacks, the conclusion); here,
+//! [`check`], the counts themselves, and [`findings`]: each thing a count
+//! counted, with the checker's reason, for the history's page.
 
 mod history;
 mod verdict;
 #[cfg(test)]
 mod tests;
 
-pub use history::{load, Attempt, Fault, FinalPart, GrantRecord, History, ATTEMPTS, FINAL_PARTS};
+pub use history::{Attempt, Fault, FinalPart, GrantRecord, History};
 pub use verdict::{Gap, Judgement, Verdict};
 
 use super::schedule::FaultKind;
+use crate::history::{Finding, FindingKind, Target};
 use std::collections::{BTreeMap, BTreeSet};
 
 // ANCHOR: check
@@ -59,27 +62,27 @@ pub fn check(history: &History) -> Verdict {
         accepted,
         refused: attempts.len() - accepted,
         holdings: holdings.len(),
-        stale_accepted: stale_accepted(&attempts),
-        tokens_reused: tokens_reused(&history.grants),
+        stale_accepted: stale_accepted(&attempts).len(),
+        tokens_reused: tokens_reused(&history.grants).len(),
         floors_recorded: attempts.iter().filter(|a| a.floor_after.is_some()).count(),
-        floor_regressions: floor_regressions(&attempts),
-        lost_writes: lost_writes(&attempts, &history.final_parts),
+        floor_regressions: floor_regressions(&attempts).len(),
+        lost_writes: lost_writes(&attempts, &history.final_parts).len(),
         faults: faults_by_kind(&history.faults),
     }
 }
 // ANCHOR_END: check
 
 // ANCHOR: stale_accepted
-/// Accepted attempts below the largest token their scope accepted before them.
-fn stale_accepted(attempts: &[&Attempt]) -> usize {
-    let mut largest: BTreeMap<&str, i64> = BTreeMap::new();
-    let mut stale = 0;
-    for a in attempts.iter().filter(|a| a.accepted) {
-        match largest.get_mut(a.scope.as_str()) {
-            Some(bar) if a.token < *bar => stale += 1,
-            Some(bar) => *bar = a.token,
-            None => {
-                largest.insert(&a.scope, a.token);
+/// Accepted attempts below the largest token their scope accepted before
+/// them, each with the attempt that brought that token.
+fn stale_accepted<'a>(attempts: &[&'a Attempt]) -> Vec<(&'a Attempt, &'a Attempt)> {
+    let mut largest: BTreeMap<&str, &Attempt> = BTreeMap::new();
+    let mut stale = Vec::new();
+    for &a in attempts.iter().filter(|a| a.accepted) {
+        match largest.get(a.scope.as_str()) {
+            Some(&bar) if a.token < bar.token => stale.push((a, bar)),
+            _ => {
+                largest.insert(&a.scope, a);
             }
         }
     }
@@ -87,23 +90,25 @@ fn stale_accepted(attempts: &[&Attempt]) -> usize {
 }
 // ANCHOR_END: stale_accepted
 
-/// Tokens that more than one distinct holding reported.
-fn tokens_reused(grants: &[GrantRecord]) -> usize {
+/// Tokens that more than one distinct holding reported, with those holdings.
+fn tokens_reused(grants: &[GrantRecord]) -> Vec<(i64, BTreeSet<(&str, u32, u32)>)> {
     let mut holdings: BTreeMap<i64, BTreeSet<(&str, u32, u32)>> = BTreeMap::new();
     for g in grants {
         holdings.entry(g.token).or_default().insert((&g.holder, g.incarnation, g.holding));
     }
-    holdings.values().filter(|h| h.len() > 1).count()
+    holdings.into_iter().filter(|(_, h)| h.len() > 1).collect()
 }
 
-/// Steps down between consecutive recorded floors of one scope.
-fn floor_regressions(attempts: &[&Attempt]) -> usize {
-    let mut previous: BTreeMap<&str, i64> = BTreeMap::new();
-    let mut regressions = 0;
-    for a in attempts {
-        if let Some(floor) = a.floor_after {
-            if previous.insert(&a.scope, floor).is_some_and(|before| floor < before) {
-                regressions += 1;
+/// Steps down between consecutive recorded floors of one scope: each
+/// attempt that recorded the lower floor, with the one before it.
+fn floor_regressions<'a>(attempts: &[&'a Attempt]) -> Vec<(&'a Attempt, &'a Attempt)> {
+    let mut previous: BTreeMap<&str, &Attempt> = BTreeMap::new();
+    let mut regressions = Vec::new();
+    for &a in attempts {
+        let Some(floor) = a.floor_after else { continue };
+        if let Some(before) = previous.insert(&a.scope, a) {
+            if before.floor_after.is_some_and(|b| floor < b) {
+                regressions.push((a, before));
             }
         }
     }
@@ -111,17 +116,67 @@ fn floor_regressions(attempts: &[&Attempt]) -> usize {
 }
 
 // ANCHOR: lost_writes
-/// Accepted writes above their part's final token, or on a part that vanished.
-fn lost_writes(attempts: &[&Attempt], final_parts: &[FinalPart]) -> usize {
+/// Accepted writes above their part's final token, or on a part that
+/// vanished: each with the token that stayed, if any.
+fn lost_writes<'a>(attempts: &[&'a Attempt], final_parts: &[FinalPart]) -> Vec<(&'a Attempt, Option<i64>)> {
     let finals: BTreeMap<(&str, &str), i64> =
         final_parts.iter().map(|p| ((p.scope.as_str(), p.part.as_str()), p.token)).collect();
     attempts
         .iter()
         .filter(|a| a.accepted)
-        .filter(|a| finals.get(&(a.scope.as_str(), a.part.as_str())).is_none_or(|&kept| a.token > kept))
-        .count()
+        .map(|&a| (a, finals.get(&(a.scope.as_str(), a.part.as_str())).copied()))
+        .filter(|(a, kept)| kept.is_none_or(|kept| a.token > kept))
+        .collect()
 }
 // ANCHOR_END: lost_writes
+
+/// Everything the counts of [`check`] counted, one finding each, with the
+/// checker's reason: what the history's page marks on each operation.
+/// There are exactly as many findings of a kind as its count.
+pub fn findings(history: &History) -> Vec<Finding> {
+    let mut attempts: Vec<&Attempt> = history.attempts.iter().collect();
+    attempts.sort_by_key(|a| a.id);
+    let mut out = Vec::new();
+    for (a, bar) in stale_accepted(&attempts) {
+        out.push(Finding {
+            kind: FindingKind::Stale,
+            on: Target::Attempt(a.id),
+            reason: format!(
+                "被接受的过期写入（I3）：token {} 小于作用域 {} 此前已接受的 token {}（write_attempt {}，{}）",
+                a.token, a.scope, bar.token, bar.id, bar.writer
+            ),
+        });
+    }
+    for (token, holdings) in tokens_reused(&history.grants) {
+        let who: Vec<String> = holdings.iter().map(|(h, inc, n)| format!("{h}#{inc} 第 {n} 段")).collect();
+        out.push(Finding {
+            kind: FindingKind::Reused,
+            on: Target::Token(token),
+            reason: format!("重复发出的 token（I2）：token {token} 发给了 {} 段持有期：{}", holdings.len(), who.join("、")),
+        });
+    }
+    for (a, before) in floor_regressions(&attempts) {
+        out.push(Finding {
+            kind: FindingKind::Regression,
+            on: Target::Attempt(a.id),
+            reason: format!(
+                "floor 倒退（I3）：这次记下的 floor {} 小于作用域 {} 上一次记下的 {}（write_attempt {}）",
+                a.floor_after.unwrap_or_default(),
+                a.scope,
+                before.floor_after.unwrap_or_default(),
+                before.id
+            ),
+        });
+    }
+    for (a, kept) in lost_writes(&attempts, &history.final_parts) {
+        let stayed = match kept {
+            Some(kept) => format!("分片 {} 最后留下的是更小的 token {kept}", a.part),
+            None => format!("分片 {} 最后不见了", a.part),
+        };
+        out.push(Finding { kind: FindingKind::Lost, on: Target::Attempt(a.id), reason: format!("丢失的写入：token {} 被接受，{stayed}", a.token) });
+    }
+    out
+}
 
 fn faults_by_kind(faults: &[Fault]) -> BTreeMap<FaultKind, usize> {
     let mut counts = BTreeMap::new();

@@ -329,3 +329,81 @@ faults injected                  2
 verdict: NOT clean";
     assert_eq!(run.verdict().to_string(), expected);
 }
+
+/// The findings are the counts item by item: as many of each kind as the
+/// verdict counts, each on the attempt (or the token) it is about, with
+/// the tokens that make it one in its reason.
+#[test]
+fn findings_are_the_counts_one_by_one() {
+    let run = Run::default()
+        .grant("holder-a", 1, 1)
+        .grant_in("holder-b", 1, 1, 1)
+        .attempt(CheckThenWrite, "summary", "holder-b", 2, true, Some(2))
+        .attempt(CheckThenWrite, "summary", "holder-a", 1, true, Some(1))
+        .attempt(CheckThenWrite, "detail", "holder-b", 2, true, Some(2))
+        .kept("summary", "holder-a", 1);
+    let v = run.verdict();
+    assert_eq!(wrongs(&v), (1, 1, 1, 2));
+    let found = findings(&run.history);
+    let of = |kind: FindingKind| found.iter().filter(|f| f.kind == kind).collect::<Vec<_>>();
+    assert_eq!(
+        [FindingKind::Stale, FindingKind::Reused, FindingKind::Regression, FindingKind::Lost].map(|k| of(k).len()),
+        [v.stale_accepted, v.tokens_reused, v.floor_regressions, v.lost_writes]
+    );
+    assert_eq!(of(FindingKind::Stale)[0].on, Target::Attempt(2));
+    assert!(of(FindingKind::Stale)[0].reason.contains("token 1 小于作用域 daily-report 此前已接受的 token 2（write_attempt 1，holder-b）"), "{found:?}");
+    assert_eq!(of(FindingKind::Reused)[0].on, Target::Token(1));
+    assert!(of(FindingKind::Reused)[0].reason.contains("holder-a#0 第 1 段、holder-b#1 第 1 段"), "{found:?}");
+    assert!(of(FindingKind::Regression)[0].reason.contains("floor 1 小于作用域 daily-report 上一次记下的 2（write_attempt 1）"));
+    let lost: Vec<Target> = of(FindingKind::Lost).iter().map(|f| f.on).collect();
+    assert_eq!(lost, [Target::Attempt(1), Target::Attempt(3)]);
+    assert!(of(FindingKind::Lost)[1].reason.contains("分片 detail 最后不见了"));
+}
+
+/// The checker's view of a recorded history reads its attempt rows, its
+/// granted acquires and its faults, of every kind the schedule has (a
+/// kind it does not know is an error naming it, not a skipped fault).
+#[test]
+fn a_record_is_read_as_the_checker_reads_a_history() {
+    use crate::history::{AttemptRow, FaultSpan, Op, Record};
+    let mut record = Record::empty("chaos-unfenced", "UNFENCED");
+    let op = |id: u64, f: &str, token: i64| Op {
+        id,
+        holder: "holder-a".into(),
+        incarnation: 1,
+        process: 3,
+        f: f.into(),
+        invoke_ms: Some(id as f64),
+        complete_ms: Some(id as f64 + 0.5),
+        outcome: "ok".into(),
+        token: Some(token),
+        part: None,
+        tries: None,
+        code: None,
+        holding: Some(2).filter(|_| f == "acquire"),
+        attempt: None,
+    };
+    let row = AttemptRow {
+        id: 7,
+        scope: DAILY.into(),
+        part: "summary".into(),
+        writer: "holder-a".into(),
+        token: 4,
+        mode: "UNFENCED".into(),
+        accepted: true,
+        floor_after: Some(0),
+        at_ms: 2.2,
+    };
+    record.ops = vec![op(1, "acquire", 4), Op { attempt: Some(row), part: Some("summary".into()), ..op(2, "write", 4) }, op(3, "renew", 4)];
+    record.faults = FaultKind::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, k)| FaultSpan { id: i as u64 + 1, kind: k.name().into(), targets: Vec::new(), start_ms: 0.0, end_ms: None })
+        .collect();
+    let history = History::from_record(&record).unwrap();
+    assert_eq!(history.grants, [GrantRecord { holder: "holder-a".into(), incarnation: 1, holding: 2, token: 4 }]);
+    assert_eq!((history.attempts.len(), history.attempts[0].id, history.attempts[0].mode), (1, 7, Unfenced));
+    assert_eq!(history.faults.iter().map(|f| f.kind).collect::<Vec<_>>(), FaultKind::ALL);
+    record.faults[0].kind = "meteor".into();
+    assert!(History::from_record(&record).unwrap_err().to_string().contains("unknown kind \"meteor\""));
+}

@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicUsize;
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
-/// One fault as injected: what, when, where.
+/// One fault as injected: what, when, where, until when.
 #[derive(Clone, Debug)]
 pub struct Injected {
     /// Since the start of the run.
@@ -21,7 +21,15 @@ pub struct Injected {
     pub kind: FaultKind,
     /// The slot's holder name, or `None` for a database restart.
     pub target: Option<String>,
+    /// When it ended (SIGCONT, the link fast again, the server back up),
+    /// since the start of the run; `None` for one that has no length (a
+    /// kill) or whose end was not recorded.
+    pub until: Option<Duration>,
 }
+
+/// A fault in the log, to record its end by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultId(usize);
 
 /// The run's record of faults, shared by the nemesis and the slots: the
 /// ones injected, and the ones that found no target.
@@ -42,12 +50,27 @@ impl FaultLog {
         FaultLog { trace, ..FaultLog::default() }
     }
 
-    /// Records a fault injected now.
+    /// Records a fault injected now (one without a length, or whose end
+    /// is not recorded).
     pub fn injected(&self, start: Instant, kind: FaultKind, target: Option<&str>) {
+        self.begun(start, kind, target);
+    }
+
+    /// Records a fault injected now whose end comes later ([`Self::ended`]).
+    pub fn begun(&self, start: Instant, kind: FaultKind, target: Option<&str>) -> FaultId {
         if self.trace {
             eprintln!("[{:8.3}s] {} {kind}", start.elapsed().as_secs_f64(), target.unwrap_or("server"));
         }
-        self.injected.lock().push(Injected { at: start.elapsed(), kind, target: target.map(str::to_owned) });
+        let mut injected = self.injected.lock();
+        injected.push(Injected { at: start.elapsed(), kind, target: target.map(str::to_owned), until: None });
+        FaultId(injected.len() - 1)
+    }
+
+    /// Records that fault `id` ends now; its first end is the one kept.
+    pub fn ended(&self, start: Instant, id: FaultId) {
+        if let Some(fault) = self.injected.lock().get_mut(id.0) {
+            fault.until.get_or_insert(start.elapsed());
+        }
     }
 
     /// Records a fault that found no target.

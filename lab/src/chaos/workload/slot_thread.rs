@@ -5,7 +5,7 @@
 
 use super::orders::{order_kind, Order, SlotView};
 use super::plan::SlotPlan;
-use super::record::{FaultLog, Tally};
+use super::record::{FaultId, FaultLog, Tally};
 use crate::chaos::checker::GrantRecord;
 use crate::chaos::schedule::{FaultKind, SplitMix64};
 use crate::error::Result;
@@ -80,8 +80,8 @@ enum Pause {
     /// Stop the holder at its next write (`into_write`), or at
     /// `until` at the latest.
     Armed { kind: FaultKind, length: Duration, into_write: Duration, until: Instant },
-    /// Stopped; SIGCONT at `until`.
-    Stopped { until: Instant },
+    /// Stopped; SIGCONT at `until`, which ends `fault` in the log.
+    Stopped { until: Instant, fault: FaultId },
 }
 
 impl SlotThread {
@@ -90,7 +90,8 @@ impl SlotThread {
         let (mut incarnation, mut holding) = (0u32, 0u32);
         while !self.stopping() {
             let args = self.plan.holder_args(&self.name, incarnation, &mut rng);
-            let mut holder = match HolderGuard::spawn_with_env(&self.plan.holder_bin, &args, &[("LAB_PORT", &self.port)]) {
+            let env = [("LAB_PORT", self.port.as_str())];
+            let mut holder = match HolderGuard::spawn_as(&self.plan.holder_bin, &args, &env, Some(incarnation)) {
                 Ok(holder) => holder,
                 Err(e) => {
                     if !self.stopping() {
@@ -135,7 +136,10 @@ impl SlotThread {
             if self.stopping() {
                 // The run's end heals before it ends: SIGCONT, then SIGKILL.
                 match pause {
-                    Pause::Stopped { .. } => holder.resume()?,
+                    Pause::Stopped { fault, .. } => {
+                        holder.resume()?;
+                        self.log.ended(self.start, fault);
+                    }
                     Pause::Armed { kind, .. } => self.log.missed(kind),
                     Pause::Off => {}
                 }
@@ -144,8 +148,9 @@ impl SlotThread {
                 return Ok(Ended::Stopped);
             }
             match pause {
-                Pause::Stopped { until } if now >= until => {
+                Pause::Stopped { until, fault } if now >= until => {
                     holder.resume()?;
+                    self.log.ended(self.start, fault);
                     pause = Pause::Off;
                     self.set(|v| v.live = true);
                 }
@@ -164,8 +169,11 @@ impl SlotThread {
                     Order::Kill => {
                         // SIGKILL ends a stopped process too; the kernel
                         // needs no SIGCONT for it.
-                        if let Pause::Armed { kind, .. } = pause {
-                            self.log.missed(kind);
+                        match pause {
+                            Pause::Armed { kind, .. } => self.log.missed(kind),
+                            // The pause ends with the process.
+                            Pause::Stopped { fault, .. } => self.log.ended(self.start, fault),
+                            Pause::Off => {}
                         }
                         holder.kill()?;
                         self.log.injected(self.start, FaultKind::Kill, Some(&self.name));
@@ -196,8 +204,10 @@ impl SlotThread {
                 Output::Quiet => {}
                 Output::Ended => {
                     let status = holder.wait_exit()?;
-                    if let Pause::Armed { kind, .. } = pause {
-                        self.log.missed(kind);
+                    match pause {
+                        Pause::Armed { kind, .. } => self.log.missed(kind),
+                        Pause::Stopped { fault, .. } => self.log.ended(self.start, fault),
+                        Pause::Off => {}
                     }
                     self.set(|v| v.busy = false);
                     return Ok(Ended::Exited(status));
@@ -239,9 +249,9 @@ impl SlotThread {
             self.log.missed(kind);
             return Ok(Pause::Off);
         }
-        self.log.injected(self.start, kind, Some(&self.name));
+        let fault = self.log.begun(self.start, kind, Some(&self.name));
         self.set(|v| v.live = false);
-        Ok(Pause::Stopped { until: Instant::now() + length })
+        Ok(Pause::Stopped { until: Instant::now() + length, fault })
     }
 
     /// Takes note of one protocol line: a grant, a write (answered or

@@ -1,0 +1,402 @@
+//! The evidence runs' histories (`evidence/26/history/`): their JSON lines
+//! reproduce the verdicts the book shows, and their pages, as headless
+//! Chromium draws them, show what the lines hold and nothing else.
+//!
+//! Table of contents:
+//! - the JSON lines alone reproduce `evidence/26/chaos.md`'s counts, mode
+//!   by mode (the checker run on the parsed lines);
+//! - every page the book links to exists, beside its lines, and the book
+//!   reaches them (`book/history` is the evidence's folder);
+//! - in Chromium, each page draws every operation and every fault of its
+//!   lines; each filter of a finding (`#only=stale`, …) shows exactly the
+//!   operations the checker found; nothing leaves the page (a proxy that
+//!   refuses everything, and Chromium's own log of the requests the page
+//!   made); each page is under 2 MB;
+//! - each of those checks fails on a page planted to break it: an
+//!   operation or a fault not drawn, a filter that shows everything, an
+//!   image or a fetch from the network, a page too big, a page with nothing
+//!   in it.
+
+mod common;
+
+use lab::chaos::checker::{check, findings, History};
+use lab::history::{Record, Target};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use lab::history::page::MAX_BYTES;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn history_dir() -> PathBuf {
+    root().join("evidence/26/history")
+}
+
+/// Every evidence page, with its lines.
+fn evidence_pages() -> Vec<(PathBuf, Record)> {
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(history_dir())
+        .expect("evidence/26/history/ is missing")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "html"))
+        .collect();
+    pages.sort();
+    assert!(pages.len() >= 5, "evidence/26/history/ holds only {} pages", pages.len());
+    pages.into_iter().map(|p| (p.clone(), record(&p.with_extension("jsonl")))).collect()
+}
+
+fn record(jsonl: &Path) -> Record {
+    let text = std::fs::read_to_string(jsonl).unwrap_or_else(|e| panic!("{}: {e}", jsonl.display()));
+    Record::from_jsonl(&text).unwrap_or_else(|e| panic!("{}: {e}", jsonl.display()))
+}
+
+/// The chaos table's modes, each with its page's name, and its rows.
+fn chaos_table() -> (Vec<String>, Vec<(String, Vec<String>)>) {
+    let table = std::fs::read_to_string(root().join("evidence/26/chaos.md")).unwrap();
+    let cells = |line: &str| -> Vec<String> { line.trim().trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect() };
+    // `[`FENCED_ROW`](history/chaos-fenced-row.html)`, or `[22](history/….html#only=stale)`: the text.
+    let text = |cell: &str| cell.strip_prefix('[').and_then(|c| c.split_once("](")).map_or(cell.to_owned(), |(t, _)| t.trim_matches('`').to_owned());
+    let header = table.lines().find(|l| l.starts_with("| |")).expect("chaos.md has no table");
+    let pages: Vec<String> = cells(header)
+        .iter()
+        .skip(1)
+        .map(|c| c.split_once("](history/").and_then(|(_, rest)| rest.strip_suffix(".html)")).unwrap_or_else(|| panic!("the header cell {c} links to no page")).to_owned())
+        .collect();
+    let rows = table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| |"))
+        .map(|l| {
+            let c = cells(l);
+            (c[0].clone(), c[1..].iter().map(|v| text(v)).collect())
+        })
+        .collect();
+    (pages, rows)
+}
+
+/// The checker, run on each mode's JSON lines alone, counts what the
+/// book's table says: the verdict is reproducible from the file.
+#[test]
+fn json_lines_reproduce_the_chaos_table() {
+    let (pages, rows) = chaos_table();
+    assert!(pages.len() >= 5, "{pages:?}");
+    let row = |label: &str| rows.iter().find(|(l, _)| l == label).unwrap_or_else(|| panic!("chaos.md has no row {label}")).1.clone();
+    for (i, name) in pages.iter().enumerate() {
+        let v = check(&History::from_record(&record(&history_dir().join(format!("{name}.jsonl")))).unwrap());
+        let faults: usize = v.faults.values().sum();
+        for (label, count) in [
+            ("write attempts", v.attempts),
+            ("accepted", v.accepted),
+            ("refused", v.refused),
+            ("holdings granted", v.holdings),
+            ("stale writes accepted (I3)", v.stale_accepted),
+            ("tokens reused (I2)", v.tokens_reused),
+            ("floor regressions (I3)", v.floor_regressions),
+            ("lost writes", v.lost_writes),
+            ("faults injected", faults),
+            ("verdict", 0),
+        ] {
+            let shown = &row(label)[i];
+            let got = if label == "verdict" { v.judgement().word().to_owned() } else { count.to_string() };
+            assert_eq!(&got, shown, "{name}.jsonl: {label} is {got}, the table says {shown}");
+        }
+    }
+}
+
+/// A changed line changes the count: the reproduction above is not a
+/// comparison that cannot fail.
+#[test]
+fn a_planted_line_changes_the_verdict() {
+    let (pages, _) = chaos_table();
+    let name = pages.iter().find(|n| n.contains("unfenced")).expect("an unfenced run");
+    let text = std::fs::read_to_string(history_dir().join(format!("{name}.jsonl"))).unwrap();
+    let before = check(&History::from_record(&Record::from_jsonl(&text).unwrap()).unwrap());
+    assert!(before.stale_accepted > 0);
+    // Every write refused: nothing is stale any more.
+    let planted = text.replace("\"accepted\":true", "\"accepted\":false");
+    let after = check(&History::from_record(&Record::from_jsonl(&planted).unwrap()).unwrap());
+    assert_eq!(after.stale_accepted, 0);
+}
+
+/// Every page a chapter or the chaos table links to is in the evidence
+/// with its lines, and the book's `history/` is the evidence's folder, so
+/// mdBook copies them into the built book (the book test checks it there).
+#[test]
+fn the_books_links_lead_to_evidence_pages() {
+    let link = std::fs::canonicalize(root().join("book/history")).expect("book/history is missing");
+    assert_eq!(link, std::fs::canonicalize(history_dir()).unwrap(), "book/history must lead to evidence/26/history");
+    let mut linked = BTreeSet::new();
+    let sources = std::fs::read_dir(root().join("book")).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "md"));
+    let facts = std::fs::read_dir(root().join("evidence/26/facts")).unwrap().flatten().map(|e| e.path());
+    for file in sources.chain(facts).chain([root().join("evidence/26/chaos.md")]) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (at, _) in text.match_indices("](history/") {
+            let target = text[at + 2..].split([')', '#']).next().unwrap().to_owned();
+            linked.insert((file.file_name().unwrap().to_string_lossy().into_owned(), target));
+        }
+    }
+    assert!(linked.len() >= 5, "only {} links to history pages", linked.len());
+    for (file, target) in &linked {
+        let page = root().join("book").join(target);
+        assert!(page.is_file(), "{file} links to {target}, which is not in evidence/26/history/");
+        assert!(page.with_extension("jsonl").is_file(), "{target} has no JSON lines beside it");
+    }
+}
+
+// ---------------------------------------------------------------- Chromium
+
+/// Headless Chromium, or `None` (loudly; a failure under CI).
+fn chromium(what: &str) -> Option<PathBuf> {
+    let found = common::chromium();
+    if found.is_none() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must run the history pages' check ({what}): install chromium");
+        let _ = writeln!(std::io::stderr(), "\n*** NOT RUN: headless Chromium is not installed, so the history pages' check ({what}) did not run. Install it: apt-get install chromium\n");
+    }
+    found
+}
+
+/// What Chromium made of a page: its DOM after the script ran, and the
+/// network requests the page itself asked for (Chromium's own, such as
+/// its update checks, are left out).
+struct Seen {
+    dom: String,
+    requests: Vec<String>,
+}
+
+/// Opens `page` (with `fragment`) in headless Chromium behind a proxy that
+/// refuses every connection, so nothing can leave even if the page asks.
+fn open(chromium: &Path, page: &Path, fragment: &str) -> Seen {
+    let scratch = tempfile::Builder::new().prefix("lab-history-chromium-").tempdir().unwrap();
+    let net_log = scratch.path().join("net-log.json");
+    let out = Command::new(chromium)
+        .args(common::HEADLESS_CHROMIUM)
+        .args([
+            // Port 9 (discard) on loopback, where nothing listens: every
+            // connection through the proxy is refused, loopback included.
+            "--proxy-server=http://127.0.0.1:9",
+            "--proxy-bypass-list=<-loopback>",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", scratch.path().join("profile").display()))
+        .arg(format!("--log-net-log={}", net_log.display()))
+        .arg(format!("file://{}{fragment}", page.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium failed on {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
+    let log: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&net_log).unwrap()).expect("Chromium's net log is JSON");
+    Seen { dom: String::from_utf8_lossy(&out.stdout).into_owned(), requests: page_requests(&log) }
+}
+
+/// The URLs of the requests a page made, from Chromium's net log: a
+/// request the page started carries the page's origin as its initiator
+/// (`null` for a file); the browser's own carry "not an origin". A file,
+/// `data:` or `blob:` address never leaves the machine.
+fn page_requests(log: &serde_json::Value) -> Vec<String> {
+    let mut urls = BTreeSet::new();
+    for event in log["events"].as_array().into_iter().flatten() {
+        let params = &event["params"];
+        let (Some(url), Some(initiator)) = (params["url"].as_str(), params["initiator"].as_str()) else { continue };
+        let local = ["file:", "data:", "blob:", "about:"].iter().any(|s| url.starts_with(s));
+        if initiator != "not an origin" && !local {
+            urls.insert(url.to_owned());
+        }
+    }
+    urls.into_iter().collect()
+}
+
+/// The values of `data-<attr>` on the elements the DOM shows: neither the
+/// element nor one of its ancestors has `display="none"`.
+fn shown(dom: &str, attr: &str) -> Vec<String> {
+    const VOID: [&str; 8] = ["meta", "input", "br", "img", "link", "hr", "source", "wbr"];
+    let key = format!(" data-{attr}=\"");
+    let mut hidden_depths: Vec<bool> = Vec::new();
+    let mut found = Vec::new();
+    let mut rest = dom;
+    while let Some(lt) = rest.find('<') {
+        rest = &rest[lt + 1..];
+        let end = rest.find('>').unwrap_or(rest.len());
+        let tag = &rest[..end];
+        if tag.starts_with('/') {
+            hidden_depths.pop();
+        } else if !tag.starts_with('!') {
+            let name: String = tag.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+            let hidden = tag.contains(" display=\"none\"") || hidden_depths.last().copied().unwrap_or(false);
+            if let Some(at) = tag.find(&key) {
+                if !hidden {
+                    found.push(tag[at + key.len()..].split('"').next().unwrap().to_owned());
+                }
+            }
+            if name == "script" || name == "style" {
+                // Their text is not markup: skip to their end.
+                let close = format!("</{name}>");
+                rest = rest.find(&close).map_or("", |at| &rest[at + close.len()..]);
+                continue;
+            }
+            if !VOID.contains(&name.as_str()) && !tag.ends_with('/') {
+                hidden_depths.push(hidden);
+            }
+        }
+        rest = &rest[end.min(rest.len())..];
+    }
+    found
+}
+
+/// The addresses a page's markup points at that are not the page's own: a
+/// `src`, `href` or `action` that names a scheme or another host, or a
+/// CSS `url(`/`@import` that does.
+fn foreign_addresses(html: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for attr in ["src=\"", "href=\"", "action=\"", "url(", "@import"] {
+        for (at, _) in html.match_indices(attr) {
+            let value: String = html[at + attr.len()..].chars().take_while(|c| !matches!(c, '"' | ')' | ';' | ' ')).collect();
+            let value = value.trim_matches(|c| c == '\'' || c == '"');
+            if value.contains("://") || value.starts_with("//") {
+                found.push(format!("{attr}{value}"));
+            }
+        }
+    }
+    found
+}
+
+/// The operations each finding kind marks, from the lines alone: the
+/// writes whose attempt a finding is about, the granted acquires of a
+/// token reused.
+fn expected_marks(record: &Record) -> Vec<(&'static str, BTreeSet<String>)> {
+    let found = findings(&History::from_record(record).unwrap());
+    lab::history::FindingKind::ALL
+        .iter()
+        .map(|&kind| {
+            let ids = record
+                .ops
+                .iter()
+                .filter(|op| {
+                    found.iter().filter(|f| f.kind == kind).any(|f| match f.on {
+                        Target::Attempt(id) => op.attempt.as_ref().is_some_and(|a| a.id == id),
+                        Target::Token(t) => op.f == "acquire" && op.outcome == "ok" && op.token == Some(t),
+                    })
+                })
+                .map(|op| op.id.to_string())
+                .collect();
+            (kind.name(), ids)
+        })
+        .collect()
+}
+
+/// What is wrong with `page` as Chromium shows it, against `record`.
+fn problems(chromium: &Path, page: &Path, record: &Record) -> Vec<String> {
+    let name = page.file_name().unwrap().to_string_lossy().into_owned();
+    let mut problems = Vec::new();
+    let size = std::fs::metadata(page).unwrap().len();
+    if size >= MAX_BYTES {
+        problems.push(format!("{name}: {size} bytes, over 2 MB"));
+    }
+    let html = std::fs::read_to_string(page).unwrap();
+    for address in foreign_addresses(&html) {
+        problems.push(format!("{name}: its markup points off the page: {address}"));
+    }
+    if record.ops.is_empty() {
+        problems.push(format!("{name}: its lines hold no operation: a page of nothing proves nothing"));
+    }
+    let seen = open(chromium, page, "");
+    for url in &seen.requests {
+        problems.push(format!("{name}: the page asked the network for {url}"));
+    }
+    let ops: Vec<String> = shown(&seen.dom, "op");
+    let want_ops: BTreeSet<String> = record.ops.iter().map(|o| o.id.to_string()).collect();
+    if ops.len() != want_ops.len() || ops.iter().cloned().collect::<BTreeSet<_>>() != want_ops {
+        problems.push(format!("{name}: {} operations in the lines, {} drawn and shown", want_ops.len(), ops.len()));
+    }
+    let faults: BTreeSet<String> = shown(&seen.dom, "fault").into_iter().collect();
+    let want_faults: BTreeSet<String> = record.faults.iter().map(|f| f.id.to_string()).collect();
+    if faults != want_faults {
+        problems.push(format!("{name}: {} faults in the lines, {} drawn and shown", want_faults.len(), faults.len()));
+    }
+    for (kind, want) in expected_marks(record) {
+        if want.is_empty() {
+            continue;
+        }
+        let filtered: BTreeSet<String> = shown(&open(chromium, page, &format!("#only={kind}")).dom, "op").into_iter().collect();
+        if filtered != want {
+            problems.push(format!("{name}#only={kind}: shows {} operations, the checker found {}", filtered.len(), want.len()));
+        }
+    }
+    problems
+}
+
+/// Every evidence page as headless Chromium draws it: every operation and
+/// fault of its lines, each finding's filter showing exactly those,
+/// nothing fetched, under 2 MB. At least one page has stale writes to find.
+#[test]
+fn evidence_pages_draw_their_lines_and_nothing_else() {
+    let pages = evidence_pages();
+    let stale: usize = pages.iter().map(|(_, r)| expected_marks(r)[0].1.len()).sum();
+    assert!(stale > 0, "no evidence page has a stale write to find");
+    let Some(chromium) = chromium("evidence pages") else { return };
+    let mut all = Vec::new();
+    for (page, record) in &pages {
+        all.extend(problems(&chromium, page, record));
+    }
+    assert!(all.is_empty(), "the history pages:\n{}", all.join("\n"));
+    let _ = writeln!(std::io::stderr(), "\n*** RAN: headless Chromium drew {} history pages; {stale} stale writes found by their filter\n", pages.len());
+}
+
+/// A page with stale writes, copied into a scratch folder with one change.
+fn planted(edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf, Record) {
+    let (page, record) = evidence_pages().into_iter().find(|(_, r)| !expected_marks(r)[0].1.is_empty()).expect("a page with stale writes");
+    let dir = tempfile::Builder::new().prefix("lab-history-planted-").tempdir().unwrap();
+    let copy = dir.path().join(page.file_name().unwrap());
+    std::fs::write(&copy, edit(&std::fs::read_to_string(&page).unwrap())).unwrap();
+    (dir, copy, record)
+}
+
+/// Each check fails on a page planted to break it, and names what broke.
+#[test]
+fn planted_pages_are_caught() {
+    let Some(chromium) = chromium("planted pages") else { return };
+    // The page without the `<rect …>…</rect>` around the first `mark`, as often as it appears.
+    fn without(html: &str, mark: &str, times: usize) -> String {
+        let mut out = html.to_owned();
+        for _ in 0..times {
+            let Some(at) = out.find(mark) else { break };
+            let start = out[..at].rfind("<rect").unwrap();
+            let end = at + out[at..].find("</rect>").unwrap() + "</rect>".len();
+            out.replace_range(start..end, "");
+        }
+        out
+    }
+    let cases: Vec<(&str, Box<dyn Fn(&str) -> String>)> = vec![
+        ("operations in the lines", Box::new(|h: &str| without(h, "data-op=\"", 1))),
+        ("faults in the lines", Box::new(|h: &str| {
+            let id = h.split("data-fault=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+            without(h, &format!("data-fault=\"{id}\""), usize::MAX)
+        })),
+        ("#only=stale: shows", Box::new(|h: &str| h.replace("hide(r, cls !== '' && !r.classList.contains(cls))", "hide(r, false)"))),
+        ("asked the network for http://192.0.2.1/", Box::new(|h: &str| h.replace("</body>", "<script>fetch('http://192.0.2.1/x').catch(function () {});</script></body>"))),
+        ("points off the page: src=\"https://192.0.2.1/i.png", Box::new(|h: &str| h.replace("</body>", "<img src=\"https://192.0.2.1/i.png\"></body>"))),
+        ("over 2 MB", Box::new(|h: &str| h.replace("</body>", &format!("<!--{}--></body>", "x".repeat(MAX_BYTES as usize))))),
+    ];
+    for (want, edit) in cases {
+        let (_dir, page, record) = planted(edit);
+        let found = problems(&chromium, &page, &record);
+        assert!(found.iter().any(|p| p.contains(want)), "a page planted to show {want:?} was not caught: {found:?}");
+    }
+    // A page of nothing: its lines hold no operation.
+    let (_dir, page, mut record) = planted(|h| h.to_owned());
+    record.ops.clear();
+    let found = problems(&chromium, &page, &record);
+    assert!(found.iter().any(|p| p.contains("hold no operation")), "{found:?}");
+}
+
+/// The DOM reader sees an element hidden by its own attribute or by an
+/// ancestor's, and skips scripts.
+#[test]
+fn shown_elements_are_read_through_their_ancestors() {
+    let dom = "<svg><g class=\"lane\" display=\"none\"><rect data-op=\"1\"></rect></g><g><rect data-op=\"2\"></rect><rect data-op=\"3\" display=\"none\"></rect></g>\
+               <script>if (a < b) { x = '<rect data-op=\"9\">'; }</script><rect data-op=\"4\"><title>a &lt; b</title></rect></svg>";
+    assert_eq!(shown(dom, "op"), ["2", "4"]);
+    assert_eq!(foreign_addresses("<a href=\"x.jsonl\"></a><a href=\"#only=stale\"></a><img src=\"//cdn.example/x\">"), ["src=\"//cdn.example/x"]);
+}
