@@ -22,6 +22,9 @@
 //! - [`safe_dir`]: folders no other account can have placed first: a
 //!   trusted path checked from `/`, descriptors and `O_NOFOLLOW` inside,
 //!   and the marker without which the lab neither uses nor deletes a folder.
+//! - [`owner`]: who started a server or a network the lab runs (a run,
+//!   named by pid and start time, or the reader), so that the next run
+//!   ends what a killed one left behind.
 //! - [`interrupt`]: Ctrl-C and friends: the one place that knows a stop
 //!   signal arrived; it stops the holders and runs registered cleanups.
 //! - [`poll`]: waiting for a state by asking for it, with a bound.
@@ -103,6 +106,7 @@
 pub mod error;
 pub mod paths;
 pub mod safe_dir;
+pub mod owner;
 pub mod interrupt;
 pub mod poll;
 pub mod latch;

@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lab::cases::{self, Options, Runner};
-use lab::cluster::owner::{self, Owner};
+use lab::owner::{self, Owner};
 use lab::cluster::{credentials, Cluster};
 use lab::error::{chain, Result};
 use lab::holder::parse_mode;

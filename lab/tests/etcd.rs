@@ -31,7 +31,7 @@ mod common;
 use common::{leftovers, TempDir};
 use lab::cluster::etcd::reply;
 use lab::cluster::etcd::{EtcdCluster, MEMBERS, MIN_TTL, NAME};
-use lab::cluster::owner::Owner;
+use lab::owner::Owner;
 use lab::etcd_lease::EtcdLeaseStore;
 use serde_json::json;
 use std::io::{BufRead, BufReader};

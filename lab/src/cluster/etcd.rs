@@ -51,8 +51,8 @@
 //! derives its smallest lease TTL from these: ⌈1.5 × election timeout⌉ in
 //! whole seconds ([`MIN_TTL`], 1 s here; 2 s with the defaults).
 //!
-//! [`Owner::Run`]: super::owner::Owner::Run
-//! [`Owner::Reader`]: super::owner::Owner::Reader
+//! [`Owner::Run`]: crate::owner::Owner::Run
+//! [`Owner::Reader`]: crate::owner::Owner::Reader
 
 pub mod gateway;
 pub mod reply;

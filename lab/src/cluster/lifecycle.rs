@@ -1,6 +1,7 @@
 //! initdb, start, stop and immediate stop of the cluster's server.
 
-use super::{credentials, diagnose, owner, Cluster, HOST, LOG_NAME, NAME, SERVER_FOLDER};
+use super::{credentials, diagnose, Cluster, HOST, LOG_NAME, NAME, SERVER_FOLDER};
+use crate::owner;
 use crate::error::{Result, ResultExt};
 use crate::safe_dir::{Owner, SafeDir};
 use crate::{interrupt, paths, poll};
@@ -25,7 +26,7 @@ const START_BOUND: Duration = Duration::from_secs(60);
 pub(super) enum Launch {
     /// `pg_ctl start`: a daemon that outlives the lab (`b3-26`, which the
     /// reader may keep running; a killed run's server is taken over by the
-    /// next run, see [`super::owner`]).
+    /// next run, see [`crate::owner`]).
     Daemon,
     /// The lab's own child, which the kernel stops when the lab dies (F14's
     /// servers, which only a run of F14 ever uses).

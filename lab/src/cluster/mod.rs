@@ -28,8 +28,9 @@
 //! - [`lifecycle`]: initdb, start, stop, immediate stop;
 //! - [`credentials`]: the two roles' random passwords, readable by the
 //!   reader's account only: no other local account gets in;
-//! - [`owner`]: who started the running server (a run, or the reader), so
-//!   that a server left by a killed run is stopped by the next one;
+//! - who started the running server (a run, or the reader) is recorded
+//!   with [`crate::owner`], so that a server left by a killed run is
+//!   stopped by the next one;
 //! - [`session`]: a run's ownership of the cluster: [`Session`] starts it
 //!   if needed and stops it again at the end, on an error, on a panic and
 //!   (via [`crate::interrupt`]) on Ctrl-C; a cluster the reader started by
@@ -53,7 +54,6 @@ pub mod credentials;
 pub mod diagnose;
 pub mod etcd;
 mod lifecycle;
-pub mod owner;
 pub mod replica;
 mod session;
 

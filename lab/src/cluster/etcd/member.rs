@@ -6,7 +6,7 @@ use super::config::{ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, NAME};
 use super::run_members::{lock, stop_run_members, RunMember, RUN_MEMBERS};
 use super::EtcdCluster;
 use crate::cluster::diagnose;
-use crate::cluster::owner::{self, Owner};
+use crate::owner::{self, Owner};
 use crate::error::{Result, ResultExt};
 use crate::interrupt;
 use nix::sys::signal::Signal;

@@ -3,7 +3,7 @@
 //! [`EtcdCluster`], or the interrupt cleanup), and the lifecycle lock.
 
 use super::EtcdCluster;
-use crate::cluster::owner::{self, Owner};
+use crate::owner::{self, Owner};
 use crate::error::Result;
 use crate::poll;
 use nix::sys::signal::{kill, Signal};

@@ -8,7 +8,7 @@ use super::gateway::{self, Leader, MemberStatus};
 use super::member::Member;
 use super::EtcdCluster;
 use crate::cluster::diagnose;
-use crate::cluster::owner::{self, Owner};
+use crate::owner::{self, Owner};
 use crate::error::Result;
 use crate::poll;
 use std::time::Duration;

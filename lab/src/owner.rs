@@ -1,22 +1,23 @@
-//! Who started the running server, so that a server outlives nobody's
-//! intention.
+//! Who started something the lab runs — a server, or the network hosts of
+//! a partition case — so that it outlives nobody's intention.
 //!
 //! A run of cases that starts the server stops it again at its end; the
 //! reader's `./run.sh cluster start` keeps it up. A run killed with SIGKILL
 //! (or Ctrl-\) cannot clean up: its holders die with it (PR_SET_PDEATHSIG),
-//! but the postmaster, daemonised by pg_ctl, stays. So the starter writes its
-//! name into `<cluster dir>/owner`: `run <pid> <start time>` or `reader`. A
-//! later run that finds the server up and owned by a run that no longer
-//! exists takes it over and stops it at its own end. The process start time
-//! (field 22 of `/proc/<pid>/stat`) tells a dead run from an unrelated
-//! process that was given the same pid later.
+//! but the postmaster, daemonised by pg_ctl, stays, and so do the network
+//! namespaces a partition case made (`hosts`), which no process holds open.
+//! So the starter writes its name into `<folder>/owner`: `run <pid> <start
+//! time>` or `reader`. A later run that finds the thing still there and
+//! owned by a run that no longer exists takes it over and ends it. The
+//! process start time (field 22 of `/proc/<pid>/stat`) tells a dead run
+//! from an unrelated process that was given the same pid later.
 
 use crate::error::Result;
 use crate::safe_dir::{self, SafeDir};
 use std::fs;
 use std::path::Path;
 
-/// Who started the running server.
+/// Who started a server (or a network) the lab runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Owner {
     /// A run of cases, which stops it at its end.
@@ -93,13 +94,13 @@ pub fn clear(dir: &Path) -> Result<()> {
 }
 
 /// A process's start time in clock ticks since boot, or `None` if it is gone.
-pub(super) fn start_time(pid: u32) -> Option<u64> {
+pub fn start_time(pid: u32) -> Option<u64> {
     state_and_start(pid).map(|(_, started)| started)
 }
 
 /// A process's state letter (`Z`: exited, not yet reaped) and start time,
 /// or `None` if it is gone.
-pub(super) fn state_and_start(pid: u32) -> Option<(char, u64)> {
+pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // After the last ')' (the command name may hold any character): field 3
     // (the state) is the first, so field 22 (starttime) is the 20th.
