@@ -34,6 +34,13 @@
 //! - [`params`]: the article's parameters (TTL, margin, renewal period,
 //!   observation window, names), one home with a why for each.
 //!
+//! Machines and the network between them:
+//! - [`hosts`]: separate network hosts on one machine (a Linux network
+//!   namespace each, plugged into a virtual switch, each with its address
+//!   on a private subnet), the servers and holders started inside them,
+//!   and the partitions between them: the switch drops every frame
+//!   between two groups of hosts, silently, until healed (F17–F19).
+//!
 //! The database server:
 //! - [`cluster`]: the `b3-26` cluster's lifecycle (binaries, initdb, start,
 //!   stop, immediate stop), its credentials, and a run's ownership of it;
@@ -112,6 +119,7 @@ pub mod poll;
 pub mod latch;
 pub mod events;
 pub mod params;
+pub mod hosts;
 pub mod cluster;
 pub mod db;
 pub mod fault;

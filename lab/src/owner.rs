@@ -64,25 +64,37 @@ impl Owner {
     }
 }
 
-/// The record's name in the cluster's folder.
+/// The record's name in a server's folder.
 const FILE: &str = "owner";
 
-/// The recorded owner of the cluster in `dir` (a folder the lab made), if
+/// The recorded owner of the server in `dir` (a folder the lab made), if
 /// any. A running server with no record was started by hand: the
 /// reader's. A record that cannot be read or parsed is an error, not a
 /// guess: it decides who stops the server.
 pub fn read(dir: &Path) -> Result<Option<Owner>> {
-    let Some(place) = SafeDir::open_made(dir)? else { return Ok(None) };
-    match place.read_file(FILE, safe_dir::Owner::me())? {
+    match SafeDir::open_made(dir)? {
+        Some(place) => read_in(&place, FILE),
         None => Ok(None),
-        Some(text) => Owner::parse(&text).map(Some).ok_or_else(|| format!("{} says {text:?}, which is not an owner record", dir.join(FILE).display()).into()),
     }
 }
 
-/// Records the owner of the cluster in `dir` (a folder the lab made).
+/// The owner recorded in the file `name` of `place`, if there is one.
+pub fn read_in(place: &SafeDir, name: &str) -> Result<Option<Owner>> {
+    match place.read_file(name, safe_dir::Owner::me())? {
+        None => Ok(None),
+        Some(text) => Owner::parse(&text).map(Some).ok_or_else(|| format!("{} says {text:?}, which is not an owner record", place.path().join(name).display()).into()),
+    }
+}
+
+/// Records the owner of the server in `dir` (a folder the lab made).
 pub fn write(dir: &Path, owner: &Owner) -> Result<()> {
     let place = SafeDir::open_made(dir)?.ok_or_else(|| format!("{} does not exist", dir.display()))?;
-    place.write_whole(FILE, &owner.text(), 0o600)
+    write_in(&place, FILE, owner)
+}
+
+/// Records `owner` in the file `name` of `place`, whole or not at all.
+pub fn write_in(place: &SafeDir, name: &str, owner: &Owner) -> Result<()> {
+    place.write_whole(name, &owner.text(), 0o600)
 }
 
 /// Forgets the owner (the server was stopped).
