@@ -64,3 +64,26 @@ pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     }
     out
 }
+
+/// What a panicking thread said (its `panic!` message), for the error that
+/// reports the panic: a panic in a thread is a failure, never a silence.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::panic_message;
+
+    /// The message of a panic, whether it was a literal or formatted.
+    #[test]
+    fn a_panic_says_what_it_said() {
+        let literal = std::thread::spawn(|| panic!("boom")).join().unwrap_err();
+        let formatted = std::thread::spawn(|| panic!("token {}", 2)).join().unwrap_err();
+        assert_eq!((panic_message(&*literal), panic_message(&*formatted)), ("boom".to_owned(), "token 2".to_owned()));
+    }
+}

@@ -4,7 +4,7 @@
 //! which on this one machine is the same wall clock, so `timeline` can put
 //! both on one axis. A process-wide log, taken (and emptied) once per case.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One thing the parent did to a holder.
@@ -24,15 +24,15 @@ static LOG: Mutex<Vec<ParentEvent>> = Mutex::new(Vec::new());
 
 /// The wall clock now, in milliseconds since the Unix epoch.
 pub fn now_ms() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, crate::stats::ms)
 }
 
 /// Records that the parent did `act` to `holder`, now.
 pub fn record(holder: &str, act: &'static str) {
-    LOG.lock().unwrap_or_else(|p| p.into_inner()).push(ParentEvent { at_ms: now_ms(), holder: holder.to_owned(), act });
+    LOG.lock().push(ParentEvent { at_ms: now_ms(), holder: holder.to_owned(), act });
 }
 
 /// The log so far, and an empty one from now on.
 pub fn take() -> Vec<ParentEvent> {
-    std::mem::take(&mut *LOG.lock().unwrap_or_else(|p| p.into_inner()))
+    std::mem::take(&mut *LOG.lock())
 }

@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 /// Set once a stop signal arrived.
 static REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -43,7 +43,7 @@ pub fn install() {
             REQUESTED.store(true, Ordering::SeqCst);
             eprintln!("\nlab: {signal} received: stopping holders and the cluster");
             kill_children();
-            let cleanups = ON_STOP.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let cleanups = ON_STOP.lock().clone();
             for cleanup in cleanups {
                 cleanup();
             }
@@ -88,7 +88,7 @@ impl<W: std::io::Write> std::io::Write for QuietAfterStop<W> {
 
 /// Registers a cleanup to run on a stop signal, once however often it is registered.
 pub fn on_stop(cleanup: fn()) {
-    let mut list = ON_STOP.lock().unwrap_or_else(|p| p.into_inner());
+    let mut list = ON_STOP.lock();
     if !list.iter().any(|f| std::ptr::fn_addr_eq(*f, cleanup)) {
         list.push(cleanup);
     }
@@ -96,13 +96,13 @@ pub fn on_stop(cleanup: fn()) {
 
 /// Records a live child process, so that an interrupt can stop it.
 pub fn register_child(pid: Pid) {
-    CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+    CHILDREN.lock().push(pid);
 }
 
 /// Forgets a child, just before its owner reaps it (after that its pid may
 /// be reused by an unrelated process, which must never receive our signals).
 pub fn unregister_child(pid: Pid) {
-    CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).retain(|p| *p != pid);
+    CHILDREN.lock().retain(|p| *p != pid);
 }
 
 /// Ties a child to this process: when the lab dies without running its
@@ -128,7 +128,7 @@ pub fn tie_to_lab(cmd: &mut Command, signal: Signal) {
 }
 
 fn kill_children() {
-    let children = CHILDREN.lock().unwrap_or_else(|p| p.into_inner());
+    let children = CHILDREN.lock();
     for pid in children.iter() {
         // SIGCONT first would be needed for a signal the process must handle;
         // SIGKILL ends even a stopped process. The SIGCONT keeps the rule of

@@ -4,7 +4,7 @@
 //! instead of sleeping "long enough". Every wait has a bound, so a broken
 //! interleaving becomes a FAIL line, never a hang.
 
-use std::sync::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::poll::BOUND;
@@ -26,20 +26,20 @@ impl Latch {
 
     /// Opens the latch; every current and future wait returns at once.
     pub fn open(&self) {
-        *self.open.lock().unwrap() = true;
+        *self.open.lock() = true;
         self.changed.notify_all();
     }
 
     /// Waits until the latch opens; `false` if `bound` passed first.
     pub fn wait(&self, bound: Duration) -> bool {
         let deadline = Instant::now() + bound;
-        let mut open = self.open.lock().unwrap();
+        let mut open = self.open.lock();
         while !*open {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return false;
             }
-            open = self.changed.wait_timeout(open, left).unwrap().0;
+            self.changed.wait_for(&mut open, left);
         }
         true
     }

@@ -161,7 +161,7 @@ impl LeaseStore {
     /// when it reads the session again: one empty round trip first.
     pub fn take_notices(&mut self) -> Result<Vec<String>> {
         self.client.simple_query("").context("reading the session's notices")?;
-        Ok(std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner())))
+        Ok(std::mem::take(&mut *self.notices.lock()))
     }
 
     // ANCHOR: acquire

@@ -24,6 +24,8 @@ use crate::error::{Result, ResultExt};
 use crate::etcd_lease::EtcdLeaseStore;
 use crate::lease::{LeaseService, LeaseStore};
 use crate::params::{margin, ETCD_TTL, TTL};
+use crate::stats::{median, ms, quantile};
+use crate::sysinfo::{self, Machine};
 use crate::{db, paths};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -57,19 +59,15 @@ pub fn median_acquire_ms<S: LeaseService>(store: &mut S, ttl: Duration) -> Resul
 }
 // ANCHOR_END: median_acquire
 
-fn median_ms(sorted: &[Duration]) -> f64 {
-    let n = sorted.len();
-    (ms(sorted[(n - 1) / 2]) + ms(sorted[n / 2])) / 2.0
+/// The median of some times, in milliseconds.
+fn median_ms(times: &[Duration]) -> f64 {
+    median(&times.iter().copied().map(ms).collect::<Vec<_>>())
 }
 
-/// The sample below which 90 % of them lie (nearest rank), in milliseconds.
+/// The sample below which 90 % of them lie (nearest rank), in
+/// milliseconds; NaN for none, as the median.
 fn p90_ms(sorted: &[Duration]) -> f64 {
-    ms(sorted[(sorted.len() * 9).div_ceil(10) - 1])
-}
-
-/// A duration in milliseconds, for the measured values.
-pub fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+    quantile(sorted, 0.9).map_or(f64::NAN, ms)
 }
 
 /// One store, measured.
@@ -95,12 +93,12 @@ struct Place {
 /// `lab lease-stores`: measures every store, writes the table to `out`
 /// and returns it.
 pub fn compare(out: &Path) -> Result<String> {
-    let load_before = load_average();
+    let before = Machine::read();
     let started = Instant::now();
     let session = Session::begin()?;
     let (rows, places, versions) = measure(session.cluster())?;
     drop(session);
-    let text = table(&rows, &places, &versions, &load_before, started.elapsed());
+    let text = table(&rows, &places, &versions, &before, started.elapsed());
     paths::write_whole(out, &text).with_context(|| format!("writing {}", out.display()))?;
     Ok(text)
 }
@@ -173,7 +171,7 @@ fn measure(cluster: &Cluster) -> Result<(Vec<Row>, Vec<Place>, Vec<String>)> {
     Ok((rows, places, versions))
 }
 
-fn table(rows: &[Row], places: &[Place], versions: &[String], load_before: &str, took: Duration) -> String {
+fn table(rows: &[Row], places: &[Place], versions: &[String], before: &Machine, took: Duration) -> String {
     let mut text = String::new();
     let _ = writeln!(text, "<!-- 由 `./run.sh lease-stores` 生成（lab/src/lease_stores.rs）；不要手改，重新测量即可。 -->");
     let _ = writeln!(text, "| 租约库 | 一次获取要等什么 | 获取延迟中位数 | p90 | 出故障时（见用例） |");
@@ -196,16 +194,18 @@ fn table(rows: &[Row], places: &[Place], versions: &[String], load_before: &str,
     );
     let places: Vec<String> = places.iter().map(|p| format!("{} 在 {}", p.what, filesystem(&p.dir))).collect();
     let _ = writeln!(text);
-    let _ = writeln!(text, "- 机器：{}，{} 个逻辑 CPU；Linux {}", cpu_model(), cpus(), read_trimmed("/proc/sys/kernel/osrelease"));
+    let _ = writeln!(text, "- 机器：{}，{} 个逻辑 CPU；Linux {}", before.model, before.cpus_shown(), before.kernel);
     // Said only when the load says so: a 1-minute load above half the
     // processors means other work shared the machine with the measurement.
-    let load_after = load_average();
-    let busy = [load_before, load_after.as_str()]
-        .iter()
-        .any(|l| l.split_whitespace().next().and_then(|m| m.parse::<f64>().ok()).is_some_and(|m| m > cpus() as f64 / 2.0));
+    let load_after = sysinfo::load_average();
+    let busy = [before.load.as_str(), load_after.as_str()].iter().any(|l| {
+        let one_minute = l.split_whitespace().next().and_then(|m| m.parse::<f64>().ok());
+        one_minute.zip(before.cpus).is_some_and(|(load, cpus)| load > cpus as f64 / 2.0)
+    });
     let _ = writeln!(
         text,
-        "- 负载（/proc/loadavg 的 1、5、15 分钟均值）：测量前 {load_before}，测量后 {load_after}{}",
+        "- 负载（/proc/loadavg 的 1、5、15 分钟均值）：测量前 {}，测量后 {load_after}{}",
+        before.load,
         if busy { "；这台机器同时在跑别的工作" } else { "" }
     );
     let _ = writeln!(text, "- 服务器：{}", versions.join("；"));
@@ -214,38 +214,10 @@ fn table(rows: &[Row], places: &[Place], versions: &[String], load_before: &str,
     text
 }
 
-fn read_trimmed(path: &str) -> String {
-    std::fs::read_to_string(path).map(|t| t.trim().to_owned()).unwrap_or_else(|_| "unknown".into())
-}
-
-fn cpu_model() -> String {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    info.lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|rest| rest.split_once(':')).map(|(_, m)| m.trim().to_owned()))
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
-fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn load_average() -> String {
-    read_trimmed("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(" ")
-}
-
-/// The filesystem type and device under `dir`, from `/proc/self/mounts`
-/// (the mount point that is the longest prefix of the path).
+/// The filesystem type and device under `dir` (see [`sysinfo::mount_of`]).
 fn filesystem(dir: &Path) -> String {
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let best = mounts
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 3 && dir.starts_with(f[1])).then(|| (f[1].len(), format!("{}（{}，挂载于 {}）", f[2], f[0], f[1])))
-        })
-        .max_by_key(|(len, _)| *len);
-    format!("{}：{}", dir.display(), best.map_or("unknown".into(), |(_, fs)| fs))
+    let mount = sysinfo::mount_of(dir).map_or("unknown".into(), |m| format!("{}（{}，挂载于 {}）", m.kind, m.device, m.point.display()));
+    format!("{}：{mount}", dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()).display())
 }
 
 /// Now, as `2026-12-02 19:40 UTC`.

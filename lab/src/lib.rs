@@ -22,13 +22,18 @@
 //! - [`safe_dir`]: folders no other account can have placed first: a
 //!   trusted path checked from `/`, descriptors and `O_NOFOLLOW` inside,
 //!   and the marker without which the lab neither uses nor deletes a folder.
-//! - [`owner`]: who started a server or a network the lab runs (a run,
-//!   named by pid and start time, or the reader), so that the next run
-//!   ends what a killed one left behind.
 //! - [`interrupt`]: Ctrl-C and friends: the one place that knows a stop
 //!   signal arrived; it stops the holders and runs registered cleanups.
 //! - [`poll`]: waiting for a state by asking for it, with a bound.
 //! - [`latch`]: the one-shot latch the cases use to force interleavings.
+//! - [`stats`]: the arithmetic on measurements, one home each: a duration
+//!   in milliseconds, a median, a quantile by nearest rank.
+//! - [`sysinfo`]: facts of the machine and its processes from `/proc`:
+//!   processors, kernel, load, the file system under a folder, and a
+//!   process's state and start time (`/proc/<pid>/stat`).
+//! - [`owner`]: who started a server or a network the lab runs (a run,
+//!   named by pid and start time, or the reader), so that the next run
+//!   ends what a killed one left behind.
 //! - [`events`]: what the parent did to a holder (SIGSTOP, SIGCONT,
 //!   SIGKILL), stamped with the wall clock, for the pictures of a run.
 //! - [`params`]: the article's parameters (TTL, margin, renewal period,
@@ -73,32 +78,41 @@
 //! - [`publish`]: F9's stand-in for an external publisher that takes no token.
 //!
 //! Processes:
-//! - [`holder`]: the holder process (the `holder` binary) and its protocol
-//!   lines; one `hold` over `LeaseService`, its store picked by
-//!   `--lease-backend postgres|etcd`.
+//! - [`holder`]: the holder process (the `holder` binary): its command line
+//!   (`holder/args.rs`), its protocol lines, printed and parsed in one place
+//!   (`holder/protocol.rs`: `Step`), and one `hold` over `LeaseService`, its
+//!   store picked by `--lease-backend postgres|etcd`.
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
+//! - [`report_files`]: the files a measured run leaves for the book (`lab
+//!   chaos`, `lab bench`): a table, a CSV beside it, a chart per resource
+//!   mode, each written whole.
 //! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
 //!   seed, the workload (holder slots, each the one owner of its holder
 //!   processes, each behind a link of its own, a `DelayProxy`), the nemesis
 //!   that injects pauses, kills, slow links and database restarts, and the
 //!   checker, a pure function from the run's history (write attempts,
 //!   grants, final parts, faults) to counts of stale writes accepted,
-//!   tokens reused, floor regressions and lost writes. Below `cases`, whose
-//!   F15 runs a short fixed-seed chaos run.
+//!   tokens reused, floor regressions and lost writes, and to a judgement
+//!   that knows when there was nothing to judge; `lab chaos` itself
+//!   (`chaos::command`). Below `cases`, whose F15 runs a short fixed-seed
+//!   chaos run.
 //!
 //! The experiments and their evidence:
-//! - [`transcript`]: the `ok`/`note`/`FAIL` format.
+//! - [`transcript`]: the `ok`/`note`/`FAIL` format, written and read back.
 //! - [`evidence`]: the locked transcripts, the redactions, and `lab diff`.
 //! - [`timeline`]: pictures of a run: each holder's holdings, pauses and
 //!   writes on one time axis, from the database's and the parent's clocks.
 //! - [`lease_stores`]: the lease stores side by side: one acquire timed the
 //!   same way on each (F14's and F16's medians), and `lab lease-stores`,
 //!   which times all four on this machine and writes the book's table.
-//! - [`cases`]: one module per case, `F1` … `F16`, what they share, and the
-//!   one runner that `lab run` and the snapshot test both use.
+//! - [`cases`]: one module per case, `F1` … `F16`, what they share, the
+//!   one runner that `lab run` and the snapshot test both use, `lab run`
+//!   and `lab stress` themselves (`cases::command`), and the snapshot
+//!   test's command line read as libtest reads it (`cases::test_args`).
 //! - [`bench`]: what fencing costs: writes per second and latency per
-//!   resource mode, side by side, and contended acquires (`lab bench`).
+//!   resource mode, side by side, and contended acquires (`lab bench`,
+//!   `bench::command`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
 //! - [`suite`]: the whole test suite in parallel (`./run.sh test`): its
@@ -109,14 +123,21 @@
 //!   mutations, the case titles, measured figures) computed from the tables
 //!   above and from the evidence, written as small include files under
 //!   `evidence/26/facts/` (`lab facts`), so the prose never types them.
+//!
+//! The command line:
+//! - [`cli`]: `lab`'s arguments (clap derives), turned into the library's
+//!   requests, and the plumbing commands (cluster, etcd, psql, diff);
+//!   `main.rs` only dispatches.
 
 pub mod error;
 pub mod paths;
 pub mod safe_dir;
-pub mod owner;
 pub mod interrupt;
 pub mod poll;
 pub mod latch;
+pub mod stats;
+pub mod sysinfo;
+pub mod owner;
 pub mod events;
 pub mod params;
 pub mod hosts;
@@ -130,6 +151,7 @@ pub mod resource;
 pub mod publish;
 pub mod holder;
 pub mod holder_guard;
+pub mod report_files;
 pub mod chaos;
 pub mod transcript;
 pub mod evidence;
@@ -140,5 +162,6 @@ pub mod bench;
 pub mod mutants;
 pub mod suite;
 pub mod facts;
+pub mod cli;
 
 pub use error::{Error, Result};

@@ -14,7 +14,6 @@
 
 use crate::error::Result;
 use crate::safe_dir::{self, SafeDir};
-use std::fs;
 use std::path::Path;
 
 /// Who started a server (or a network) the lab runs.
@@ -107,18 +106,7 @@ pub fn clear(dir: &Path) -> Result<()> {
 
 /// A process's start time in clock ticks since boot, or `None` if it is gone.
 pub fn start_time(pid: u32) -> Option<u64> {
-    state_and_start(pid).map(|(_, started)| started)
-}
-
-/// A process's state letter (`Z`: exited, not yet reaped) and start time,
-/// or `None` if it is gone.
-pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the last ')' (the command name may hold any character): field 3
-    // (the state) is the first, so field 22 (starttime) is the 20th.
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    Some((state, fields.nth(18)?.parse().ok()?))
+    crate::sysinfo::state_and_start(pid).map(|(_, started)| started)
 }
 
 #[cfg(test)]

@@ -82,19 +82,15 @@ pub const TTL_PROBE_KILL_AT: Duration = Duration::from_secs(2);
 /// F3's racers: enough threads that the acquires really land on the row at once.
 pub const RACERS: usize = 16;
 
-/// Milliseconds, for labels and command lines: `TTL=1500ms`.
-pub fn ms(d: Duration) -> u128 {
-    d.as_millis()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::ms;
 
     /// The article's numbers, and the relations the holder's validation requires.
     #[test]
     fn the_articles_numbers_hold_together() {
-        assert_eq!((ms(TTL), ms(SHORT_TTL), ms(RENEW_EVERY), ms(margin(TTL)), ms(OBSERVE)), (1500, 300, 400, 300, 3000));
+        assert_eq!((ms(TTL), ms(SHORT_TTL), ms(RENEW_EVERY), ms(margin(TTL)), ms(OBSERVE)), (1500.0, 300.0, 400.0, 300.0, 3000.0));
         assert!(RENEW_EVERY < TTL - margin(TTL));
         assert_eq!(OBSERVE, TTL * 2);
     }
@@ -102,7 +98,7 @@ mod tests {
     /// F16's etcd numbers: whole seconds, the same proportions as the article's.
     #[test]
     fn the_etcd_numbers_hold_together() {
-        assert_eq!((ms(ETCD_TTL), ms(ETCD_RENEW_EVERY), ms(margin(ETCD_TTL)), ms(ETCD_OBSERVE)), (2000, 500, 400, 4000));
+        assert_eq!((ms(ETCD_TTL), ms(ETCD_RENEW_EVERY), ms(margin(ETCD_TTL)), ms(ETCD_OBSERVE)), (2000.0, 500.0, 400.0, 4000.0));
         assert_eq!(ETCD_TTL.subsec_nanos() + TTL_PROBE.subsec_nanos(), 0);
         assert!(ETCD_RENEW_EVERY * 3 < ETCD_TTL - margin(ETCD_TTL));
         assert_eq!((ETCD_OBSERVE, TTL_PROBE_KILL_AT), (ETCD_TTL * 2, TTL_PROBE / 2));

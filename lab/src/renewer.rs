@@ -9,11 +9,17 @@
 //!
 //! It is written once for both stores, against [`LeaseService`]: on
 //! PostgreSQL a renewal is the RENEW statement, on etcd a keep-alive.
+//!
+//! A panic in the thread is an error like the store's: it is caught where
+//! it happens and recorded in [`RenewState::error`], which the holder turns
+//! into its own failure, so a renewer that died never looks like one that
+//! is still renewing.
 
-use crate::error::Result;
+use crate::error::{panic_message, Result};
 use crate::lease::LeaseService;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -26,8 +32,8 @@ pub struct RenewState {
     pub lost: bool,
     /// The local deadline after the last successful renewal.
     pub local_deadline: Instant,
-    /// The store's error (the database's, etcd's) that stopped the renewer,
-    /// if one did.
+    /// The store's error (the database's, etcd's), or the thread's panic,
+    /// that stopped the renewer, if one did.
     pub error: Option<String>,
 }
 
@@ -55,28 +61,33 @@ impl Renewer {
         }));
         let (stop, stopped) = mpsc::channel::<()>();
         let shared = Arc::clone(&state);
-        let thread = std::thread::Builder::new().name("renewer".into()).spawn(move || loop {
-            // The renewal period is the protocol's own rhythm, not a guess at
-            // how long something takes; the channel makes stop() immediate.
-            match stopped.recv_timeout(every) {
-                Err(RecvTimeoutError::Timeout) => {}
-                _ => return,
-            }
-            let outcome = store.renew(&mut grant);
-            let mut s = shared.lock().unwrap();
-            match outcome {
-                Ok(true) => {
-                    s.renewals += 1;
-                    s.local_deadline = grant.as_ref().local_deadline;
+        let thread = std::thread::Builder::new().name("renewer".into()).spawn(move || {
+            let renewing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
+                // The renewal period is the protocol's own rhythm, not a guess at
+                // how long something takes; the channel makes stop() immediate.
+                match stopped.recv_timeout(every) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => return,
                 }
-                Ok(false) => {
-                    s.lost = true;
-                    return;
+                let outcome = store.renew(&mut grant);
+                let mut s = shared.lock();
+                match outcome {
+                    Ok(true) => {
+                        s.renewals += 1;
+                        s.local_deadline = grant.as_ref().local_deadline;
+                    }
+                    Ok(false) => {
+                        s.lost = true;
+                        return;
+                    }
+                    Err(e) => {
+                        s.error = Some(crate::error::chain(e.as_ref()));
+                        return;
+                    }
                 }
-                Err(e) => {
-                    s.error = Some(crate::error::chain(e.as_ref()));
-                    return;
-                }
+            }));
+            if let Err(panic) = renewing {
+                shared.lock().error.get_or_insert(format!("the renewer thread panicked: {}", panic_message(&*panic)));
             }
         })?;
         Ok(Renewer { stop: Some(stop), state, thread: Some(thread) })
@@ -85,7 +96,7 @@ impl Renewer {
 
     /// The local deadline as extended by the renewals so far.
     pub fn local_deadline(&self) -> Instant {
-        self.state.lock().unwrap().local_deadline
+        self.state.lock().local_deadline
     }
 
     /// Whether the thread has ended by itself (a refusal or an error).
@@ -96,13 +107,17 @@ impl Renewer {
     /// Stops the thread and returns what it did.
     pub fn stop(mut self) -> RenewState {
         self.halt();
-        self.state.lock().unwrap().clone()
+        self.state.lock().clone()
     }
 
     fn halt(&mut self) {
         drop(self.stop.take());
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            // The thread catches its own panics; one that escapes anyway
+            // (in the panic handler itself) is recorded all the same.
+            if let Err(panic) = thread.join() {
+                self.state.lock().error.get_or_insert(format!("the renewer thread panicked: {}", panic_message(&*panic)));
+            }
         }
     }
 }
@@ -110,5 +125,54 @@ impl Renewer {
 impl Drop for Renewer {
     fn drop(&mut self) {
         self.halt();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::Grant;
+
+    /// A lease store whose renewal panics, as a bug in a client would.
+    struct PanickingStore;
+
+    impl LeaseService for PanickingStore {
+        type Holding = Grant;
+
+        fn acquire(&mut self, _: &str, _: &str, _: Duration, _: Duration) -> Result<Option<Grant>> {
+            unreachable!("the renewer never acquires")
+        }
+
+        fn renew(&mut self, _: &mut Grant) -> Result<bool> {
+            panic!("renewal exploded")
+        }
+
+        fn release(&mut self, _: &Grant) -> Result<bool> {
+            unreachable!("the renewer never releases")
+        }
+
+        fn another_session(&self, _: &str) -> Result<PanickingStore> {
+            Ok(PanickingStore)
+        }
+    }
+
+    /// A renewer whose thread panics ends with an error naming the panic,
+    /// which the holder reports as its failure; it is not a renewer that
+    /// merely stopped renewing.
+    #[test]
+    fn a_panicking_renewer_ends_in_an_error() {
+        let grant = Grant {
+            name: "report-job".into(),
+            holder: "holder-a".into(),
+            token: 1,
+            ttl: Duration::from_secs(1),
+            margin: Duration::from_millis(200),
+            local_deadline: Instant::now() + Duration::from_millis(800),
+        };
+        let renewer = Renewer::start(&PanickingStore, &grant, Duration::from_millis(1)).unwrap();
+        assert!(crate::poll::poll_until(crate::poll::BOUND, Duration::from_millis(1), || Ok::<_, crate::Error>(renewer.is_finished())).unwrap());
+        let state = renewer.stop();
+        assert_eq!(state.error.as_deref(), Some("the renewer thread panicked: renewal exploded"), "{state:?}");
+        assert!(!state.lost && state.renewals == 0);
     }
 }

@@ -19,7 +19,7 @@ use crate::events::{self, ParentEvent};
 use crate::paths;
 use std::fmt::Write;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 /// One change of the lease row, as `lease_event` recorded it.
 #[derive(Clone, Debug)]
@@ -62,7 +62,7 @@ static STASH: Mutex<Option<Timeline>> = Mutex::new(None);
 
 /// Forgets everything recorded so far: a case starts.
 pub fn clear() {
-    *STASH.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    *STASH.lock() = None;
     events::take();
 }
 
@@ -70,7 +70,7 @@ pub fn clear() {
 /// tables do not exist yet, the server is not up) is not an error.
 pub fn stash() {
     if let Ok(now) = read_tables() {
-        let mut stash = STASH.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stash = STASH.lock();
         let kept = stash.get_or_insert_with(Timeline::default);
         kept.lease.extend(now.lease);
         kept.writes.extend(now.writes);
@@ -80,7 +80,7 @@ pub fn stash() {
 /// Everything recorded since [`clear`]: the stash, the tables now, and the
 /// parent's signals.
 pub fn collect() -> Result<Timeline> {
-    let mut timeline = STASH.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default();
+    let mut timeline = STASH.lock().take().unwrap_or_default();
     let now = read_tables()?;
     timeline.lease.extend(now.lease);
     timeline.writes.extend(now.writes);
@@ -195,6 +195,16 @@ impl Timeline {
 /// Where a run's pictures are saved: beside its transcripts.
 pub fn dir() -> PathBuf {
     paths::timelines_dir()
+}
+
+/// Removes a run's chart, if there is one: a run that draws none must not
+/// leave the last run's in its place.
+pub fn discard(name: &str) -> Result<()> {
+    let path = dir().join(format!("{name}.mmd"));
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", path.display())),
+        _ => Ok(()),
+    }
 }
 
 /// Saves a case's chart as `<dir>/<name>.mmd`.

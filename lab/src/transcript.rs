@@ -128,7 +128,7 @@ impl Transcript {
     /// `detail` (a holder's argv and stderr, the PostgreSQL log) are indented
     /// under the FAIL line.
     pub fn abort(&mut self, detail: impl Display) {
-        self.verdict(false, format!("case aborted: {detail}"));
+        self.verdict(false, format!("{ABORTED}{detail}"));
     }
 
     /// Ends the run: `SUMMARY passed=N failed=M`.
@@ -199,6 +199,47 @@ pub fn summary_line(passed: u32, failed: u32) -> String {
     format!("SUMMARY passed={passed} failed={failed}\n")
 }
 
+/// How an abort's FAIL text begins: the case stopped, no check judged it.
+pub const ABORTED: &str = "case aborted: ";
+
+/// A transcript read back, line by line, by whoever judges one (the
+/// mutation harness): the written format's one reader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// `CASE F1 :: title`: the case's id.
+    Case(&'a str),
+    /// A check, with its text: held (`ok`) or not (`FAIL`).
+    Check { held: bool, text: &'a str },
+    /// `FAIL case aborted: …`: the case stopped; what stopped it.
+    Aborted(&'a str),
+    /// `note …`.
+    Note(&'a str),
+    /// `SUMMARY passed=N failed=M`: the run (or the case) ended whole.
+    Summary,
+    /// A failure's extra line (`       | …`), or anything else.
+    Other(&'a str),
+}
+
+impl<'a> Line<'a> {
+    /// Reads one line as [`Transcript`] writes it.
+    pub fn read(line: &'a str) -> Line<'a> {
+        let tagged = |tag: Tag| line.strip_prefix("  ")?.strip_prefix(tag.text())?.strip_prefix(' ');
+        if let Some(case) = line.strip_prefix("CASE ") {
+            Line::Case(case.split(" :: ").next().unwrap_or(case))
+        } else if line.starts_with("SUMMARY passed=") {
+            Line::Summary
+        } else if let Some(text) = tagged(Tag::Ok) {
+            Line::Check { held: true, text }
+        } else if let Some(text) = tagged(Tag::Fail) {
+            text.strip_prefix(ABORTED).map_or(Line::Check { held: false, text }, Line::Aborted)
+        } else if let Some(text) = tagged(Tag::Note) {
+            Line::Note(text)
+        } else {
+            Line::Other(line)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +296,31 @@ mod tests {
         t.check(true, "y", || "");
         assert_eq!(t.case_text(), "CASE F2 :: two\n  ok   y\nSUMMARY passed=1 failed=0\n");
         assert_eq!(t.failed(), 1);
+    }
+
+    /// Every kind of line a transcript writes reads back as what it is.
+    #[test]
+    fn lines_read_back() {
+        let mut t = Transcript::quiet();
+        t.case("F4", "暂停");
+        t.check(true, "held", || "");
+        t.note("n");
+        t.check(false, "broke", || "x");
+        t.abort("timeout\nargv: holder");
+        t.summary();
+        let read: Vec<Line> = t.text().lines().map(Line::read).collect();
+        assert_eq!(
+            read,
+            [
+                Line::Case("F4"),
+                Line::Check { held: true, text: "held" },
+                Line::Note("n"),
+                Line::Check { held: false, text: "broke (saw x)" },
+                Line::Aborted("timeout"),
+                Line::Other("       | argv: holder"),
+                Line::Summary,
+            ]
+        );
     }
 
     /// Multi-line details stay inside the FAIL line's block.

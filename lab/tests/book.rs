@@ -17,6 +17,9 @@
 //!
 //! The build test needs the pinned mdbook and mdbook-mermaid in `.tools/bin`
 //! (`./run.sh book` or `./run.sh test` installs them).
+//!
+//! Why this file stays whole (~430 lines): every check of the book's text,
+//! sharing one reader of its chapters and includes.
 
 use std::fs;
 use std::io::Write;

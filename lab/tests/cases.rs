@@ -1,6 +1,6 @@
 //! The cases' transcripts, locked as evidence.
 //!
-//! Each case (F1–F9, F14) runs against the lab's cluster; its transcript, after the
+//! Each case (F1–F16) runs against the lab's cluster; its transcript, after the
 //! shared redactions, must equal the insta snapshot `evidence/26/<case>.snap`,
 //! and must hold no FAIL line. This binary has its own `main` (harness =
 //! false) because one process must own the cluster for the whole run: start
@@ -12,10 +12,13 @@
 //!
 //! `cargo test --test cases -- F4` runs one case (`F4-unfenced` one variant); like any cargo test filter,
 //! one that names no case (`cargo test -p lab book`) runs none and passes.
-//! `--list` lists the cases, as libtest does. Under `CI=true` insta only
+//! libtest's own flags are read as libtest reads them
+//! ([`lab::cases::test_args`]): `--skip F14` leaves F14 out, `--list`
+//! lists, `--test-threads 1` is no filter. Under `CI=true` insta only
 //! compares; locally a mismatch leaves `evidence/26/<case>.snap.new` for
 //! review, and `./run.sh accept` re-locks the evidence.
 
+use lab::cases::test_args::{TestArgs, USAGE};
 use lab::cases::{self, Options, Runner};
 use lab::error::chain;
 use lab::evidence::redact;
@@ -25,21 +28,28 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     lab::interrupt::install();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let selected: Vec<&cases::Case> =
-        if filter.is_empty() { cases::ALL.to_vec() } else { cases::select(&filter) };
+    let args = match TestArgs::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("error: {e}\n{USAGE}");
+            return ExitCode::from(101);
+        }
+    };
+    if args.help {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let selected: Vec<&cases::Case> = cases::ALL.iter().copied().filter(|c| args.selects(c.id, c.id)).collect();
     // The book's variants run with the whole suite, or when named.
-    let variants: Vec<cases::Variant> =
-        cases::variants().into_iter().filter(|v| filter.is_empty() || filter.iter().any(|f| v.name().eq_ignore_ascii_case(f))).collect();
-    if args.iter().any(|a| a == "--list") {
+    let variants: Vec<cases::Variant> = cases::variants().into_iter().filter(|v| args.selects(&v.name(), v.case.id)).collect();
+    if args.list {
         for name in selected.iter().map(|c| c.id.to_owned()).chain(variants.iter().map(|v| v.name())) {
             println!("{name}: test");
         }
         return ExitCode::SUCCESS;
     }
     if selected.is_empty() && variants.is_empty() {
-        println!("\nrunning 0 cases (no case id matches {filter:?})");
+        println!("\nrunning 0 cases (none matches {:?}, skipping {:?})", args.filters, args.skips);
         return ExitCode::SUCCESS;
     }
     // No PostgreSQL is a failure with a reason, never a skip.

@@ -4,6 +4,7 @@
 //! - usage errors: an unknown case or flag, bad holder parameters (exit 2);
 //! - `lab diff`: match, a one-word edit, no transcript yet;
 //! - the environment: a port held by another process, psql on a stopped cluster;
+//! - a chaos run with nothing to judge fails, and writes no evidence;
 //! - no leftovers: Ctrl-C (SIGINT) at several moments of F4, and in the
 //!   middle of a chaos run.
 //!
@@ -12,12 +13,12 @@
 
 mod common;
 
-use common::{assert_exit, free_port, leftovers, run, stderr, stdout, TempDir, LAB, HOLDER};
+use common::{assert_exit, free_port, leftovers, run, stderr, stdout, PrivateCluster, TempDir, LAB, HOLDER};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// The leftover checks count every holder process of this build on the
@@ -119,13 +120,32 @@ fn psql_on_a_stopped_cluster_says_how_to_start_it() {
     assert!(stderr(&out).contains("./run.sh cluster start"), "{}", stderr(&out));
 }
 
+/// A chaos run too short for anything to happen (1 ms: the schedule has
+/// no fault in it, and no holder gets to write) has nothing to judge: its
+/// zeros are not a clean fence. `lab chaos` says so, exits 1, and writes no
+/// table where the evidence would go.
+#[test]
+fn a_chaos_run_with_nothing_to_judge_fails() {
+    let _turn = HOLDERS_RUNNING.lock();
+    let cluster = PrivateCluster::new("chaos-empty");
+    let table = cluster.dir.0.join("chaos.md");
+    let out = cluster.lab(&["chaos", "--holders", "2", "--duration", "1ms", "--mode", "fenced-scope", "--out", table.to_str().unwrap()]);
+    assert_exit(&out, 1, "lab chaos --duration 1ms");
+    let text = stdout(&out);
+    assert!(text.contains("chaos: UNEXPECTED: FENCED_SCOPE had nothing to judge (") && text.contains("no fault injected"), "{text}");
+    assert!(text.contains("verdict") && text.contains("nothing to judge"), "the table shows the verdict:\n{text}");
+    assert!(!table.exists(), "a run with nothing to judge wrote {}", table.display());
+    let left = leftovers(cluster.dir.path());
+    assert!(left.is_empty(), "{}", left.join("\n"));
+}
+
 /// Ctrl-C (SIGINT) while F4 runs — during startup, with holder-a frozen by
 /// SIGSTOP, while B runs — leaves no holder (stopped or running) and no
 /// postgres of the lab's cluster, exits 130, and leaves the previous
 /// `--out` transcript as it was.
 #[test]
 fn interrupt_during_f4_leaves_nothing_behind() {
-    let _turn = HOLDERS_RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = HOLDERS_RUNNING.lock();
     let dir = TempDir::new("sigint");
     let port = free_port().to_string();
     let place = dir.0.join("cluster");
@@ -154,7 +174,7 @@ fn interrupt_during_f4_leaves_nothing_behind() {
 /// stops, and the lab exits 130 without printing a table.
 #[test]
 fn interrupt_during_a_chaos_run_leaves_nothing_behind() {
-    let _turn = HOLDERS_RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = HOLDERS_RUNNING.lock();
     let dir = TempDir::new("sigint-chaos");
     let port = free_port().to_string();
     let place = dir.0.join("cluster");

@@ -15,11 +15,12 @@ fn a_failing_holder_is_reported_with_argv_status_and_stderr() {
     std::env::set_var("LAB_PORT", port.to_string());
     let args = HolderArgs { waits: vec![WaitPoint::BeforeWrite], ..HolderArgs::new("holder-a", "rows=200(A)") };
     let mut holder = HolderGuard::spawn(Path::new(env!("CARGO_BIN_EXE_holder")), &args).unwrap();
-    let err = holder.next_line().expect_err("a holder without a database prints no protocol line").to_string();
+    let err = holder.next_step().expect_err("a holder without a database prints no protocol line").to_string();
     for want in [
         "holder-a ended its output early",
         "argv: holder --lease report-job --holder holder-a --ttl-ms 1500",
-        "exit status: exit status: 1",
+        // Said once: the code, not `ExitStatus`'s own "exit status: 1".
+        "\nexit status: 1\n",
         &format!("cannot reach b3-26 at 127.0.0.1:{port}"),
         "server log: ",
     ] {

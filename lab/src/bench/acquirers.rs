@@ -3,9 +3,10 @@
 //! changes hands all the time and both outcomes of the acquire statement
 //! (a new token, or none while held) are measured.
 
-use super::{quantile, AcquireSample};
+use super::AcquireSample;
+use crate::stats::quantile;
 use crate::db;
-use crate::error::Result;
+use crate::error::{panic_message, Result};
 use crate::lease::LeaseStore;
 use crate::params::{margin, LEASE, TTL};
 use std::sync::Barrier;
@@ -37,14 +38,15 @@ pub fn measure(threads: usize, seconds: Duration) -> Result<AcquireSample> {
                 s.spawn(move || acquire_for(leases, i, barrier, seconds))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a bench acquirer panicked".into()))).collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| Err(format!("a bench acquirer panicked: {}", panic_message(&*panic)).into()))).collect()
     });
     let tallies = tallies.into_iter().collect::<Result<Vec<_>>>()?;
     let granted: u64 = tallies.iter().map(|t| t.granted).sum();
-    // I2 as a count: every grant issued the next token, and nothing else did.
-    let token = LeaseStore::connect("lab bench")?.row(LEASE)?.map_or(0, |r| r.token);
-    if token as u64 != granted {
-        return Err(format!("{granted} acquires were granted, but the lease's last token is {token}").into());
+    // I2 as a count: every grant issued the next token, and nothing else
+    // did. With no grant there is nothing to count, and no row to compare.
+    let token = LeaseStore::connect("lab bench")?.row(LEASE)?.map(|r| r.token);
+    if granted == 0 || token != Some(granted as i64) {
+        return Err(format!("{granted} acquires were granted, but the lease's last token is {token:?}").into());
     }
     let start = tallies.iter().map(|t| t.started).min().expect("at least one thread");
     let end = tallies.iter().map(|t| t.ended).max().expect("at least one thread");
@@ -52,8 +54,8 @@ pub fn measure(threads: usize, seconds: Duration) -> Result<AcquireSample> {
     latencies.sort_unstable();
     Ok(AcquireSample {
         per_second: latencies.len() as f64 / (end - start).as_secs_f64(),
-        p50: quantile(&latencies, 0.5),
-        p99: quantile(&latencies, 0.99),
+        p50: quantile(&latencies, 0.5).ok_or("no acquire was timed")?,
+        p99: quantile(&latencies, 0.99).ok_or("no acquire was timed")?,
         granted,
     })
 }

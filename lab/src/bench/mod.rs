@@ -186,49 +186,19 @@ pub fn run(options: &Options) -> Result<Results> {
     Ok(Results { facts, options: options.clone(), cells, acquires })
 }
 
-/// The median of some values (the mean of the middle two for an even count).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-/// The `q` quantile of sorted latencies, nearest rank (`q` = 0.5, 0.99).
-pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+/// `lab bench`: runs the whole bench, prints the table and writes its
+/// files (the markdown at `options.out`, the CSV and the charts beside it).
+pub fn command(options: &Options) -> Result<()> {
+    let results = run(options)?;
+    print!("{}", report::markdown(&results));
+    report::write_files(&results, &options.out)?;
+    eprintln!("bench: wrote {} and {}", options.out.display(), options.out.with_extension("csv").display());
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Odd and even counts; the order of the input does not matter.
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-    }
-
-    /// Nearest rank: of 100 values 1..=100, p50 is 50 and p99 is 99.
-    #[test]
-    fn quantiles_by_nearest_rank() {
-        let sorted: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
-        assert_eq!(quantile(&sorted, 0.5), Duration::from_millis(50));
-        assert_eq!(quantile(&sorted, 0.99), Duration::from_millis(99));
-        assert_eq!(quantile(&sorted[..1], 0.99), Duration::from_millis(1));
-    }
 
     /// Every mode meets every concurrency, the baseline first in each group.
     #[test]

@@ -2,11 +2,13 @@
 //! the table of medians with each mode's ratio to `unfenced`, and the two
 //! files the book reads (markdown to include, CSV to chart).
 
-use super::{median, Cell, Results, ACQUIRERS};
+use super::{Cell, Results, ACQUIRERS};
 use crate::cluster::Cluster;
-use crate::db;
 use crate::error::{Result, ResultExt};
 use crate::resource::FenceMode;
+use crate::stats::{median, ms};
+use crate::sysinfo::{self, Machine};
+use crate::{db, report_files};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
@@ -14,10 +16,8 @@ use std::time::Duration;
 /// Where and how the bench ran: what a reader needs to compare figures.
 #[derive(Clone, Debug)]
 pub struct Facts {
-    /// Logical cores this process may use.
-    pub cores: usize,
-    /// The processor's model, from /proc/cpuinfo.
-    pub cpu: String,
+    /// The processors, their model, the kernel.
+    pub machine: Machine,
     /// `SHOW server_version`.
     pub server_version: String,
     /// `SHOW fsync`: whether commits reach the disk at all.
@@ -40,13 +40,12 @@ impl Facts {
             Ok(client.query_one(&format!("SHOW {name}"), &[]).with_context(|| format!("SHOW {name}"))?.get(0))
         };
         Ok(Facts {
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            cpu: cpu_model(),
+            machine: Machine::read(),
             server_version: show("server_version")?,
             fsync: show("fsync")?,
             synchronous_commit: show("synchronous_commit")?,
             wal_sync_method: show("wal_sync_method")?,
-            filesystem: filesystem_of(&cluster.data_dir()),
+            filesystem: sysinfo::mount_of(&cluster.data_dir()).map_or_else(|| "unknown".into(), |m| m.kind),
             client_build: if cfg!(debug_assertions) { "debug" } else { "release" },
         })
     }
@@ -61,32 +60,9 @@ impl Facts {
     }
 }
 
-/// The first `model name` of /proc/cpuinfo.
-fn cpu_model() -> String {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    info.lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_owned()))
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// The type of the file system mounted deepest above `path` (/proc/mounts).
-fn filesystem_of(path: &Path) -> String {
-    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    mounts
-        .lines()
-        .filter_map(|l| {
-            let mut fields = l.split_whitespace();
-            let (_, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
-            path.starts_with(point).then(|| (point.len(), kind.to_owned()))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map_or_else(|| "unknown".into(), |(_, kind)| kind)
-}
-
-/// A duration in milliseconds with two decimals.
-pub fn ms(d: Duration) -> String {
-    format!("{:.2}ms", d.as_secs_f64() * 1000.0)
+/// A duration as the table shows it: milliseconds with two decimals.
+fn shown(d: Duration) -> String {
+    format!("{:.2}ms", ms(d))
 }
 
 /// One row of the table: a cell's medians.
@@ -154,7 +130,7 @@ pub fn markdown(results: &Results) -> String {
     let rows = rows(results);
     let mut md = String::new();
     let _ = writeln!(md, "# 栅栏的代价：每种资源端模式的写入吞吐与延迟\n");
-    let _ = writeln!(md, "- 机器：{} 核（{}），PostgreSQL {}，数据目录在 {} 上", f.cores, f.cpu, f.server_version, f.filesystem);
+    let _ = writeln!(md, "- 机器：{} 核（{}），PostgreSQL {}，数据目录在 {} 上", f.machine.cpus_shown(), f.machine.model, f.server_version, f.filesystem);
     let _ = writeln!(md, "- 持久性（SHOW 读出）：fsync={}，synchronous_commit={}，wal_sync_method={}", f.fsync, f.synchronous_commit, f.wal_sync_method);
     let _ = writeln!(
         md,
@@ -172,8 +148,8 @@ pub fn markdown(results: &Results) -> String {
             r.cell.mode.cli_name(),
             r.per_second,
             r.ratio,
-            ms(r.p50),
-            ms(r.p99),
+            shown(r.p50),
+            shown(r.p99),
             r.wal_per_write,
             r.refused
         );
@@ -186,7 +162,7 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(md, "\n获取：{ACQUIRERS} 个线程争同一个租约，赢家立即释放（中位数）。\n");
     let _ = writeln!(md, "| 线程 | 尝试/秒 | 每次运行获得授予 | p50 | p99 |");
     let _ = writeln!(md, "|---:|---:|---:|---:|---:|");
-    let _ = writeln!(md, "| {ACQUIRERS} | {per_second:.0} | {granted:.0} | {} | {} |", ms(p50), ms(p99));
+    let _ = writeln!(md, "| {ACQUIRERS} | {per_second:.0} | {granted:.0} | {} | {} |", shown(p50), shown(p99));
     let _ = writeln!(md, "\n目标（issue 14，只报告、不断言）：");
     for (label, ratio, target) in targets(&rows) {
         let verdict = if ratio >= target { "达到" } else { "未达到" };
@@ -198,7 +174,6 @@ pub fn markdown(results: &Results) -> String {
 /// The table as CSV, one line per cell and one for the acquires, for a chart.
 pub fn csv(results: &Results) -> String {
     let mut out = String::from("kind,mode,writers,scopes,per_second,ratio_to_unfenced,p50_ms,p99_ms,wal_bytes_per_write,refused,granted\n");
-    let msf = |d: Duration| d.as_secs_f64() * 1000.0;
     for r in rows(results) {
         let _ = writeln!(
             out,
@@ -208,8 +183,8 @@ pub fn csv(results: &Results) -> String {
             r.cell.scopes,
             r.per_second,
             r.ratio,
-            msf(r.p50),
-            msf(r.p99),
+            ms(r.p50),
+            ms(r.p99),
             r.wal_per_write,
             r.refused
         );
@@ -220,8 +195,8 @@ pub fn csv(results: &Results) -> String {
         out,
         "acquire,,{ACQUIRERS},,{:.1},,{:.3},{:.3},,,{:.0}",
         m(&|s| s.per_second),
-        m(&|s| msf(s.p50)),
-        m(&|s| msf(s.p99)),
+        m(&|s| ms(s.p50)),
+        m(&|s| ms(s.p99)),
         m(&|s| s.granted as f64)
     );
     out
@@ -249,16 +224,7 @@ pub fn charts(results: &Results) -> Vec<(FenceMode, String)> {
 }
 
 /// Writes the markdown to `out`, the CSV and one chart per fenced mode
-/// beside it (`bench-fenced-scope.mmd` …), each whole and then renamed into
-/// place: a reader never finds half a table.
+/// beside it (`bench-fenced-scope.mmd` …), each whole.
 pub fn write_files(results: &Results, out: &Path) -> Result<()> {
-    let stem = out.file_stem().map_or("bench".into(), |s| s.to_string_lossy().into_owned());
-    let mut files = vec![(out.to_path_buf(), markdown(results)), (out.with_extension("csv"), csv(results))];
-    for (mode, chart) in charts(results) {
-        files.push((out.with_file_name(format!("{stem}-{}.mmd", mode.cli_name())), chart));
-    }
-    for (path, text) in files {
-        crate::paths::write_whole(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
+    report_files::write(out, markdown(results), vec![("csv", csv(results))], charts(results))
 }

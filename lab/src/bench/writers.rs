@@ -9,9 +9,10 @@
 //! modes that alternate every quarter of a second see the same one, so
 //! their ratio holds even when the absolute figures drift.
 
-use super::{quantile, Sample, MODES, SCOPES};
+use super::{Sample, MODES, SCOPES};
+use crate::stats::quantile;
 use crate::db;
-use crate::error::{Result, ResultExt};
+use crate::error::{panic_message, Result, ResultExt};
 use crate::resource::{FenceMode, PartWrite, ResourceStore};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -133,7 +134,7 @@ impl Team {
                     s.spawn(move || write_for(writer, barrier, length))
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a bench writer panicked".into()))).collect()
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| Err(format!("a bench writer panicked: {}", panic_message(&*panic)).into()))).collect()
         });
         let slices = slices.into_iter().collect::<Result<Vec<_>>>()?;
         let wal_after: i64 = observer.query_one(WAL_POSITION, &[]).context("reading the WAL position")?.get(0);
@@ -167,10 +168,11 @@ impl Team {
             .into());
         }
         self.latencies.sort_unstable();
+        let untimed = || format!("{} with {} writers: no write was timed", self.mode, self.writers.len());
         Ok(Sample {
             per_second: timed as f64 / self.elapsed.as_secs_f64(),
-            p50: quantile(&self.latencies, 0.5),
-            p99: quantile(&self.latencies, 0.99),
+            p50: quantile(&self.latencies, 0.5).ok_or_else(untimed)?,
+            p99: quantile(&self.latencies, 0.99).ok_or_else(untimed)?,
             refused: self.refused,
             wal_per_write: self.wal_bytes as f64 / timed as f64,
             slice_rates: self.slice_rates,

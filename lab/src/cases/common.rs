@@ -7,6 +7,7 @@ use crate::latch::{Latch, BOUND};
 use crate::lease::{Grant, LeaseStore};
 use crate::params::{margin, LEASE, SCOPE, SHORT_TTL, TTL};
 use crate::poll;
+use crate::stats::ms;
 use crate::resource::{FenceMode, PartWrite, ResourceStore, ResourceView};
 use crate::transcript::Transcript;
 use postgres::Client;
@@ -198,7 +199,7 @@ pub struct Lead {
 impl Lead {
     /// Whether the local deadline can lie at least `margin` before the expiry.
     pub fn covers(&self, margin: std::time::Duration) -> bool {
-        self.at_least_ms + self.uncertainty_ms >= margin.as_secs_f64() * 1000.0
+        self.at_least_ms + self.uncertainty_ms >= ms(margin)
     }
 }
 // ANCHOR_END: lead
@@ -229,10 +230,10 @@ pub fn deadline_lead(leases: &mut LeaseStore, grant: &Grant) -> Result<Lead> {
     let remaining = leases.remaining_ms(&grant.name)?;
     let t2 = std::time::Instant::now();
     let local_remaining = if grant.local_deadline >= t1 {
-        (grant.local_deadline - t1).as_secs_f64() * 1000.0
+        ms(grant.local_deadline - t1)
     } else {
-        -((t1 - grant.local_deadline).as_secs_f64() * 1000.0)
+        -ms(t1 - grant.local_deadline)
     };
-    Ok(Lead { at_least_ms: remaining - local_remaining, uncertainty_ms: (t2 - t1).as_secs_f64() * 1000.0 })
+    Ok(Lead { at_least_ms: remaining - local_remaining, uncertainty_ms: ms(t2 - t1) })
 }
 // ANCHOR_END: deadline_lead

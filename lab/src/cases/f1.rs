@@ -9,7 +9,8 @@ use super::common::{deadline_lead, part_write, renew_and_release_refused, requir
 use super::{Case, Lab};
 use crate::error::Result;
 use crate::lease::{Grant, LeaseStore};
-use crate::params::{margin, ms, LEASE, PART_SUMMARY, SCOPE, TTL};
+use crate::params::{margin, LEASE, PART_SUMMARY, SCOPE, TTL};
+use crate::stats::ms;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
 

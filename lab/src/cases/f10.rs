@@ -11,8 +11,8 @@
 use super::common::require;
 use super::{Case, Lab};
 use crate::error::Result;
-use crate::holder::{HolderArgs, Step, WaitPoint, EXIT_NOT_ACQUIRED};
-use crate::holder_guard::HolderGuard;
+use crate::holder::{HolderArgs, Step, Steps, WaitPoint, EXIT_NOT_ACQUIRED};
+use crate::holder_guard::{ending, exit_text, HolderGuard};
 use crate::params::{LEASE, PART_SUMMARY, SCOPE};
 use crate::poll;
 use crate::resource::ResourceView;
@@ -41,10 +41,10 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
 
     let args = HolderArgs { waits: vec![WaitPoint::InsideFence], ..HolderArgs::new("holder-a", "rows=400(A)") };
     let mut a = HolderGuard::spawn(&lab.holder_bin, &args)?;
-    let steps = a.next_lines(3)?;
+    let steps = a.next_steps(3)?;
     let inside = t.check_eq(
         "A 获取 token=1、通过本地检查，停在栅栏事务里：floor 已推进，分片和审计行已写入，尚未提交",
-        format!("{}, {}, {}", Step::Acquired { token: 1 }, Step::DeadlineOk, Step::InFence),
+        Steps::from([Step::Acquired { token: 1 }, Step::DeadlineOk, Step::InFence]),
         steps,
     );
     require(inside, "holder-a did not stop inside its fenced write")?;
@@ -58,7 +58,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     // notice that the connection closed.
     let killed_at = Instant::now();
     let status = a.kill()?;
-    t.check_eq("A 被 SIGKILL 结束", "signal 9".to_owned(), status.to_string().replace("signal: 9 (SIGKILL)", "signal 9"));
+    t.check_eq("A 被 SIGKILL 结束", "signal 9".to_owned(), exit_text(status));
     let mut seen = String::new();
     let rolled_back = poll::poll_until(poll::BOUND, std::time::Duration::from_millis(1), || {
         let (gone, locked) = (view.session_of("holder-a")?.is_none(), view.floor_locked(SCOPE)?);
@@ -76,8 +76,8 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let (lines, exit) = restarted.rest_of_output()?;
     t.check_eq(
         "重启的 holder-a 在租约过期前获取被拒：崩溃不让出租约，同名的新实例也不行",
-        format!("{}, exit {EXIT_NOT_ACQUIRED}", Step::NotAcquired),
-        format!("{}, exit {}", lines.join(", "), exit.code().map_or("by signal".into(), |c| c.to_string())),
+        ending(&Steps::from([Step::NotAcquired]), &format!("exit {EXIT_NOT_ACQUIRED}")),
+        ending(&lines, &exit_text(exit)),
     );
     leases.wait_until_expired(LEASE)?;
     let row = leases.row(LEASE)?.ok_or("no lease row")?;
@@ -87,10 +87,8 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let (lines, _) = b.rest_of_output()?;
     t.check_eq(
         "B 获取更大的 token=2 并写入",
-        [Step::Acquired { token: 2 }, Step::DeadlineOk, Step::Write { accepted: true, token: 2 }, Step::RenewAfterWrite { ok: true }, Step::Released]
-            .map(|s| s.to_string())
-            .join(", "),
-        lines.join(", "),
+        Steps::from([Step::Acquired { token: 2 }, Step::DeadlineOk, Step::Write { accepted: true, token: 2 }, Step::RenewAfterWrite { ok: true }, Step::Released]),
+        lines,
     );
     t.check_eq("最后：fence_floor=2，summary 是 B 的，write_attempt 里没有 A 的行", "floor=2 summary=rows=402(B) by holder-b token=2 attempts(A)=0".to_owned(), traces(&mut view)?);
     Ok(())

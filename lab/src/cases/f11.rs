@@ -13,9 +13,10 @@
 use super::common::require;
 use super::{Case, Lab};
 use crate::error::Result;
-use crate::holder::{HolderArgs, Step, WaitPoint};
+use crate::holder::{HolderArgs, Step, Steps, WaitPoint};
 use crate::holder_guard::HolderGuard;
-use crate::params::{ms, LEASE, PART_SUMMARY, SCOPE, TTL};
+use crate::params::{LEASE, PART_SUMMARY, SCOPE, TTL};
+use crate::stats::ms;
 use crate::poll;
 use crate::transcript::Transcript;
 use std::time::{Duration, Instant};
@@ -56,11 +57,11 @@ fn holder_in_fence(name: &str, content: &str, idle_timeout: Option<Duration>) ->
 /// the database, until A's lease has expired. Returns when A said it was
 /// inside the fence: from then on its session sits idle in its transaction.
 fn freeze_a_inside_the_fence(lab: &Lab, t: &mut Transcript, a: &mut HolderGuard, token: i64) -> Result<Instant> {
-    let steps = a.next_lines(3)?;
+    let steps = a.next_steps(3)?;
     let inside_at = Instant::now();
     let inside = t.check_eq(
         format!("A 获取 token={token}，停在栅栏事务里（floor 已推进，未提交），随后被 SIGSTOP"),
-        format!("{}, {}, {}, T", Step::Acquired { token }, Step::DeadlineOk, Step::InFence),
+        format!("{}, T", Steps::from([Step::Acquired { token }, Step::DeadlineOk, Step::InFence])),
         format!("{steps}, {}", a.stop()?),
     );
     require(inside, "holder-a is not frozen inside its fenced write")?;
@@ -76,7 +77,7 @@ fn without_timeout(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let a_session = view.session_of("holder-a")?.ok_or("holder-a has no session on res26")?;
 
     let mut b = HolderGuard::spawn(&lab.holder_bin, &HolderArgs::new("holder-b", "rows=501(B)"))?;
-    t.check_eq("A 的租约按数据库时钟过期后，B 获取 token=2 并通过本地检查", format!("{}, {}", Step::Acquired { token: 2 }, Step::DeadlineOk), b.next_lines(2)?);
+    t.check_eq("A 的租约按数据库时钟过期后，B 获取 token=2 并通过本地检查", Steps::from([Step::Acquired { token: 2 }, Step::DeadlineOk]), b.next_steps(2)?);
     let b_session = view.session_of("holder-b")?.ok_or("holder-b has no session on res26")?;
     // B's write queues on the floor row lock; the lab waits until the
     // server's clock says it has queued for longer than a whole ttl.
@@ -85,7 +86,7 @@ fn without_timeout(lab: &Lab, t: &mut Transcript) -> Result<()> {
         let wait = view.wait_event_type(b_session)?.unwrap_or_else(|| "none".into());
         let (_, for_ms) = view.session_state(b_session)?.unwrap_or_default();
         seen = format!("wait_event_type={wait} for {for_ms:.0}ms");
-        Ok::<_, crate::Error>(wait == "Lock" && for_ms > ms(TTL) as f64)
+        Ok::<_, crate::Error>(wait == "Lock" && for_ms > ms(TTL))
     }))?;
     t.check(waited, format!("B 的写入在 floor 行锁上排队，已超过一个 TTL（{}ms），A 停着，它就一直等", ms(TTL)), || &seen);
     t.check_eq("阻塞 B 的正是 A 的会话（pg_blocking_pids）", format!("[{a_session}]"), format!("{:?}", view.blocking_pids(b_session)?));
@@ -98,14 +99,10 @@ fn without_timeout(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let (b_lines, _) = b.rest_of_output()?;
     t.check_eq(
         "A 恢复后它的提交先落地：它在持有租约时通过了栅栏",
-        [Step::Write { accepted: true, token: 1 }, Step::RenewAfterWrite { ok: false }, Step::LeaseLost].map(|s| s.to_string()).join(", "),
-        a_lines.join(", "),
+        Steps::from([Step::Write { accepted: true, token: 1 }, Step::RenewAfterWrite { ok: false }, Step::LeaseLost]),
+        a_lines,
     );
-    t.check_eq(
-        "B 的写入随后被接受",
-        [Step::Write { accepted: true, token: 2 }, Step::RenewAfterWrite { ok: true }, Step::Released].map(|s| s.to_string()).join(", "),
-        b_lines.join(", "),
-    );
+    t.check_eq("B 的写入随后被接受", Steps::from([Step::Write { accepted: true, token: 2 }, Step::RenewAfterWrite { ok: true }, Step::Released]), b_lines);
     t.check_eq("接受顺序里的 token 为 1,2：floor 的顺序成立，失败的是活性而不是安全", "[1, 2]".to_owned(), format!("{:?}", view.accepted_tokens(SCOPE)?));
     t.check_eq("summary 是 B 的", "rows=501(B) by holder-b token=2".to_owned(), view.part_text(SCOPE, PART_SUMMARY)?);
     Ok(())
@@ -142,20 +139,17 @@ fn with_timeout(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let (b_lines, _) = b.rest_of_output()?;
     t.check_eq(
         "B 获取 token=4，立即写入，不用排队",
-        [Step::Acquired { token: 4 }, Step::DeadlineOk, Step::Write { accepted: true, token: 4 }, Step::RenewAfterWrite { ok: true }, Step::Released]
-            .map(|s| s.to_string())
-            .join(", "),
-        b_lines.join(", "),
+        Steps::from([Step::Acquired { token: 4 }, Step::DeadlineOk, Step::Write { accepted: true, token: 4 }, Step::RenewAfterWrite { ok: true }, Step::Released]),
+        b_lines,
     );
     a.send_line("go")?;
     a.resume()?;
     let (a_lines, _) = a.rest_of_output()?;
     // What the client sees depends on its driver (the server's FATAL
     // message, or only a closed connection); the server's log says why.
-    let first = a_lines.first().cloned().unwrap_or_default();
-    let shown: Vec<&str> = a_lines.iter().map(|l| if l.starts_with("WRITE failed") { "WRITE failed" } else { l.as_str() }).collect();
+    let shown: Vec<String> = a_lines.iter().map(|s| if let Step::WriteFailed { .. } = s { "WRITE failed".into() } else { s.to_string() }).collect();
     t.note(format!("A 恢复后：{}", shown.join("；")));
-    t.check(first.starts_with("WRITE failed"), "A 恢复后的提交失败：它的会话已经不在了", || &first);
+    t.check(matches!(a_lines.first(), Some(Step::WriteFailed { .. })), "A 恢复后的提交失败：它的会话已经不在了", || a_lines.at(0));
     let log = lab.cluster.log_since(log_from)?;
     t.check(
         log.contains(IDLE_TIMEOUT_MESSAGE),

@@ -14,7 +14,7 @@ use crate::cluster;
 use crate::error::Result;
 use crate::events;
 use crate::fault::DelayProxy;
-use crate::holder::{HolderArgs, Step, WaitPoint};
+use crate::holder::{HolderArgs, Step, Steps, WaitPoint};
 use crate::holder_guard::HolderGuard;
 use crate::params::{LEASE, PART_SUMMARY, SCOPE};
 use crate::poll;
@@ -52,8 +52,8 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     let mut a = HolderGuard::spawn_with_env(&lab.holder_bin, &args, &[("LAB_PORT", &via_proxy)])?;
     let ready = t.check_eq(
         format!("{mode}：A 获取 token=1，通过本地检查，等待放行"),
-        format!("{}, {}, {}", Step::Acquired { token: 1 }, Step::DeadlineOk, Step::Waiting),
-        a.next_lines(3)?,
+        Steps::from([Step::Acquired { token: 1 }, Step::DeadlineOk, Step::Waiting]),
+        a.next_steps(3)?,
     );
     require(ready, "holder-a is not ready to write")?;
     t.check_eq(format!("{mode}：A 的三个会话（获取、续租线程、资源）都经过代理"), 3, proxy.connections());
@@ -72,10 +72,8 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     let (b_lines, _) = b.rest_of_output()?;
     t.check_eq(
         format!("{mode}：B 获取 token=2 并写入"),
-        [Step::Acquired { token: 2 }, Step::DeadlineOk, Step::Write { accepted: true, token: 2 }, Step::RenewAfterWrite { ok: true }, Step::Released]
-            .map(|s| s.to_string())
-            .join(", "),
-        b_lines.join(", "),
+        Steps::from([Step::Acquired { token: 2 }, Step::DeadlineOk, Step::Write { accepted: true, token: 2 }, Step::RenewAfterWrite { ok: true }, Step::Released]),
+        b_lines,
     );
 
     proxy.release();
@@ -86,8 +84,8 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     let accepted = mode == FenceMode::Unfenced;
     t.check_eq_shown(
         format!("{mode}：代理放行后，A 的写入到达资源端并得到回答；它随后的续租失败"),
-        [Step::Write { accepted, token: 1 }, Step::RenewAfterWrite { ok: false }, Step::LeaseLost].map(|s| s.to_string()).join(", "),
-        a_lines.join(", "),
+        Steps::from([Step::Write { accepted, token: 1 }, Step::RenewAfterWrite { ok: false }, Step::LeaseLost]),
+        a_lines,
     );
     lab.view()?.part_text(SCOPE, PART_SUMMARY)
 }

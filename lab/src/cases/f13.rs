@@ -20,9 +20,10 @@ use super::common::require;
 use super::{Case, Lab};
 use crate::error::Result;
 use crate::fault::clock::{self, JumpFile};
-use crate::holder::{HolderArgs, Step, WaitPoint};
+use crate::holder::{HolderArgs, Step, Steps, WaitPoint};
 use crate::holder_guard::HolderGuard;
-use crate::params::{margin, ms, LEASE, PART_SUMMARY, SCOPE, TTL};
+use crate::params::{margin, LEASE, PART_SUMMARY, SCOPE, TTL};
+use crate::stats::ms;
 use crate::poll;
 use crate::transcript::Transcript;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -61,10 +62,6 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     server_clock_jump(lab, t, token)
 }
 
-fn holder_lines(lines: &[Step]) -> String {
-    lines.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
-}
-
 // ANCHOR: f13_slow_clock
 /// A holder whose clocks run at `rate`, without a renewer, checks its local
 /// deadline right after the database expired its lease; returns the next token.
@@ -79,8 +76,8 @@ fn slow_clock(lab: &Lab, t: &mut Transcript, rate: f64, boundary: f64, token: i6
     let mut a = HolderGuard::spawn_with_env(&lab.holder_bin, &args, &env)?;
     let started = t.check_eq(
         format!("时钟 x{rate} 的 A 获取 token={token}（没有续租线程），在检查前等待"),
-        holder_lines(&[Step::Acquired { token }, Step::Waiting]),
-        a.next_lines(2)?,
+        Steps::from([Step::Acquired { token }, Step::Waiting]),
+        a.next_steps(2)?,
     );
     require(started, "holder-a did not start")?;
     lab.leases("lab observer")?.wait_until_expired(LEASE)?;
@@ -89,8 +86,8 @@ fn slow_clock(lab: &Lab, t: &mut Transcript, rate: f64, boundary: f64, token: i6
         let (lines, _) = a.rest_of_output()?;
         t.check_eq(
             format!("x{rate} 在 margin 覆盖之内：数据库判定过期之后，A 自己也发现本地截止时间已过，放弃写入"),
-            Step::DeadlinePassed.to_string(),
-            lines.join(", "),
+            Steps::from([Step::DeadlinePassed]),
+            lines,
         );
         return Ok(token + 1);
     }
@@ -99,8 +96,8 @@ fn slow_clock(lab: &Lab, t: &mut Transcript, rate: f64, boundary: f64, token: i6
     // and the rest of this rate has nothing left to show.
     let believes = t.check_eq(
         format!("x{rate} 超出 margin：租约已按数据库时钟过期，A 的慢时钟却说本地截止时间还没到"),
-        holder_lines(&[Step::DeadlineOk, Step::Waiting]),
-        a.up_to_lines(2)?,
+        Steps::from([Step::DeadlineOk, Step::Waiting]),
+        a.up_to_steps(2)?,
     );
     if !believes {
         return Ok(token + 1);
@@ -110,15 +107,15 @@ fn slow_clock(lab: &Lab, t: &mut Transcript, rate: f64, boundary: f64, token: i6
     let b_token = token + 1;
     t.check_eq(
         format!("B 获取 token={b_token} 并写入"),
-        holder_lines(&[Step::Acquired { token: b_token }, Step::DeadlineOk, Step::Write { accepted: true, token: b_token }, Step::RenewAfterWrite { ok: true }, Step::Released]),
-        b_lines.join(", "),
+        Steps::from([Step::Acquired { token: b_token }, Step::DeadlineOk, Step::Write { accepted: true, token: b_token }, Step::RenewAfterWrite { ok: true }, Step::Released]),
+        b_lines,
     );
     a.send_line("go")?;
     let (lines, _) = a.rest_of_output()?;
     t.check_eq(
         format!("x{rate} 的 A 以为自己仍有效，它的写入（token={token}）被栅栏拒绝"),
-        holder_lines(&[Step::Write { accepted: false, token }, Step::RenewAfterWrite { ok: false }, Step::LeaseLost]),
-        lines.join(", "),
+        Steps::from([Step::Write { accepted: false, token }, Step::RenewAfterWrite { ok: false }, Step::LeaseLost]),
+        lines,
     );
     Ok(b_token + 1)
 }
@@ -153,8 +150,8 @@ fn jump_timeline(lab: &Lab, t: &mut Transcript, jump: &JumpFile, token: i64) -> 
     let mut a = HolderGuard::spawn(&lab.holder_bin, &HolderArgs { waits: vec![WaitPoint::BeforeWrite], ..HolderArgs::new("holder-a", "rows=710(A)") })?;
     let ready = t.check_eq(
         format!("A 获取 token={token}，通过本地检查，等待放行"),
-        holder_lines(&[Step::Acquired { token }, Step::DeadlineOk, Step::Waiting]),
-        a.next_lines(3)?,
+        Steps::from([Step::Acquired { token }, Step::DeadlineOk, Step::Waiting]),
+        a.next_steps(3)?,
     );
     require(ready, "holder-a is not ready to write")?;
     jump.set(JUMP.as_secs() as i64)?;
@@ -170,15 +167,15 @@ fn jump_timeline(lab: &Lab, t: &mut Transcript, jump: &JumpFile, token: i64) -> 
     let (b_lines, _) = b.rest_of_output()?;
     t.check_eq(
         format!("B 获取 token={b_token} 并写入：此刻 A 和 B 都认为自己持有租约"),
-        holder_lines(&[Step::Acquired { token: b_token }, Step::DeadlineOk, Step::Write { accepted: true, token: b_token }, Step::RenewAfterWrite { ok: true }, Step::Released]),
-        b_lines.join(", "),
+        Steps::from([Step::Acquired { token: b_token }, Step::DeadlineOk, Step::Write { accepted: true, token: b_token }, Step::RenewAfterWrite { ok: true }, Step::Released]),
+        b_lines,
     );
     a.send_line("go")?;
     let (lines, _) = a.rest_of_output()?;
     t.check_eq(
         format!("A 的写入（token={token}）被栅栏拒绝"),
-        holder_lines(&[Step::Write { accepted: false, token }, Step::RenewAfterWrite { ok: false }, Step::LeaseLost]),
-        lines.join(", "),
+        Steps::from([Step::Write { accepted: false, token }, Step::RenewAfterWrite { ok: false }, Step::LeaseLost]),
+        lines,
     );
     t.check_eq("summary 是 B 的", "rows=711(B) by holder-b token=".to_owned() + &b_token.to_string(), lab.view()?.part_text(SCOPE, PART_SUMMARY)?);
     Ok(())

@@ -17,7 +17,7 @@
 //! and is locked as it is; so are the zeros.
 
 use super::{Case, Lab};
-use crate::chaos::{run_mode, Config, ModeRun, Schedule};
+use crate::chaos::{run_mode, Config, Gap, ModeRun, Schedule};
 use crate::error::Result;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
@@ -78,7 +78,7 @@ fn chaos_run(lab: &Lab, t: &mut Transcript, config: &Config, schedule: &Schedule
     let v = &run.verdict;
     // Every kind the schedule has, injected or not: the line keeps its shape.
     let faults: Vec<String> =
-        schedule.counts().into_keys().map(|kind| format!("{kind} count={}", v.faults.get(kind).copied().unwrap_or(0))).collect();
+        schedule.counts().into_keys().map(|kind| format!("{kind} count={}", v.faults.get(&kind).copied().unwrap_or(0))).collect();
     t.note(format!(
         "{mode}：写入尝试 count={}，接受 count={}，拒绝 count={}，持有 count={}；注入的故障 {}，没找到目标的 count={}",
         v.attempts,
@@ -88,15 +88,18 @@ fn chaos_run(lab: &Lab, t: &mut Transcript, config: &Config, schedule: &Schedule
         faults.join("，"),
         run.missed.values().sum::<usize>()
     ));
-    // What a failure shows goes through the same `count=` redaction, so a
-    // broken run's transcript can be locked too (evidence/26/try/).
+    // The verdict's own gaps, in two checks: what a failure shows goes
+    // through the same `count=` redaction, so a broken run's transcript can
+    // be locked too (evidence/26/try/). Together they hold only when the
+    // checker's judgement is not "nothing to judge".
+    let gaps = v.gaps();
     t.check(
-        v.holdings > 0 && v.accepted > 0 && !v.faults.is_empty(),
+        ![Gap::NoHoldings, Gap::NoAcceptedWrite, Gap::NoFault].iter().any(|g| gaps.contains(g)),
         format!("{mode}：历史里有持有、有被接受的写入、有注入的故障"),
         || format!("持有 count={}，被接受的写入 count={}，注入的故障 count={}", v.holdings, v.accepted, v.faults.values().sum::<usize>()),
     );
     t.check(
-        v.attempts > 0 && v.floors_recorded == v.attempts,
+        !gaps.contains(&Gap::FloorsUnrecorded),
         format!("{mode}：每次写入尝试都记下了它看到的 floor（write_attempt.floor_after）"),
         || format!("记下 floor 的尝试 count={}，写入尝试 count={}", v.floors_recorded, v.attempts),
     );

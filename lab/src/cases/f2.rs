@@ -11,7 +11,8 @@ use super::common::{acquire, deadline_lead, part_write, renew_and_release_refuse
 use super::{Case, Lab};
 use crate::error::Result;
 use crate::lease::{self, Grant, LeaseStore};
-use crate::params::{margin, ms, LEASE, PART_SUMMARY, RENEW_EVERY, SCOPE, SHORT_TTL, TTL};
+use crate::params::{margin, LEASE, PART_SUMMARY, RENEW_EVERY, SCOPE, SHORT_TTL, TTL};
+use crate::stats::ms;
 use crate::poll;
 use crate::renewer::Renewer;
 use crate::resource::FenceMode;
@@ -106,7 +107,7 @@ fn acquire_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long
     t.check(moved, "clock_timestamp() 已越过 now()", || "clock_timestamp() <= now()");
     let expired_outside = !leases.row(LEASE)?.ok_or("the lease row vanished")?.held;
     // The very statement LeaseStore::acquire runs, inside the transaction.
-    let inside = tx.query(lease::ACQUIRE, &[&LEASE, &"holder-c", &lease::millis(SHORT_TTL)])?;
+    let inside = tx.query(lease::ACQUIRE, &[&LEASE, &"holder-c", &ms(SHORT_TTL)])?;
     t.check(expired_outside && inside.is_empty(), "自动提交连接已判定过期，但长事务内的获取仍按事务开始时间判为未过期而拒绝", || {
         format!("expired outside: {expired_outside}, rows returned inside: {}", inside.len())
     });
@@ -129,13 +130,13 @@ fn renew_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long: 
     t.check_eq("自动提交模式下获取成功，token=4", 4, c.token);
     // Start the transaction in the second half of the lease (asked of the
     // database clock), so that its now() + ttl lies well past the expiry.
-    let half = lease::millis(TTL) / 2.0;
+    let half = ms(TTL) / 2.0;
     wait_for_yes(leases, "SELECT expires_at - now() < $2::float8 * interval '1 millisecond' FROM lease WHERE name = $1", &[&LEASE, &half])?;
     let mut tx = long.client().transaction()?;
     let valid_at_start: bool = tx.query_one("SELECT expires_at > now() FROM lease WHERE name = $1", &[&LEASE])?.get(0);
     leases.wait_until_expired(LEASE)?;
     let past_deadline = !c.within_deadline();
-    let stale = tx.execute(lease::RENEW, &[&lease::millis(TTL), &LEASE, &"holder-c", &c.token])?;
+    let stale = tx.execute(lease::RENEW, &[&ms(TTL), &LEASE, &"holder-c", &c.token])?;
     tx.commit()?;
     let row = leases.row(LEASE)?.ok_or("the lease row vanished")?;
     t.check(valid_at_start, "长事务在 holder-c 的租约后半段开始，此刻租约仍有效", || "expires_at <= now() at the transaction's start");
@@ -155,7 +156,7 @@ fn renew_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long: 
     let d = acquire(leases, "holder-d", SHORT_TTL)?;
     leases.wait_until_expired(LEASE)?;
     let again = acquire(leases, "holder-d", TTL)?;
-    let superseded = tx.execute(lease::RENEW, &[&lease::millis(SHORT_TTL), &LEASE, &"holder-d", &d.token])?;
+    let superseded = tx.execute(lease::RENEW, &[&ms(SHORT_TTL), &LEASE, &"holder-d", &d.token])?;
     tx.commit()?;
     t.check_eq(
         "holder-d 重新获取（token=6）后，长事务里它旧的授予（token=5）续租失败：只有 token 条件能拒绝它，旧的持有没有被续活",
@@ -185,7 +186,7 @@ fn slow_response(lab: &Lab, t: &mut Transcript, leases: &mut LeaseStore) -> Resu
     let f = std::thread::scope(|s| -> Result<Grant> {
         let acquiring = s.spawn(|| holder_f.acquire(LEASE, "holder-f", TTL, margin(TTL)));
         // now() of holder-f's statement is its transaction's start (autocommit).
-        let waited = lease::millis(wait);
+        let waited = ms(wait);
         wait_for_yes(
             leases,
             "SELECT wait_event_type = 'Lock' AND clock_timestamp() - xact_start > $2::float8 * interval '1 millisecond'

@@ -23,6 +23,7 @@
 //! own lease store on servers of its own, F16 starts the etcd cluster from
 //! empty data; both use `res26` like the others).
 
+pub mod command;
 pub mod common;
 pub mod f1;
 pub mod f2;
@@ -42,6 +43,7 @@ pub mod f15;
 pub mod f16;
 pub mod paused_holder;
 pub mod runner;
+pub mod test_args;
 
 pub use runner::{CaseTime, Runner};
 
@@ -139,7 +141,7 @@ impl Case {
         if let (Some(own), Some(picked)) = (self.mode, self.mode_in_force(options)) {
             if own != picked {
                 name.push('-');
-                name.push_str(picked.cli_name());
+                name.push_str(&picked.cli_name());
             }
         }
         if options.pause_before_check && self.mode.is_some() {

@@ -23,10 +23,11 @@
 use super::common::require;
 use super::Lab;
 use crate::error::Result;
-use crate::holder::{HolderArgs, Step, WaitPoint};
-use crate::holder_guard::HolderGuard;
+use crate::holder::{HolderArgs, Step, Steps, WaitPoint};
+use crate::holder_guard::{ending, exit_text, HolderGuard};
 use crate::lease::LeaseStore;
-use crate::params::{ms, LEASE, OBSERVE, PART_SUMMARY, SCOPE};
+use crate::params::{LEASE, OBSERVE, PART_SUMMARY, SCOPE};
+use crate::stats::ms;
 use crate::poll;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
@@ -170,15 +171,15 @@ pub fn timeline_on(lab: &Lab, t: &mut Transcript, mode: FenceMode, pause_before_
     let a_args = holder(side, "holder-a", "rows=200(A)", mode, wait);
     let a_token = side.next_token()?;
     let mut a = HolderGuard::spawn(&lab.holder_bin, &a_args)?;
-    let acquired = a.next_line()?;
-    let acquired_ok = t.check_eq_shown(format!("A 获取租约，token={a_token}"), Step::Acquired { token: a_token }.to_string(), acquired);
+    let acquired = a.next_step()?;
+    let acquired_ok = t.check_eq_shown(format!("A 获取租约，token={a_token}"), Step::Acquired { token: a_token }, acquired);
     require(acquired_ok, &format!("holder-a did not acquire token {a_token}"))?;
     if !pause_before_check {
         a.expect_step(Step::DeadlineOk)?;
     }
-    let waiting = a.next_line()?;
+    let waiting = a.next_step()?;
     let stopped_where = if pause_before_check { "A 停在本地截止时间检查之前，等待放行行" } else { "A 通过本地截止时间检查，停在写入之前，等待放行行" };
-    t.check_eq(stopped_where, Step::Waiting.to_string(), waiting);
+    t.check_eq(stopped_where, Step::Waiting, waiting);
 
     // A fixed observation window, not a synchronisation: whatever happens
     // in it, the check below asks the store whether the lease is held.
@@ -194,16 +195,16 @@ pub fn timeline_on(lab: &Lab, t: &mut Transcript, mode: FenceMode, pause_before_
 
     let b_token = side.next_token()?;
     let mut b = HolderGuard::spawn(&lab.holder_bin, &holder(side, "holder-b", "rows=201(B)", mode, WaitPoint::None))?;
-    let b_acquired = b.next_line()?;
-    t.check_eq_shown(format!("B 获取租约，token={b_token}"), Step::Acquired { token: b_token }.to_string(), b_acquired);
+    let b_acquired = b.next_step()?;
+    t.check_eq_shown(format!("B 获取租约，token={b_token}"), Step::Acquired { token: b_token }, b_acquired);
     b.expect_step(Step::DeadlineOk)?;
-    t.check_eq_shown("B 写入被接受", Step::Write { accepted: true, token: b_token }.to_string(), b.next_line()?);
-    let b_end = format!("{}, {}", b.next_line()?, b.next_line()?);
+    t.check_eq_shown("B 写入被接受", Step::Write { accepted: true, token: b_token }, b.next_step()?);
+    let b_end = b.next_steps(2)?;
     let b_status = b.wait_exit()?;
     t.check_eq(
         "B 续租成功、释放并退出",
-        format!("{}, {}, exit 0", Step::RenewAfterWrite { ok: true }, Step::Released),
-        format!("{b_end}, exit {}", b_status.code().map_or("by signal".into(), |c| c.to_string())),
+        ending(&Steps::from([Step::RenewAfterWrite { ok: true }, Step::Released]), "exit 0"),
+        ending(&b_end, &exit_text(b_status)),
     );
     let free = side.after_release(b_token)?;
     t.check_eq(free.label, free.expected, free.actual);
@@ -215,20 +216,19 @@ pub fn timeline_on(lab: &Lab, t: &mut Transcript, mode: FenceMode, pause_before_
     // Everything A prints until it exits: the resource is read only after
     // A is gone, so nothing A does can land after the checks below.
     let (a_lines, a_status) = a.rest_of_output()?;
-    let line = |i: usize| a_lines.get(i).cloned().unwrap_or_else(|| "(nothing)".into());
     let a_writes = !pause_before_check;
     let judged = if a_writes {
-        let (write, renew) = (line(0), line(1));
+        let (write, renew) = (a_lines.at(0), a_lines.at(1));
         t.note(format!("A 恢复后：{write}；{renew}"));
         if refuses_serial_stale_rewrite(mode) {
-            t.check_eq_shown("资源端拒绝 A 的旧 token", Step::Write { accepted: false, token: a_token }.to_string(), write);
+            t.check_eq_shown("资源端拒绝 A 的旧 token", Steps::from([Step::Write { accepted: false, token: a_token }]), write);
         }
-        t.check_eq_shown("A 的续租失败：token 已被取代", Step::RenewAfterWrite { ok: false }.to_string(), renew);
+        t.check_eq_shown("A 的续租失败：token 已被取代", Steps::from([Step::RenewAfterWrite { ok: false }]), renew);
         2
     } else {
-        let gave_up = line(0);
+        let gave_up = a_lines.at(0);
         t.note(format!("A 恢复后：{gave_up}"));
-        t.check_eq_shown("A 自己发现本地截止时间已过，放弃写入", Step::DeadlinePassed.to_string(), gave_up);
+        t.check_eq_shown("A 自己发现本地截止时间已过，放弃写入", Steps::from([Step::DeadlinePassed]), gave_up);
         1
     };
 
@@ -252,10 +252,8 @@ pub fn timeline_on(lab: &Lab, t: &mut Transcript, mode: FenceMode, pause_before_
         t.check_eq_shown("write_attempt 记录 A 的那次尝试为被接受", 1, accepted);
     }
 
-    let mut a_end: Vec<String> = a_lines.iter().skip(judged).cloned().collect();
-    a_end.push(format!("exit {}", a_status.code().map_or("by signal".into(), |c| c.to_string())));
-    let expected_end = if a_writes { format!("{}, exit 0", Step::LeaseLost) } else { "exit 0".to_owned() };
-    t.check_eq("A 不释放别人的租约，随后退出", expected_end, a_end.join(", "));
+    let expected_end = Steps(if a_writes { vec![Step::LeaseLost] } else { Vec::new() });
+    t.check_eq("A 不释放别人的租约，随后退出", ending(&expected_end, "exit 0"), ending(&a_lines.from_index(judged), &exit_text(a_status)));
     let untouched = side.after_a(b_token, a_writes)?;
     t.check_eq(untouched.label, untouched.expected, untouched.actual);
     Ok(())

@@ -4,7 +4,7 @@
 
 use super::{Case, Lab, Options};
 use crate::cluster::Session;
-use crate::error::{chain, Result};
+use crate::error::{chain, Result, ResultExt};
 use crate::transcript::Transcript;
 use crate::{db, interrupt, timeline};
 use std::path::PathBuf;
@@ -59,22 +59,26 @@ impl Runner {
 
     /// Runs `cases` in order into `t`, and hands each finished case, with
     /// how long it took, to `done`. A case that errs ends with a FAIL line
-    /// that carries the whole error chain, and the run goes on; after a stop
-    /// signal, the run ends with an error and `done` is not called again.
+    /// that carries the whole error chain, and the run goes on; so does one
+    /// whose picture cannot be drawn. After a stop signal, the run ends
+    /// with an error and `done` is not called again.
     pub fn run_each(&self, cases: &[&Case], t: &mut Transcript, mut done: impl FnMut(&Case, &Transcript, CaseTime) -> Result<()>) -> Result<()> {
         for case in cases {
             crate::poll::take_designed();
             let start = Instant::now();
             t.case(case.id, &(case.title)(&self.lab.options));
             let began_ms = crate::events::now_ms();
-            let ran = self.lab.reset().and_then(|()| {
-                timeline::clear();
-                (case.run)(&self.lab, t)
-            });
+            let name = case.run_name(&self.lab.options);
+            // The last run's picture goes first: a picture of this run, or none.
+            let ran = timeline::discard(&name)
+                .and_then(|()| self.lab.reset())
+                .and_then(|()| {
+                    timeline::clear();
+                    (case.run)(&self.lab, t)
+                })
+                .and_then(|()| self.draw(&name, began_ms).with_context(|| format!("drawing the timeline of {name}")));
             if let Err(e) = ran {
                 t.abort(chain(e.as_ref()));
-            } else {
-                self.draw(case, began_ms);
             }
             if interrupt::requested() {
                 // A run cut short leaves the saved transcripts and the
@@ -86,13 +90,13 @@ impl Runner {
         Ok(())
     }
 
-    /// Saves the picture of a case that ran holder processes (the parent's
-    /// signals mark one); a picture that cannot be made costs the case nothing.
-    fn draw(&self, case: &Case, began_ms: f64) {
-        let Ok(recorded) = timeline::collect() else { return };
+    /// Saves the picture of a run `name` that ran holder processes (the
+    /// parent's signals mark one).
+    fn draw(&self, name: &str, began_ms: f64) -> Result<()> {
+        let recorded = timeline::collect()?;
         if recorded.has_holders() {
-            let name = case.run_name(&self.lab.options);
-            let _ = timeline::save(&name, &recorded.gantt(&name, began_ms));
+            timeline::save(name, &recorded.gantt(name, began_ms))?;
         }
+        Ok(())
     }
 }

@@ -25,14 +25,17 @@
 //!   [`checker::load`] of its resource half from `res26`, and
 //!   [`checker::check`], which turns it into a [`checker::Verdict`].
 //! - [`report`]: the table of verdicts, one column per mode.
+//! - [`command`]: `lab chaos`: every mode in turn, the table, the files,
+//!   and whether each verdict is the expected one.
 
 pub mod checker;
+pub mod command;
 pub mod nemesis;
 pub mod report;
 pub mod run;
 pub mod schedule;
 pub mod workload;
 
-pub use checker::{check, Attempt, Fault, FinalPart, GrantRecord, History, Verdict};
+pub use checker::{check, Attempt, Fault, FinalPart, Gap, GrantRecord, History, Judgement, Verdict};
 pub use run::{run_mode, Config, ModeRun};
 pub use schedule::Schedule;

@@ -35,7 +35,7 @@
 use super::schedule::{Aim, Event, FaultKind, Schedule};
 use super::workload::{FaultLog, Order, Slot};
 use crate::cluster::Cluster;
-use crate::error::{chain, Result};
+use crate::error::{chain, panic_message, Result};
 use crate::interrupt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -208,7 +208,7 @@ impl Nemesis<'_> {
         match thread.join() {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(format!("the nemesis's database restart failed: {}", chain(e.as_ref())).into()),
-            Err(_) => Err("the nemesis's database restart panicked".into()),
+            Err(panic) => Err(format!("the nemesis's database restart panicked: {}", panic_message(&*panic)).into()),
         }
     }
 

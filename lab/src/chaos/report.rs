@@ -3,8 +3,10 @@
 
 use super::run::{Config, ModeRun};
 use super::schedule::{FaultKind, Schedule};
-use crate::error::{Result, ResultExt};
+use crate::error::Result;
+use crate::report_files;
 use crate::resource::FenceMode;
+use crate::sysinfo::Machine;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -32,14 +34,14 @@ fn rows(runs: &[ModeRun]) -> Vec<Row> {
         count("faults injected", &|r| r.verdict.faults.values().sum()),
     ];
     for kind in FaultKind::ALL {
-        rows.push(count(&format!("  {kind}"), &|r| r.verdict.faults.get(kind.name()).copied().unwrap_or(0)));
+        rows.push(count(&format!("  {kind}"), &|r| r.verdict.faults.get(&kind).copied().unwrap_or(0)));
     }
     rows.push(count("faults with no target", &|r| r.missed.values().sum()));
     rows.push(count("holder processes", &|r| r.started));
     rows.push(count("  failed (server restarts)", &|r| r.failed));
     rows.push(Row {
         label: "verdict".into(),
-        values: runs.iter().map(|r| if r.verdict.is_clean() { "clean".into() } else { "NOT clean".into() }).collect(),
+        values: runs.iter().map(|r| r.verdict.judgement().word().into()).collect(),
     });
     rows
 }
@@ -76,7 +78,7 @@ pub fn markdown(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine:
         config.duration.as_secs(),
         match runs {
             [one] => one.mode.cli_name(),
-            _ => "all",
+            _ => "all".into(),
         },
         schedule
     );
@@ -92,17 +94,16 @@ pub fn markdown(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine:
     out
 }
 
-/// The machine's facts for the record: processors, model, load, kernel,
-/// and the server's version.
-pub fn machine_facts(server_version: &str) -> String {
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())))
-        .unwrap_or_else(|| "unknown CPU".into());
-    let load = std::fs::read_to_string("/proc/loadavg").ok().map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|t| t.trim().to_owned()).unwrap_or_default();
-    format!("{cpus} 个 CPU（{model}），开始时负载 {load}，Linux {kernel}，PostgreSQL {server_version}")
+/// The machine's facts for the record, as the book's table states them:
+/// processors, model, load at the start, kernel, and the server's version.
+pub fn machine_line(machine: &Machine, server_version: &str) -> String {
+    format!(
+        "{} 个 CPU（{}），开始时负载 {}，Linux {}，PostgreSQL {server_version}",
+        machine.cpus_shown(),
+        machine.model,
+        machine.load,
+        machine.kernel
+    )
 }
 
 /// One chart per mode (mermaid's xychart draws no legend, so one mode a
@@ -126,18 +127,9 @@ pub fn charts(runs: &[ModeRun]) -> Vec<(FenceMode, String)> {
 }
 
 /// Writes the table to `out` and one chart per mode beside it
-/// (`chaos-fenced-scope.mmd` …), each whole and then renamed into place: a
-/// reader never finds half a table.
+/// (`chaos-fenced-scope.mmd` …), each whole.
 pub fn write_files(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine: &str, out: &Path) -> Result<()> {
-    let stem = out.file_stem().map_or("chaos".into(), |s| s.to_string_lossy().into_owned());
-    let mut files = vec![(out.to_path_buf(), markdown(config, schedule, runs, machine))];
-    for (mode, chart) in charts(runs) {
-        files.push((out.with_file_name(format!("{stem}-{}.mmd", mode.cli_name())), chart));
-    }
-    for (path, text) in files {
-        crate::paths::write_whole(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
+    report_files::write(out, markdown(config, schedule, runs, machine), Vec::new(), charts(runs))
 }
 
 #[cfg(test)]

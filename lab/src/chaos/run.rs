@@ -10,11 +10,11 @@
 
 use super::checker::{self, Fault, Verdict};
 use super::nemesis;
-use super::schedule::Schedule;
-use super::workload::{lock, FaultLog, SlotPlan, Tally, Workload};
+use super::schedule::{FaultKind, Schedule};
+use super::workload::{FaultLog, SlotPlan, Tally, Workload};
 use crate::cluster::{self, Cluster};
 use crate::db;
-use crate::error::{Result, ResultExt};
+use crate::error::{panic_message, Result, ResultExt};
 use crate::interrupt;
 use crate::poll;
 use crate::resource::FenceMode;
@@ -48,7 +48,7 @@ pub struct ModeRun {
     /// The checker's verdict on the whole history.
     pub verdict: Verdict,
     /// Faults that found no target when they came, by kind.
-    pub missed: BTreeMap<&'static str, usize>,
+    pub missed: BTreeMap<FaultKind, usize>,
     /// Holder processes started.
     pub started: usize,
     /// Holder processes that failed on their own (mostly during restarts).
@@ -101,7 +101,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         let mut report_at = start + PROGRESS_EVERY;
         // The run's length is the experiment's own: time waited by design.
         poll::designed(|| {
-            while Instant::now() < end && !nemesis.is_finished() && !interrupt::requested() && lock(&tally.broken).is_none() {
+            while Instant::now() < end && !nemesis.is_finished() && !interrupt::requested() && tally.broken.lock().is_none() {
                 if Instant::now() >= report_at {
                     report_at += PROGRESS_EVERY;
                     progress(progress_line(mode, start, config.duration, &log, &tally));
@@ -110,7 +110,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
             }
         });
         stop_nemesis.store(true, Ordering::SeqCst);
-        nemesis.join().map_err(|_| crate::Error::from("the nemesis panicked"))?
+        nemesis.join().map_err(|panic| crate::Error::from(format!("the nemesis panicked: {}", panic_message(&*panic))))?
     });
     // Every holder resumed, killed and reaped; the links closed.
     workload.finish();
@@ -118,7 +118,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         return Err("interrupted".into());
     }
     injected?;
-    if let Some(why) = lock(&tally.broken).take() {
+    if let Some(why) = tally.broken.lock().take() {
         return Err(format!("a slot of the workload broke down: {why}").into());
     }
 
@@ -131,10 +131,10 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
     if !quiet {
         return Err(format!("{left} holder sessions still on the server {:?} after every holder was reaped; see {}", poll::BOUND, cluster::log_path(cluster.dir()).display()).into());
     }
-    let mut history = checker::load(&mut observer)?;
-    history.grants = lock(&tally.grants).clone();
-    history.faults = log.all_injected().into_iter().map(|f| Fault { kind: f.kind.name().into() }).collect();
-    let first_failure = lock(&tally.first_failure).clone();
+    let mut history = checker::load(&mut observer, mode)?;
+    history.grants = tally.grants.lock().clone();
+    history.faults = log.all_injected().into_iter().map(|f| Fault { kind: f.kind }).collect();
+    let first_failure = tally.first_failure.lock().clone();
     let mut accepted: Vec<&checker::Attempt> = history.attempts.iter().filter(|a| a.accepted).collect();
     accepted.sort_by_key(|a| a.id);
     let accepted_tokens = accepted.iter().map(|a| a.token).collect();
@@ -176,7 +176,7 @@ fn progress_line(mode: FenceMode, start: Instant, duration: Duration, log: &Faul
         duration.as_secs_f64(),
         log.all_injected().len(),
         log.all_missed().values().sum::<usize>(),
-        lock(&tally.grants).len(),
+        tally.grants.lock().len(),
         tally.started.load(Ordering::SeqCst),
         tally.failed.load(Ordering::SeqCst),
     )

@@ -47,7 +47,7 @@ mod slot_thread;
 
 pub use orders::{Order, SlotView};
 pub use plan::{SlotPlan, ACQUIRE_EVERY, IDLE_TIMEOUT, PARTS, WORK};
-pub use record::{lock, FaultLog, Injected, Tally};
+pub use record::{FaultLog, Injected, Tally};
 pub use slot::{holder_name, Slot, MAX_HOLDERS};
 pub use slot_thread::{AIM_BOUND, BEFORE_WRITE, RESTART_AFTER};
 

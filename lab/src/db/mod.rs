@@ -16,7 +16,8 @@ pub mod setup;
 use crate::cluster::{self, credentials, Endpoint};
 use crate::error::{Result, ResultExt};
 use postgres::{Client, NoTls};
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The database that holds the lease table.
@@ -75,7 +76,7 @@ pub fn open(server: &Endpoint, role: &str, dbname: &str, who: &str, notices: Opt
             if let Some(detail) = notice.detail() {
                 text.push_str(&format!("\nDETAIL: {detail}"));
             }
-            sink.lock().unwrap_or_else(|p| p.into_inner()).push(text);
+            sink.lock().push(text);
         }
     });
     config.connect(NoTls).with_context(unreachable)

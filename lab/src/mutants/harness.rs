@@ -2,14 +2,18 @@
 //!
 //! For each mutation: apply its patch in the scratch tree, build, run the
 //! case the table names; if no line of it fails, run every other case. The
-//! first FAIL line is what killed it. The transcript of the case that
-//! killed it, redacted like every transcript, is compared with its lock,
-//! `evidence/26/try/<name>.snap` (the book includes it). Then the patch is
-//! taken back out, whatever happened.
+//! first failed check is what killed it, but only when it comes before any
+//! abort: a case that aborted (a timeout, a server that would not start)
+//! could not judge the guard, so a mutant whose run only aborts is
+//! *aborted*, never killed, and `lab mutants` fails. The transcript of the
+//! case that killed it, redacted like every transcript, is compared with
+//! its lock, `evidence/26/try/<name>.snap` (the book includes it). Then the
+//! patch is taken back out, whatever happened.
 
 use super::scratch::Scratch;
 use super::{find, Mutation, MUTATIONS};
 use crate::error::Result;
+use crate::transcript::Line;
 use crate::{cases, evidence, paths};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -34,6 +38,14 @@ pub enum Verdict {
         line: String,
         /// That case's whole transcript, redacted and normalised.
         transcript: String,
+    },
+    /// A case aborted before any check failed: the run could not judge
+    /// the guard, so this proves nothing either way.
+    Aborted {
+        /// The `lab run` arguments of the case that aborted.
+        by: String,
+        /// Why, as its FAIL line says after `case aborted:`.
+        why: String,
     },
     /// Every case passed with the guard broken: nothing checks it.
     Survived,
@@ -64,19 +76,23 @@ fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
         run_args.extend(&args);
         let out = scratch.lab(&run_args)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
-        // A run that ended without its SUMMARY line was cut short (a signal,
-        // an error of the lab itself): it proves nothing and is never locked.
-        if !stdout.lines().any(|l| l.starts_with("SUMMARY ")) {
-            return Ok(Verdict::Broken(format!(
-                "lab run {} ended early ({}) without a SUMMARY line:\n{}",
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim_end()
-            )));
-        }
-        if let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("  FAIL ")) {
-            let transcript = evidence::redact(&scratch.normalise(&stdout));
-            return Ok(Verdict::Killed { by: args.join(" "), line: scratch.normalise(line), transcript });
+        match read_run(&stdout) {
+            // Cut short (a signal, an error of the lab itself): it proves
+            // nothing and is never locked.
+            Reading::CutShort => {
+                return Ok(Verdict::Broken(format!(
+                    "lab run {} ended early ({}) without a SUMMARY line:\n{}",
+                    args.join(" "),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim_end()
+                )))
+            }
+            Reading::Failed(line) => {
+                let transcript = evidence::redact(&scratch.normalise(&stdout));
+                return Ok(Verdict::Killed { by: args.join(" "), line: scratch.normalise(&line), transcript });
+            }
+            Reading::Aborted(why) => return Ok(Verdict::Aborted { by: args.join(" "), why: scratch.normalise(&why) }),
+            Reading::Held => {}
         }
         if !out.status.success() {
             return Ok(Verdict::Broken(format!(
@@ -88,6 +104,35 @@ fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
         }
     }
     Ok(Verdict::Survived)
+}
+
+/// What one `lab run` of a mutant showed, read from its transcript.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// A check failed before any case aborted: the first such line's text.
+    Failed(String),
+    /// A case aborted before any check failed: why.
+    Aborted(String),
+    /// The run ended whole, and every check held.
+    Held,
+    /// No SUMMARY line: the run was cut short.
+    CutShort,
+}
+
+/// Reads a run's stdout: whichever comes first, a failed check or an
+/// abort, decides; a run that did not end whole decides nothing.
+pub fn read_run(stdout: &str) -> Reading {
+    if !stdout.lines().any(|l| Line::read(l) == Line::Summary) {
+        return Reading::CutShort;
+    }
+    for line in stdout.lines() {
+        match Line::read(line) {
+            Line::Check { held: false, text } => return Reading::Failed(text.to_owned()),
+            Line::Aborted(why) => return Reading::Aborted(why.to_owned()),
+            _ => {}
+        }
+    }
+    Reading::Held
 }
 
 /// How a mutant's transcript compares with its lock.
@@ -145,6 +190,11 @@ pub fn run_all(names: &[String], accept: bool) -> Result<bool> {
                     Lock::Differs(diff) => problems.push(format!("{}: the broken transcript differs from its lock\n{diff}", m.name)),
                 }
             }
+            Verdict::Aborted { by, why } => {
+                println!("{:<30} {:<28} -", m.name, "ABORTED");
+                let why = why.lines().next().unwrap_or_default();
+                problems.push(format!("{}: ABORTED: lab run {by} stopped before any check failed ({why}); an abort kills nothing", m.name));
+            }
             Verdict::Survived => {
                 println!("{:<30} {:<28} -", m.name, "SURVIVED");
                 problems.push(format!("{}: SURVIVED: no case line fails with the guard broken ({})", m.name, m.guards));
@@ -197,11 +247,13 @@ pub fn try_one(name: &str, color: bool) -> Result<bool> {
             return Ok(false);
         }
         // The run itself broke (the mutant does not build, or the lab ended
-        // without its SUMMARY line): say why, never as a surviving guard.
+        // without its SUMMARY line), or a case aborted before any check
+        // failed: say why, never as a surviving or a caught guard.
         Verdict::Broken(why) => return Err(format!("the exercise's run broke, so it proves nothing: {why}").into()),
+        Verdict::Aborted { by, why } => return Err(format!("lab run {by} aborted before any check failed, so it proves nothing: {why}").into()),
     };
     println!("失败的行（{by}）：");
-    for line in transcript.lines().filter(|l| l.starts_with("  FAIL")) {
+    for line in transcript.lines().filter(|l| matches!(Line::read(l), Line::Check { held: false, .. } | Line::Aborted(_))) {
         println!("{line}");
     }
     let case = m.killer[0];
@@ -220,4 +272,43 @@ pub fn try_one(name: &str, color: bool) -> Result<bool> {
         }
     );
     Ok(same)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transcript as `lab run` prints it: a case's lines, then the summary.
+    fn run_of(lines: &[&str]) -> String {
+        let mut text = String::from("CASE F4 :: 暂停的持有者\n");
+        for line in lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        text + "SUMMARY passed=1 failed=1\n"
+    }
+
+    /// A run whose only failure is an abort (an environmental timeout) is
+    /// aborted, not a kill.
+    #[test]
+    fn an_abort_alone_kills_nothing() {
+        let stdout = run_of(&["  ok   A 获取租约，token=1", "  FAIL case aborted: holder-a printed nothing for 20s", "       | argv: holder --holder holder-a"]);
+        assert_eq!(read_run(&stdout), Reading::Aborted("holder-a printed nothing for 20s".into()));
+    }
+
+    /// A check that fails before the abort is the kill; one after it is not.
+    #[test]
+    fn a_failed_check_kills_only_before_any_abort() {
+        let killed = run_of(&["  FAIL 资源端拒绝 A 的旧 token (expected=1, actual=2)", "  FAIL case aborted: holder-b is not ready"]);
+        assert_eq!(read_run(&killed), Reading::Failed("资源端拒绝 A 的旧 token (expected=1, actual=2)".into()));
+        let aborted = run_of(&["  FAIL case aborted: the server did not start", "CASE F5 :: x", "  FAIL later check"]);
+        assert_eq!(read_run(&aborted), Reading::Aborted("the server did not start".into()));
+    }
+
+    /// Every check held: a survivor; no SUMMARY: cut short, whatever it showed.
+    #[test]
+    fn held_and_cut_short() {
+        assert_eq!(read_run(&run_of(&["  ok   held", "  note a note"])), Reading::Held);
+        assert_eq!(read_run("CASE F4 :: x\n  FAIL broke\n"), Reading::CutShort);
+    }
 }

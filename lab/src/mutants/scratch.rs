@@ -15,7 +15,7 @@
 //! its own and is registered with [`crate::interrupt`], which kills it on
 //! Ctrl-C; the cluster's stop is registered as a cleanup.
 
-use crate::error::{Result, ResultExt};
+use crate::error::{panic_message, Result, ResultExt};
 use crate::{interrupt, paths};
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
@@ -23,7 +23,7 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 /// The scratch project and its private cluster.
 pub struct Scratch {
@@ -72,7 +72,7 @@ impl Scratch {
         };
         scratch.sync()?;
         scratch.build()?.map_err(|e| format!("the unmutated scratch copy does not build:\n{e}"))?;
-        *CLUSTER.lock().unwrap_or_else(|p| p.into_inner()) = Some((scratch.lab_bin(), scratch.env()));
+        *CLUSTER.lock() = Some((scratch.lab_bin(), scratch.env()));
         interrupt::on_stop(stop_cluster);
         let out = scratch.lab(&["cluster", "start"])?;
         if !out.status.success() {
@@ -220,7 +220,7 @@ fn lock(path: &Path) -> Result<Flock<std::fs::File>> {
 
 /// Stops the private cluster (at the end of a run, or on Ctrl-C).
 fn stop_cluster() {
-    let taken = CLUSTER.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let taken = CLUSTER.lock().take();
     if let Some((lab, env)) = taken {
         let _ = Command::new(lab).args(["cluster", "stop"]).envs(env).output();
     }
@@ -250,13 +250,18 @@ fn run_child(mut cmd: Command) -> Result<Output> {
         let status = child.wait();
         (out.join(), err.join(), status)
     });
-    let joined = |r: std::thread::Result<Vec<u8>>| r.map_err(|_| "a child's output reader panicked");
+    // The output decides a mutant's verdict: a reader that panicked or
+    // could not read is an error, never a shorter output.
+    let joined = |r: std::thread::Result<std::io::Result<Vec<u8>>>| -> Result<Vec<u8>> {
+        let read = r.map_err(|panic| format!("a child's output reader panicked: {}", panic_message(&*panic)))?;
+        read.context("reading a child's output")
+    };
     Ok(Output { status: status?, stdout: joined(stdout)?, stderr: joined(stderr)? })
 }
 
 /// Everything a pipe delivers until the writer closes it.
-fn read_all(pipe: &mut impl Read) -> Vec<u8> {
+fn read_all(pipe: &mut impl Read) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    let _ = pipe.read_to_end(&mut bytes);
-    bytes
+    pipe.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }

@@ -12,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// How the suite runs.
@@ -182,14 +182,14 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
     // which passes it on to every group's processes at once.
     cmd.process_group(0);
     let child = cmd.spawn().with_context(|| format!("starting {}", group.name))?;
-    LIVE.lock().unwrap_or_else(|p| p.into_inner()).push((child.id() as i32, home.clone()));
+    LIVE.lock().push((child.id() as i32, home.clone()));
     Ok(Running { group, child, started: Instant::now(), slot, scratch, home, log })
 }
 
 /// Judges a group that ended: its exit status, and what it left running in
 /// its folder (a server, etcd members), which is stopped and fails it.
 fn finish(r: Running, passed: bool) -> Result<Ended> {
-    LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|(pid, _)| *pid != r.child.id() as i32);
+    LIVE.lock().retain(|(pid, _)| *pid != r.child.id() as i32);
     let leftovers = clear_home(&r.home);
     Ok(Ended { name: r.group.name, took: r.started.elapsed(), ok: passed && leftovers.is_empty(), log: r.log, leftovers })
 }
@@ -224,7 +224,7 @@ fn clear_home(home: &Path) -> Vec<String> {
 /// Ctrl-C: SIGINT to every running group's processes, a bounded wait for
 /// their own cleanup, SIGKILL for what is still there, then their folders.
 fn stop_live() {
-    let live: Vec<(i32, PathBuf)> = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let live: Vec<(i32, PathBuf)> = LIVE.lock().clone();
     for (pgid, _) in &live {
         signal_group(*pgid, Signal::SIGINT);
     }

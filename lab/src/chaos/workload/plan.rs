@@ -4,7 +4,8 @@
 
 use crate::chaos::schedule::SplitMix64;
 use crate::holder::{HolderArgs, WaitPoint};
-use crate::params::{ms, PART_DETAIL, PART_SUMMARY, TTL};
+use crate::params::{PART_DETAIL, PART_SUMMARY, TTL};
+use crate::stats::ms;
 use crate::resource::FenceMode;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,12 +1,15 @@
 //! What the workload records as it goes: the faults injected and missed
 //! (the [`FaultLog`], shared by the nemesis and the slots), the [`Tally`]
-//! of grants, holder starts and failures that the run reads, and [`lock`],
-//! which keeps both readable after a panic.
+//! of grants, holder starts and failures that the run reads. Their locks
+//! are `parking_lot`'s, which a panicking thread does not poison: the
+//! records stay readable, and the run reports the panic itself.
 
 use crate::chaos::checker::GrantRecord;
+use crate::error::panic_message;
 use crate::chaos::schedule::FaultKind;
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// One fault as injected: what, when, where.
@@ -28,7 +31,7 @@ pub struct FaultLog {
     injected: Mutex<Vec<Injected>>,
     /// Faults that found no target when they came (every slot stopped,
     /// busy or restarting), by kind.
-    missed: Mutex<std::collections::BTreeMap<&'static str, usize>>,
+    missed: Mutex<BTreeMap<FaultKind, usize>>,
     /// Whether to print each fault as it is injected.
     trace: bool,
 }
@@ -44,29 +47,23 @@ impl FaultLog {
         if self.trace {
             eprintln!("[{:8.3}s] {} {kind}", start.elapsed().as_secs_f64(), target.unwrap_or("server"));
         }
-        lock(&self.injected).push(Injected { at: start.elapsed(), kind, target: target.map(str::to_owned) });
+        self.injected.lock().push(Injected { at: start.elapsed(), kind, target: target.map(str::to_owned) });
     }
 
     /// Records a fault that found no target.
     pub fn missed(&self, kind: FaultKind) {
-        *lock(&self.missed).entry(kind.name()).or_insert(0) += 1;
+        *self.missed.lock().entry(kind).or_insert(0) += 1;
     }
 
     /// Every fault injected so far.
     pub fn all_injected(&self) -> Vec<Injected> {
-        lock(&self.injected).clone()
+        self.injected.lock().clone()
     }
 
     /// How many faults found no target, by kind.
-    pub fn all_missed(&self) -> std::collections::BTreeMap<&'static str, usize> {
-        lock(&self.missed).clone()
+    pub fn all_missed(&self) -> BTreeMap<FaultKind, usize> {
+        self.missed.lock().clone()
     }
-}
-
-/// Locks a mutex whatever a panicking thread left in it: these records
-/// stay readable, and the run reports the panic itself.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What every slot adds to as it goes; the run reads it for its progress
@@ -83,6 +80,34 @@ pub struct Tally {
     /// The first failure's report (argv, exit status, stderr), to show.
     pub first_failure: Mutex<Option<String>>,
     /// A slot's thread that could not go on (it could not start a holder
-    /// or signal it): the run ends with this error.
+    /// or signal it, or it panicked): the run ends with this error.
     pub broken: Mutex<Option<String>>,
+}
+
+impl Tally {
+    /// Runs `work`, the body of `thread`; a panic in it is caught and
+    /// recorded as the run's breakdown, so the run ends with an error that
+    /// names it instead of a verdict on a history the thread stopped
+    /// recording.
+    pub fn catching(&self, thread: &str, work: impl FnOnce()) {
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+            self.broken.lock().get_or_insert(format!("{thread} panicked: {}", panic_message(&*panic)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tally;
+
+    /// A slot thread's panic becomes the run's error, naming the thread.
+    #[test]
+    fn a_panic_breaks_the_run() {
+        let tally = Tally::default();
+        tally.catching("slot holder-a", || panic!("grant log unreadable"));
+        assert_eq!(tally.broken.lock().as_deref(), Some("slot holder-a panicked: grant log unreadable"));
+        let quiet = Tally::default();
+        quiet.catching("slot holder-b", || {});
+        assert_eq!(*quiet.broken.lock(), None);
+    }
 }

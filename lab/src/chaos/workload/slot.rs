@@ -4,12 +4,13 @@
 
 use super::orders::{Order, SlotView};
 use super::plan::SlotPlan;
-use super::record::{lock, FaultLog, Tally};
+use super::record::{FaultLog, Tally};
 use super::slot_thread::SlotThread;
-use crate::error::Result;
+use crate::error::{panic_message, Result};
 use crate::fault::DelayProxy;
 use std::sync::atomic::AtomicBool;
-use std::sync::{mpsc, Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -25,6 +26,8 @@ pub struct Slot {
     orders: mpsc::Sender<Order>,
     /// The thread; `None` once joined.
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Where the thread's breakdown goes, a panic included.
+    tally: Arc<Tally>,
 }
 
 /// The holder names of the slots: `holder-a` … `holder-z`.
@@ -55,31 +58,34 @@ impl Slot {
             tally: Arc::clone(tally),
             start,
         };
-        let thread = std::thread::Builder::new().name(format!("slot {name}")).spawn(move || worker.run())?;
-        Ok(Slot { name, link, view, orders, thread: Mutex::new(Some(thread)) })
+        let thread_name = format!("slot {name}");
+        let recorder = Arc::clone(tally);
+        let thread = std::thread::Builder::new().name(thread_name.clone()).spawn(move || recorder.catching(&thread_name, || worker.run()))?;
+        Ok(Slot { name, link, view, orders, thread: Mutex::new(Some(thread)), tally: Arc::clone(tally) })
     }
 
     /// What the slot's thread shows right now.
     pub fn view(&self) -> SlotView {
-        *lock(&self.view)
+        *self.view.lock()
     }
 
     /// Sends an order; the slot takes no other until it has carried it out.
     pub fn order(&self, order: Order) {
-        lock(&self.view).busy = true;
+        self.view.lock().busy = true;
         // A send fails only once the thread has ended (the run is ending):
         // the order then simply does not happen.
         if self.orders.send(order).is_err() {
-            lock(&self.view).busy = false;
+            self.view.lock().busy = false;
         }
     }
 
     /// Waits for the slot's thread, which ends once the run's stop flag is
-    /// set: its holder resumed, killed and reaped.
+    /// set: its holder resumed, killed and reaped. The thread records its
+    /// own panic ([`Tally::catching`]); one that escapes that is recorded here.
     pub(super) fn join(&self) {
-        let thread = lock(&self.thread).take();
-        if let Some(thread) = thread {
-            let _ = thread.join();
+        let thread = self.thread.lock().take();
+        if let Some(Err(panic)) = thread.map(JoinHandle::join) {
+            self.tally.broken.lock().get_or_insert(format!("slot {}'s thread panicked: {}", self.name, panic_message(&*panic)));
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use super::orders::{order_kind, Order, SlotView};
 use super::plan::SlotPlan;
-use super::record::{lock, FaultLog, Tally};
+use super::record::{FaultLog, Tally};
 use crate::chaos::checker::GrantRecord;
 use crate::chaos::schedule::{FaultKind, SplitMix64};
 use crate::error::Result;
@@ -14,7 +14,8 @@ use crate::holder_guard::{HolderGuard, Output};
 use crate::interrupt;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// The pause before a slot starts a new incarnation after a failure: a
@@ -107,7 +108,7 @@ impl SlotThread {
                 Ok(Ended::Exited(_)) => {
                     // Failed on its own: a new incarnation, after a breath.
                     self.tally.failed.fetch_add(1, Ordering::SeqCst);
-                    lock(&self.tally.first_failure).get_or_insert_with(|| holder.failure(&format!("{} failed", self.name)));
+                    self.tally.first_failure.lock().get_or_insert_with(|| holder.failure(&format!("{} failed", self.name)));
                     (incarnation, holding) = (incarnation + 1, 0);
                     std::thread::sleep(RESTART_AFTER);
                 }
@@ -139,7 +140,7 @@ impl SlotThread {
                     Pause::Off => {}
                 }
                 holder.kill()?;
-                self.drain(holder, incarnation, holding);
+                self.drain(holder, incarnation, holding)?;
                 return Ok(Ended::Stopped);
             }
             match pause {
@@ -169,7 +170,7 @@ impl SlotThread {
                         holder.kill()?;
                         self.log.injected(self.start, FaultKind::Kill, Some(&self.name));
                         self.set(|v| v.busy = false);
-                        self.drain(holder, incarnation, holding);
+                        self.drain(holder, incarnation, holding)?;
                         return Ok(Ended::Killed);
                     }
                     Order::Pause { kind, .. } if !matches!(pause, Pause::Off) => {
@@ -184,10 +185,10 @@ impl SlotThread {
                     }
                 }
             }
-            match holder.read_within(TICK) {
-                Output::Line(line) => {
-                    self.follow(&line, incarnation, holding);
-                    if line == Step::Waiting.to_string() {
+            match holder.read_within(TICK)? {
+                Output::Step(step) => {
+                    self.follow(&step, incarnation, holding);
+                    if step == Step::Waiting {
                         // Its deadline check passed; it waits to write.
                         pause = self.release(holder, pause)?;
                     }
@@ -243,33 +244,36 @@ impl SlotThread {
         Ok(Pause::Stopped { until: Instant::now() + length })
     }
 
-    /// Takes note of one protocol line: a grant, the end of a holding.
-    fn follow(&self, line: &str, incarnation: u32, holding: &mut u32) {
+    /// Takes note of one protocol line: a grant, a write (answered or
+    /// failed), the end of a holding.
+    fn follow(&self, step: &Step, incarnation: u32, holding: &mut u32) {
         if self.plan.trace {
-            eprintln!("[{:8.3}s] {}#{incarnation} {line}", self.start.elapsed().as_secs_f64(), self.name);
+            eprintln!("[{:8.3}s] {}#{incarnation} {step}", self.start.elapsed().as_secs_f64(), self.name);
         }
-        if let Some(token) = line.strip_prefix("ACQUIRED token=").and_then(|t| t.parse().ok()) {
-            *holding += 1;
-            lock(&self.tally.grants).push(GrantRecord { holder: self.name.clone(), incarnation, holding: *holding, token });
-            self.set(|v| (v.holding, v.written) = (true, false));
-        } else if line.starts_with("WRITE ") {
-            self.set(|v| v.written = true);
-        } else if [Step::DeadlinePassed, Step::Released, Step::ReleaseRefused, Step::LeaseLost].iter().any(|s| s.to_string() == line) {
-            self.set(|v| (v.holding, v.written) = (false, false));
+        match *step {
+            Step::Acquired { token } => {
+                *holding += 1;
+                self.tally.grants.lock().push(GrantRecord { holder: self.name.clone(), incarnation, holding: *holding, token });
+                self.set(|v| (v.holding, v.written) = (true, false));
+            }
+            Step::Write { .. } | Step::WriteFailed { .. } => self.set(|v| v.written = true),
+            Step::DeadlinePassed | Step::Released | Step::ReleaseRefused | Step::LeaseLost => self.set(|v| (v.holding, v.written) = (false, false)),
+            Step::NotAcquired | Step::DeadlineOk | Step::Waiting | Step::InFence | Step::RenewAfterWrite { .. } => {}
         }
     }
 
     /// Reads what a killed holder printed before it died: an `ACQUIRED`
     /// line among it is a grant like any other.
-    fn drain(&self, holder: &mut HolderGuard, incarnation: u32, holding: &mut u32) {
+    fn drain(&self, holder: &mut HolderGuard, incarnation: u32, holding: &mut u32) -> Result<()> {
         let bound = Instant::now() + Duration::from_secs(5);
         while Instant::now() < bound {
-            match holder.read_within(TICK) {
-                Output::Line(line) => self.follow(&line, incarnation, holding),
+            match holder.read_within(TICK)? {
+                Output::Step(step) => self.follow(&step, incarnation, holding),
                 Output::Quiet => {}
-                Output::Ended => return,
+                Output::Ended => return Ok(()),
             }
         }
+        Ok(())
     }
 
     fn stopping(&self) -> bool {
@@ -277,11 +281,11 @@ impl SlotThread {
     }
 
     fn set(&self, change: impl FnOnce(&mut SlotView)) {
-        change(&mut lock(&self.view));
+        change(&mut self.view.lock());
     }
 
     fn broken(&self, why: String) {
-        lock(&self.tally.broken).get_or_insert(why);
+        self.tally.broken.lock().get_or_insert(why);
     }
 }
 

@@ -62,7 +62,7 @@ impl EtcdCluster {
         let text = fs::read_to_string(self.pid_file(i)).ok()?;
         let (pid, started) = text.trim().split_once(' ')?;
         let (pid, started): (u32, u64) = (pid.parse().ok()?, started.parse().ok()?);
-        match owner::state_and_start(pid) {
+        match crate::sysinfo::state_and_start(pid) {
             Some((state, now)) if now == started && state != 'Z' => Some(pid),
             _ => None,
         }

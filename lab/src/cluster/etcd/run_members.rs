@@ -80,7 +80,7 @@ pub(super) fn wait_gone(pid: Pid, bound: Duration) -> Result<bool> {
             Ok(_) => Ok(true),
             // Not our child: ask /proc.
             Err(nix::errno::Errno::ECHILD) => {
-                Ok(owner::state_and_start(pid.as_raw() as u32).is_none_or(|(state, _)| state == 'Z'))
+                Ok(crate::sysinfo::state_and_start(pid.as_raw() as u32).is_none_or(|(state, _)| state == 'Z'))
             }
             Err(e) => Err(e.into()),
         }

@@ -1,30 +1,11 @@
-//! The holder process: one instance of the report job, as a separate OS
-//! process (the `holder` binary), so that F4 can freeze it with SIGSTOP.
-//!
-//! It acquires the lease, starts the background renewer, checks its local
-//! deadline, optionally waits for one line on stdin, writes its report part,
-//! renews once more and releases. Each step prints one protocol line on
-//! stdout ([`Step`]), which the parent reads to follow it.
-//!
-//! The lease lives in PostgreSQL (`lease26`) or on the etcd cluster
-//! (`--lease-backend etcd`, F16); the steps, their lines and the write are
-//! the same on both: [`hold`] is one function over [`LeaseService`]. The
-//! resource does not know which store issued the token.
-//!
-//! The chaos run (F15) asks for a longer holding of the same shape: several
-//! parts of one scope (`--part summary,detail,…`), each after its own local
-//! deadline check, with a work time before each later one (`--work-ms`), and
-//! an acquire that waits its turn (`--acquire-every-ms`) instead of giving
-//! up at once. With none of these flags a holder is the cases' holder.
+//! The holder's command line: [`HolderArgs`], where it waits
+//! ([`WaitPoint`]), which store keeps its lease ([`LeaseBackend`]), and the
+//! argv the parent builds that parses back to the same parameters.
 
 use crate::error::Result;
-use crate::etcd_lease::EtcdLeaseStore;
-use crate::lease::{LeaseService, LeaseStore};
-use crate::params::{self, ms};
-use crate::renewer::Renewer;
-use crate::resource::{FenceMode, PartWrite, ResourceStore};
-use std::fmt;
-use std::io::{BufRead, Write};
+use crate::params;
+use crate::stats::ms;
+use crate::resource::FenceMode;
 use std::time::Duration;
 
 /// Where the holder waits for a line on stdin, if anywhere.
@@ -96,7 +77,7 @@ pub struct HolderArgs {
     #[arg(long)]
     pub content: String,
     /// How the resource judges the write: fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write.
-    #[arg(long, default_value = "fenced-scope", value_parser = parse_mode)]
+    #[arg(long, value_enum, default_value_t = FenceMode::FencedScope, hide_possible_values = true)]
     pub mode: FenceMode,
     /// Where to wait for one line on stdin (repeat for several points).
     #[arg(long = "wait", value_enum)]
@@ -142,7 +123,7 @@ impl HolderArgs {
             "--scope".into(), self.scope.clone(),
             "--part".into(), self.parts.join(","),
             "--content".into(), self.content.clone(),
-            "--mode".into(), self.mode.cli_name().into(),
+            "--mode".into(), self.mode.cli_name(),
             "--idle-timeout-ms".into(), self.idle_timeout_ms.to_string(),
         ];
         // Named only when it is not the article's store: an argv in a
@@ -196,225 +177,9 @@ impl HolderArgs {
     // ANCHOR_END: validate
 }
 
-/// Parses `--mode`: the resource's modes as command lines spell them.
-pub fn parse_mode(name: &str) -> std::result::Result<FenceMode, String> {
-    FenceMode::from_cli(name).ok_or_else(|| {
-        let all: Vec<&str> = FenceMode::ALL.iter().map(|m| m.cli_name()).collect();
-        format!("unknown mode {name:?}; the modes are {}", all.join(", "))
-    })
-}
-
-/// The command-line spelling of an enum value, e.g. `before-write`.
-pub fn value_name(value: &impl clap::ValueEnum) -> String {
+/// The command-line spelling of one of the holder's enum values, e.g. `before-write`.
+fn value_name(value: &impl clap::ValueEnum) -> String {
     value.to_possible_value().expect("no variant is skipped").get_name().to_owned()
-}
-
-// ANCHOR: step
-/// One protocol line of the holder, as printed on its stdout.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// The acquire returned a token.
-    Acquired { token: i64 },
-    /// Someone else holds the lease.
-    NotAcquired,
-    /// The local deadline was still ahead.
-    DeadlineOk,
-    /// The local deadline had passed: the holder gives up without writing.
-    DeadlinePassed,
-    /// Waiting for one line on stdin.
-    Waiting,
-    /// Inside the fenced write, before the commit, waiting for one line.
-    InFence,
-    /// The resource's answer to the write.
-    Write { accepted: bool, token: i64 },
-    /// The write ended in an error from the server (its SQLSTATE), or in a
-    /// closed connection (`connection-closed`).
-    WriteFailed { code: String },
-    /// The renewal right after the write.
-    RenewAfterWrite { ok: bool },
-    /// Released at the end of a normal run.
-    Released,
-    /// The release matched no row: someone else's holding by then.
-    ReleaseRefused,
-    /// The renewal failed: the holding is over; nothing to release.
-    LeaseLost,
-}
-// ANCHOR_END: step
-
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Step::Acquired { token } => write!(f, "ACQUIRED token={token}"),
-            Step::NotAcquired => f.write_str("NOT_ACQUIRED"),
-            Step::DeadlineOk => f.write_str("DEADLINE_OK"),
-            Step::DeadlinePassed => f.write_str("DEADLINE_PASSED"),
-            Step::Waiting => f.write_str("WAITING"),
-            Step::InFence => f.write_str("IN_FENCE"),
-            Step::Write { accepted, token } => write!(f, "WRITE accepted={accepted} token={token}"),
-            Step::WriteFailed { code } => write!(f, "WRITE failed code={code}"),
-            Step::RenewAfterWrite { ok } => write!(f, "RENEW_AFTER_WRITE ok={ok}"),
-            Step::Released => f.write_str("RELEASED"),
-            Step::ReleaseRefused => f.write_str("RELEASE_REFUSED"),
-            Step::LeaseLost => f.write_str("LEASE_LOST"),
-        }
-    }
-}
-
-/// What a failed write reports: the server's SQLSTATE when it sent one
-/// (e.g. 25P03, its idle-in-transaction timeout), `connection-closed` when
-/// the connection was gone; `None` for any other failure, which is the
-/// holder's own error.
-fn failure_code(err: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut cause = Some(err);
-    while let Some(e) = cause {
-        if let Some(pg) = e.downcast_ref::<postgres::Error>() {
-            if let Some(state) = pg.code() {
-                return Some(state.code().to_owned());
-            }
-            if pg.is_closed() {
-                return Some("connection-closed".into());
-            }
-        }
-        cause = e.source();
-    }
-    None
-}
-
-/// The exit status when the lease was held by someone else.
-pub const EXIT_NOT_ACQUIRED: i32 = 3;
-
-fn say(step: Step) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{step}")?;
-    // The parent reads line by line through a pipe: every step must leave now.
-    out.flush()?;
-    Ok(())
-}
-
-fn wait_for_line() -> Result<()> {
-    let mut line = String::new();
-    if std::io::stdin().lock().read_line(&mut line)? == 0 {
-        return Err("stdin closed before the release line arrived".into());
-    }
-    Ok(())
-}
-
-/// Holds the lease once on the store `args` names; returns the process
-/// exit status. The caller has validated `args` (the binary exits 2
-/// otherwise).
-pub fn hold(args: &HolderArgs) -> Result<i32> {
-    // The one place that knows there are two stores: everything after the
-    // connect is the same code.
-    match args.lease_backend {
-        LeaseBackend::Postgres => hold_on(LeaseStore::connect(&args.holder)?, args),
-        LeaseBackend::Etcd => hold_on(EtcdLeaseStore::locate()?, args),
-    }
-}
-
-// ANCHOR: holder_run
-/// Holds the lease once on `lease`, from acquire to release.
-fn hold_on<S: LeaseService>(mut lease: S, args: &HolderArgs) -> Result<i32> {
-    let ttl = Duration::from_millis(args.ttl_ms);
-    let margin = Duration::from_millis(args.margin_ms);
-    // Connected up front, so that nothing but the write itself lies between
-    // the deadline check and the write.
-    let mut report = ResourceStore::connect(args.mode, &args.holder)?;
-    if args.idle_timeout_ms > 0 {
-        report = report.with_idle_timeout(Duration::from_millis(args.idle_timeout_ms))?;
-    }
-    if args.waits_at(WaitPoint::InsideFence) {
-        report = report.with_gap(|| {
-            // Inside the fenced transaction: say so, and wait to be let go.
-            // A closed stdin lets the write go on (the parent has gone).
-            let _ = say(Step::InFence).and_then(|()| wait_for_line());
-        });
-    }
-
-    let mut holding = loop {
-        match lease.acquire(&args.lease, &args.holder, ttl, margin)? {
-            Some(holding) => break holding,
-            // Waiting its turn, as a job instance polling for the lease does.
-            None if args.acquire_every_ms > 0 => std::thread::sleep(Duration::from_millis(args.acquire_every_ms)),
-            None => {
-                say(Step::NotAcquired)?;
-                return Ok(EXIT_NOT_ACQUIRED);
-            }
-        }
-    };
-    // The token and the local deadline, whichever store issued them.
-    let token = holding.as_ref().token;
-    say(Step::Acquired { token })?;
-    let renewer = if args.no_renewer { None } else { Some(Renewer::start(&lease, &holding, Duration::from_millis(args.renew_ms))?) };
-
-    for (index, part) in args.parts.iter().enumerate() {
-        // The work that produces this part: the holder runs, its renewer renews.
-        std::thread::sleep(args.work_before(index));
-        if args.waits_at(WaitPoint::BeforeCheck) {
-            say(Step::Waiting)?;
-            wait_for_line()?;
-        }
-        let grant = holding.as_mut();
-        if let Some(renewer) = &renewer {
-            grant.local_deadline = renewer.local_deadline();
-        }
-        if !grant.within_deadline() {
-            say(Step::DeadlinePassed)?;
-            end_renewer(renewer, false)?;
-            return Ok(0);
-        }
-        say(Step::DeadlineOk)?;
-        if args.waits_at(WaitPoint::BeforeWrite) {
-            say(Step::Waiting)?;
-            wait_for_line()?;
-        }
-        // No check between here and the write: whatever pause falls here is
-        // invisible to this process. Only the resource can refuse the write.
-        let written = report.write(&PartWrite {
-            scope: &args.scope,
-            part,
-            content: &args.content,
-            writer: &args.holder,
-            token,
-        });
-        match written {
-            Ok(accepted) => say(Step::Write { accepted, token })?,
-            Err(e) => {
-                say(Step::WriteFailed { code: failure_code(e.as_ref()).ok_or(e)? })?;
-                // The session may be gone (a server restart, a timeout):
-                // no more parts on it.
-                break;
-            }
-        }
-    }
-
-    let renewed = lease.renew(&mut holding)?;
-    say(Step::RenewAfterWrite { ok: renewed })?;
-    end_renewer(renewer, renewed)?;
-    if !renewed {
-        say(Step::LeaseLost)?;
-    } else if lease.release(&holding)? {
-        say(Step::Released)?;
-    } else {
-        say(Step::ReleaseRefused)?;
-    }
-    Ok(0)
-}
-// ANCHOR_END: holder_run
-
-/// Stops the renewer and makes what it ended in count: a store's error is
-/// the holder's error (the run must not look clean), and a renewer that lost
-/// a holding which the holder's own renewal just kept would mean the lease
-/// store contradicts itself.
-fn end_renewer(renewer: Option<Renewer>, renewed: bool) -> Result<()> {
-    let Some(renewer) = renewer else { return Ok(()) };
-    let state = renewer.stop();
-    if let Some(error) = state.error {
-        return Err(format!("the renewer stopped on an error of the lease store: {error}").into());
-    }
-    if state.lost && renewed {
-        return Err("the renewer's renewal was refused, yet the holder's own renewal afterwards succeeded".into());
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -465,13 +230,16 @@ mod tests {
         assert!(args.validate().is_ok());
     }
 
-    /// Every mode's command-line spelling parses back to it; others are refused.
+    /// Every mode's command-line spelling parses back to it; the
+    /// transcripts' name is not a command-line spelling.
     #[test]
     fn modes_parse_by_their_cli_names() {
         for mode in FenceMode::ALL {
-            assert_eq!(parse_mode(mode.cli_name()), Ok(mode));
+            let parsed = HolderArgs::try_parse_from(["holder", "--holder", "h", "--content", "c", "--mode", &mode.cli_name()]).map(|a| a.mode);
+            assert_eq!(parsed.ok(), Some(mode));
         }
-        assert!(parse_mode("FENCED_SCOPE").is_err());
+        assert!(HolderArgs::try_parse_from(["holder", "--holder", "h", "--content", "c", "--mode", "FENCED_SCOPE"]).is_err());
+        assert_eq!(FenceMode::ALL.map(FenceMode::cli_name), ["fenced-scope", "fenced-scope-cte", "fenced-row", "unfenced", "check-then-write"]);
     }
 
     /// A renewal period that cannot beat the local deadline is refused.
@@ -496,13 +264,5 @@ mod tests {
         let mut argv = vec!["holder".to_owned()];
         argv.extend(args.to_argv());
         assert_eq!(HolderArgs::parse_from(argv).lease_backend, LeaseBackend::Etcd);
-    }
-
-    /// The protocol lines are the ones the article quotes.
-    #[test]
-    fn steps_print_as_the_article_quotes() {
-        assert_eq!(Step::Acquired { token: 2 }.to_string(), "ACQUIRED token=2");
-        assert_eq!(Step::Write { accepted: true, token: 2 }.to_string(), "WRITE accepted=true token=2");
-        assert_eq!(Step::RenewAfterWrite { ok: false }.to_string(), "RENEW_AFTER_WRITE ok=false");
     }
 }

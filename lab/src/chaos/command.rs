@@ -1,0 +1,150 @@
+//! `lab chaos`: the same seeded schedule against one mode or all five, the
+//! checker's table, the book's files, and whether every verdict is the one
+//! expected: the scope fences clean, every broken mode caught, and no run
+//! with nothing to judge (a vacuous run is neither, and is never written
+//! into the evidence).
+
+use super::checker::Judgement;
+use super::report;
+use super::run::{run_mode, Config, ModeRun};
+use super::schedule::Schedule;
+use crate::error::Result;
+use crate::resource::FenceMode;
+use crate::{cluster, db, sysinfo};
+use std::path::PathBuf;
+
+/// What `lab chaos` was asked for.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The run's seed, holders, duration per mode, holder binary and trace.
+    pub config: Config,
+    /// The modes to run, in turn.
+    pub modes: Vec<FenceMode>,
+    /// Where to write the table (and a chart per mode beside it), if anywhere.
+    pub out: Option<PathBuf>,
+}
+
+/// Runs every mode of `options` and reports; `true` when every verdict is
+/// the expected one. Progress goes to stderr, the table to stdout.
+pub fn run(options: &Options) -> Result<bool> {
+    let config = &options.config;
+    if !config.holder_bin.is_file() {
+        return Err(format!("the holder binary is missing ({}): build with `cargo build`", config.holder_bin.display()).into());
+    }
+    let session = cluster::Session::begin()?;
+    db::setup::recreate_databases()?;
+    let schedule = Schedule::generate(config.seed, config.duration);
+    let version: String = db::connect(db::RES_DB, "lab chaos")?.query_one("SELECT current_setting('server_version')", &[])?.get(0);
+    let machine = report::machine_line(&sysinfo::Machine::read(), &version);
+    println!("chaos: {schedule}");
+    println!("chaos: {} holders, each mode {}s; replay with the same --seed", config.holders, config.duration.as_secs_f64());
+    let mut runs = Vec::new();
+    for &mode in &options.modes {
+        eprintln!("chaos: {mode} for {}s…", config.duration.as_secs_f64());
+        let run = run_mode(session.cluster(), config, &schedule, mode, &mut |line| eprintln!("{line}"))?;
+        eprintln!(
+            "chaos: {mode} done in {:.0}s: {} faults injected, verdict {}",
+            run.took.as_secs_f64(),
+            run.verdict.faults.values().sum::<usize>(),
+            run.verdict.judgement()
+        );
+        if let Some(failure) = &run.first_failure {
+            eprintln!("chaos: {} holder processes failed on their own; the first:\n{failure}", run.failed);
+        }
+        runs.push(run);
+    }
+    drop(session);
+    println!("{}", report::table(&runs));
+    let vacuous = runs.iter().any(|r| matches!(r.verdict.judgement(), Judgement::NothingToJudge(_)));
+    if let Some(out) = &options.out {
+        if vacuous {
+            println!("chaos: {} NOT written: a run with nothing to judge is no evidence", out.display());
+        } else {
+            report::write_files(config, &schedule, &runs, &machine, out)?;
+            println!("chaos: table written to {}, a chart per mode beside it", out.display());
+        }
+    }
+    let unexpected: Vec<String> = runs.iter().filter_map(unexpected).collect();
+    if unexpected.is_empty() {
+        println!("chaos: as expected: the scope fences clean, every broken mode caught");
+    } else {
+        println!("chaos: UNEXPECTED: {}", unexpected.join("; "));
+    }
+    Ok(unexpected.is_empty())
+}
+
+/// What is wrong with one mode's run, if anything: a scope fence must be
+/// clean, a broken mode caught, and either needs something to judge.
+pub fn unexpected(run: &ModeRun) -> Option<String> {
+    let fenced = FenceMode::SCOPE_FENCES.contains(&run.mode);
+    match run.verdict.judgement() {
+        judgement @ Judgement::NothingToJudge(_) => Some(format!("{} had {judgement}", run.mode)),
+        Judgement::Clean if !fenced => Some(format!("{} was not caught", run.mode)),
+        Judgement::NotClean if fenced => Some(format!("{} is NOT clean", run.mode)),
+        Judgement::Clean | Judgement::NotClean => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chaos::checker::{check, Attempt, Fault, FinalPart, GrantRecord, History};
+    use crate::chaos::schedule::FaultKind;
+    use std::time::Duration;
+
+    /// A run of `mode` that the checker judged from `history`.
+    fn judged(mode: FenceMode, history: &History) -> ModeRun {
+        ModeRun {
+            mode,
+            verdict: check(history),
+            missed: Default::default(),
+            started: 0,
+            failed: 0,
+            first_failure: None,
+            took: Duration::ZERO,
+            accepted_tokens: Vec::new(),
+        }
+    }
+
+    /// One holding, one accepted write with its floor, one fault: a history
+    /// with something to judge, and nothing wrong in it.
+    fn a_clean_history(mode: FenceMode) -> History {
+        History {
+            attempts: vec![Attempt {
+                id: 1,
+                scope: "daily-report".into(),
+                part: "summary".into(),
+                writer: "holder-a".into(),
+                token: 1,
+                mode,
+                accepted: true,
+                floor_after: Some(1),
+            }],
+            grants: vec![GrantRecord { holder: "holder-a".into(), incarnation: 0, holding: 1, token: 1 }],
+            final_parts: vec![FinalPart { scope: "daily-report".into(), part: "summary".into(), writer: "holder-a".into(), token: 1 }],
+            faults: vec![Fault { kind: FaultKind::Kill }],
+        }
+    }
+
+    /// A fenced run with zero holders (an empty history) is not "as
+    /// expected": it had nothing to judge, and says what was missing.
+    #[test]
+    fn a_fenced_run_with_nothing_to_judge_is_unexpected() {
+        let run = judged(FenceMode::FencedScope, &History::default());
+        let why = unexpected(&run).expect("an empty history must not pass as clean");
+        assert!(why.starts_with("FENCED_SCOPE had nothing to judge (no holding granted"), "{why}");
+    }
+
+    /// A scope fence clean and a broken mode caught are what the run
+    /// expects; the other way round is not.
+    #[test]
+    fn fences_clean_and_broken_modes_caught() {
+        let clean = a_clean_history(FenceMode::FencedScope);
+        assert_eq!(unexpected(&judged(FenceMode::FencedScope, &clean)), None);
+        assert_eq!(unexpected(&judged(FenceMode::Unfenced, &clean)).as_deref(), Some("UNFENCED was not caught"));
+        let mut stale = a_clean_history(FenceMode::Unfenced);
+        stale.attempts.push(Attempt { id: 0, token: 2, ..stale.attempts[0].clone() });
+        assert_eq!(unexpected(&judged(FenceMode::Unfenced, &stale)), None);
+        assert_eq!(unexpected(&judged(FenceMode::FencedScopeCte, &stale)).as_deref(), Some("FENCED_SCOPE_CTE is NOT clean"));
+    }
+}

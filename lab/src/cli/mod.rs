@@ -1,0 +1,340 @@
+//! The `lab` command line: its arguments as clap derives them, the
+//! parsers of case ids and modes, and (in [`commands`]) the commands that
+//! are plumbing around the library (list, cluster, etcd, psql, diff,
+//! timeline). `main.rs` parses, dispatches each command to the library and
+//! turns the outcome into an exit status; here the arguments become the
+//! library's requests, where a test can build and inspect them.
+
+pub mod commands;
+
+use crate::cases::{self, command::RunRequest, Options};
+use crate::chaos::{self, Config};
+use crate::resource::FenceMode;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// The lease + fencing lab: cases F1–F9, and F10–F16 beyond the article, against a throw-away PostgreSQL.
+#[derive(Parser)]
+#[command(name = "lab", version, about, after_help = "Most readers use ./run.sh, which builds first and calls this.")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// List the cases and what each shows.
+    List,
+    /// Run cases (all by default); starts and stops the cluster unless it was already running.
+    Run(RunArgs),
+    /// Manage the lab's cluster b3-26 (127.0.0.1:26426).
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
+    },
+    /// Manage the lab's etcd cluster etcd-26 (three members on 127.0.0.1; F16's lease store).
+    Etcd {
+        #[command(subcommand)]
+        action: EtcdAction,
+    },
+    /// Time one acquire on each lease store (one PostgreSQL, with an async and a sync standby, etcd) and write the table.
+    LeaseStores {
+        /// Where to write the table (default: evidence/26/lease-stores.md).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Open psql on one of the lab's databases (the cluster must be running).
+    Psql {
+        /// The database.
+        #[arg(value_enum, default_value_t = Database::Res26)]
+        database: Database,
+        /// Extra arguments for psql, after `--`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Measure what fencing costs: writes/s and latency per resource mode, contended acquires/s (minutes).
+    Bench {
+        /// Seconds each cell runs, per run.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=600))]
+        seconds: u32,
+        /// Runs of every cell; the table shows their median.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=99))]
+        runs: u32,
+        /// The table's markdown file (a CSV is written beside it) [default: evidence/26/bench.md].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// The whole test suite, its groups in parallel (what `./run.sh test` and CI run).
+    Suite {
+        /// How many groups run at once (their time is mostly designed waiting).
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// Only the groups whose name contains one of these (e.g. `cases`, `book 07`).
+        only: Vec<String>,
+    },
+    /// Break each guard in a scratch copy and see which case line catches it.
+    Mutants {
+        /// Only these mutations (default: all).
+        names: Vec<String>,
+        /// Re-lock the broken transcripts (evidence/26/try/); not under CI.
+        #[arg(long)]
+        accept: bool,
+    },
+    /// The "break it" exercises: list them, or run one.
+    Try {
+        /// The exercise (a mutation's name); without it, the list.
+        name: Option<String>,
+        /// Colour the diff.
+        #[arg(long, value_enum, default_value_t = Color::Auto)]
+        color: Color,
+    },
+    /// The chaos run: holders under a seeded nemesis, judged by the history checker.
+    Chaos(ChaosArgs),
+    /// Draw what happened in a case's last run (F4, F5, F10-F13): a page that
+    /// shows each holder's holdings, pauses and writes on one time axis.
+    Timeline {
+        /// The case or variant, e.g. F4 or F4-unfenced.
+        #[arg(value_parser = run_name)]
+        case: String,
+    },
+    /// Run one case many times; report passes, failures and the slowest run.
+    Stress {
+        /// The case, e.g. F11.
+        #[arg(value_parser = case_id)]
+        case: String,
+        /// How many runs.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        runs: u32,
+    },
+    /// Write the book's facts (counts, case titles, measured figures) to evidence/26/facts/.
+    Facts {
+        /// Write nothing; exit 1 naming each file that is stale.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Print the folder of the PostgreSQL server binaries the lab uses; exit 3 if there are none.
+    #[command(hide = true)]
+    ServerBin,
+    /// Compare a case's last transcript (or FILE) with the locked evidence.
+    Diff {
+        /// The case, e.g. F4, or a variant, e.g. F4-unfenced.
+        #[arg(value_parser = run_name)]
+        case: String,
+        /// A transcript file instead of the one `./run.sh <case>` saved.
+        file: Option<PathBuf>,
+        /// Colour the diff.
+        #[arg(long, value_enum, default_value_t = Color::Auto)]
+        color: Color,
+    },
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Cases to run: F1 … F16, or all.
+    #[arg(value_parser = case_or_all, default_value = "all")]
+    cases: Vec<String>,
+    /// F4/F5: judge writes with this resource mode instead of the case's own
+    /// (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write);
+    /// F6/F7: the scope fence of (b) and of the scope half (fenced-scope, fenced-scope-cte).
+    #[arg(long, value_enum, hide_possible_values = true)]
+    mode: Option<FenceMode>,
+    /// F4/F5: pause holder-a before its local deadline check instead of after it.
+    #[arg(long)]
+    pause_before_check: bool,
+    /// F3: how many threads race for the lease.
+    #[arg(long, default_value_t = crate::params::RACERS as u16, value_parser = clap::value_parser!(u16).range(2..=64))]
+    threads: u16,
+    /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ChaosArgs {
+    /// The seed of the fault schedule (and of the holders' work times): the same seed, the same schedule.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How many holder slots compete for the lease.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(2..=crate::chaos::workload::MAX_HOLDERS as i64))]
+    holders: u16,
+    /// How long each mode runs, e.g. 120s, 2m, 500ms.
+    #[arg(long, default_value = "120s", value_parser = crate::chaos::run::parse_duration)]
+    duration: std::time::Duration,
+    /// The resource mode (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write), or all five in turn.
+    #[arg(long, default_value = "all", value_parser = mode_or_all)]
+    mode: ModeChoice,
+    /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print every holder's protocol lines and every fault on stderr as they happen.
+    #[arg(long)]
+    trace: bool,
+}
+
+/// `--mode`: one mode, or all five.
+#[derive(Clone, Copy)]
+pub struct ModeChoice(Option<FenceMode>);
+
+fn mode_or_all(text: &str) -> std::result::Result<ModeChoice, String> {
+    if text == "all" {
+        return Ok(ModeChoice(None));
+    }
+    FenceMode::from_str(text, false).map(|m| ModeChoice(Some(m))).map_err(|_| {
+        let all: Vec<String> = FenceMode::ALL.map(FenceMode::cli_name).into();
+        format!("unknown mode {text:?}; the modes are {}, or all", all.join(", "))
+    })
+}
+
+#[derive(Subcommand)]
+pub enum ClusterAction {
+    /// Initialise (first time) and start the server, create lease26 and res26 if missing; leave it running.
+    Start,
+    /// Stop the server cleanly.
+    Stop {
+        /// Only if no run of cases is using it right now (run.sh's safety net).
+        #[arg(long)]
+        if_idle: bool,
+    },
+    /// Crash-stop the server (no checkpoint) and start it again: WAL recovery.
+    RestartImmediate,
+    /// Say whether it runs (exit 0) or not (exit 1), and where its data and log are.
+    Status,
+    /// Stop the server and delete the cluster's folder (only one the lab made).
+    Reset,
+    /// Stop the servers and delete every folder of this checkout's cluster, for a clone about to be deleted.
+    Forget,
+    /// Print the server log (wherever the cluster lives).
+    Log,
+}
+
+#[derive(Subcommand)]
+pub enum EtcdAction {
+    /// Start the three members (from their data, if they have run before) and wait for a leader; leave them running.
+    Start,
+    /// Stop every member cleanly (SIGTERM, followers first).
+    Stop,
+    /// Each member's process, ports and answer, and the leader; exit 0 only if all three run.
+    Status,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Database {
+    Lease26,
+    Res26,
+}
+
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Accepts F1 … F16 in any case, and says which ids exist otherwise.
+fn case_id(text: &str) -> std::result::Result<String, String> {
+    match cases::find(text) {
+        Some(case) => Ok(case.id.to_owned()),
+        None => Err(format!("unknown case; valid cases: {}", valid_ids())),
+    }
+}
+
+/// Accepts a case id or a locked variant's name (`F4-unfenced`).
+fn run_name(text: &str) -> std::result::Result<String, String> {
+    if let Some(v) = cases::variants().into_iter().find(|v| v.name().eq_ignore_ascii_case(text)) {
+        return Ok(v.name());
+    }
+    let names: Vec<String> = cases::variants().iter().map(|v| v.name()).collect();
+    case_id(text).map_err(|e| format!("{e}; variants: {}", names.join(", ")))
+}
+
+fn case_or_all(text: &str) -> std::result::Result<String, String> {
+    if text.eq_ignore_ascii_case("all") {
+        return Ok("all".into());
+    }
+    case_id(text).map_err(|_| format!("unknown case; valid cases: {}, all", valid_ids()))
+}
+
+fn valid_ids() -> String {
+    cases::ALL.iter().map(|c| c.id).collect::<Vec<_>>().join(", ")
+}
+
+impl RunArgs {
+    /// The run these arguments ask for, with the holders from `holder_bin`.
+    pub fn request(&self, holder_bin: PathBuf) -> RunRequest {
+        RunRequest {
+            cases: self.cases.clone(),
+            options: Options { mode: self.mode, pause_before_check: self.pause_before_check, threads: self.threads.into() },
+            out: self.out.clone(),
+            holder_bin,
+        }
+    }
+
+    /// Why the cases named refuse `--mode`, if they do (a usage error).
+    pub fn refusal(&self) -> Option<String> {
+        cases::command::refusal(&self.cases, self.mode)
+    }
+}
+
+impl ChaosArgs {
+    /// The chaos run these arguments ask for, with the holders from `holder_bin`.
+    pub fn options(&self, holder_bin: PathBuf) -> chaos::command::Options {
+        chaos::command::Options {
+            config: Config { seed: self.seed, holders: self.holders.into(), duration: self.duration, holder_bin, trace: self.trace },
+            modes: self.mode.0.map_or(FenceMode::ALL.to_vec(), |m| vec![m]),
+            out: self.out.clone(),
+        }
+    }
+}
+
+impl Color {
+    /// Whether to colour: asked, or a terminal and no NO_COLOR.
+    pub fn on(self) -> bool {
+        match self {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+}
+
+/// The `holder` binary beside the running `lab`.
+pub fn holder_bin() -> std::io::Result<PathBuf> {
+    Ok(std::env::current_exe()?.with_file_name("holder"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `lab` parsed from `args`, or clap's refusal.
+    fn parse(args: &[&str]) -> Result<Command, clap::Error> {
+        Cli::try_parse_from(std::iter::once("lab").chain(args.iter().copied())).map(|cli| cli.command)
+    }
+
+    /// `--mode all` (the default) runs all five modes in turn; one mode runs alone.
+    #[test]
+    fn chaos_runs_one_mode_or_all_five() {
+        let modes = |args: &[&str]| match parse(args).unwrap() {
+            Command::Chaos(chaos) => chaos.options(PathBuf::from("holder")).modes,
+            _ => unreachable!(),
+        };
+        assert_eq!(modes(&["chaos"]), FenceMode::ALL);
+        assert_eq!(modes(&["chaos", "--mode", "all"]), FenceMode::ALL);
+        assert_eq!(modes(&["chaos", "--mode", "check-then-write"]), [FenceMode::CheckThenWrite]);
+        let refused = parse(&["chaos", "--mode", "FENCED_SCOPE"]).err().expect("not a command-line spelling").to_string();
+        assert!(refused.contains("the modes are fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write, or all"), "{refused}");
+    }
+
+    /// Case ids are accepted in any case and named in the article's form;
+    /// every case that exists is named when one does not.
+    #[test]
+    fn case_ids_are_checked_against_the_cases() {
+        let Command::Run(run) = parse(&["run", "f4", "F16", "--mode", "unfenced"]).unwrap() else { unreachable!() };
+        let request = run.request(PathBuf::from("holder"));
+        assert_eq!((request.cases, request.options.mode), (vec!["F4".to_owned(), "F16".to_owned()], Some(FenceMode::Unfenced)));
+        let refused = parse(&["run", "F17"]).err().expect("no case F17").to_string();
+        assert!(refused.contains("valid cases: F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, F12, F13, F14, F15, F16, all"), "{refused}");
+    }
+}

@@ -1,0 +1,191 @@
+//! The holder process: one instance of the report job, as a separate OS
+//! process (the `holder` binary), so that F4 can freeze it with SIGSTOP.
+//!
+//! It acquires the lease, starts the background renewer, checks its local
+//! deadline, optionally waits for one line on stdin, writes its report part,
+//! renews once more and releases. Each step prints one protocol line on
+//! stdout ([`Step`], in `protocol`), which the parent reads back to follow
+//! it; `args` is its command line.
+//!
+//! The lease lives in PostgreSQL (`lease26`) or on the etcd cluster
+//! (`--lease-backend etcd`, F16); the steps, their lines and the write are
+//! the same on both: [`hold`] is one function over [`LeaseService`]. The
+//! resource does not know which store issued the token.
+//!
+//! The chaos run (F15) asks for a longer holding of the same shape: several
+//! parts of one scope (`--part summary,detail,…`), each after its own local
+//! deadline check, with a work time before each later one (`--work-ms`), and
+//! an acquire that waits its turn (`--acquire-every-ms`) instead of giving
+//! up at once. With none of these flags a holder is the cases' holder.
+
+use crate::error::Result;
+use crate::etcd_lease::EtcdLeaseStore;
+use crate::lease::{LeaseService, LeaseStore};
+use crate::renewer::Renewer;
+use crate::resource::{PartWrite, ResourceStore};
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+mod args;
+mod protocol;
+
+pub use args::{HolderArgs, LeaseBackend, WaitPoint};
+pub use protocol::{Step, Steps};
+
+/// What a failed write reports: the server's SQLSTATE when it sent one
+/// (e.g. 25P03, its idle-in-transaction timeout), `connection-closed` when
+/// the connection was gone; `None` for any other failure, which is the
+/// holder's own error.
+fn failure_code(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(pg) = e.downcast_ref::<postgres::Error>() {
+            if let Some(state) = pg.code() {
+                return Some(state.code().to_owned());
+            }
+            if pg.is_closed() {
+                return Some("connection-closed".into());
+            }
+        }
+        cause = e.source();
+    }
+    None
+}
+
+/// The exit status when the lease was held by someone else.
+pub const EXIT_NOT_ACQUIRED: i32 = 3;
+
+fn say(step: Step) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{step}")?;
+    // The parent reads line by line through a pipe: every step must leave now.
+    out.flush()?;
+    Ok(())
+}
+
+fn wait_for_line() -> Result<()> {
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line)? == 0 {
+        return Err("stdin closed before the release line arrived".into());
+    }
+    Ok(())
+}
+
+/// Holds the lease once on the store `args` names; returns the process
+/// exit status. The caller has validated `args` (the binary exits 2
+/// otherwise).
+pub fn hold(args: &HolderArgs) -> Result<i32> {
+    // The one place that knows there are two stores: everything after the
+    // connect is the same code.
+    match args.lease_backend {
+        LeaseBackend::Postgres => hold_on(LeaseStore::connect(&args.holder)?, args),
+        LeaseBackend::Etcd => hold_on(EtcdLeaseStore::locate()?, args),
+    }
+}
+
+// ANCHOR: holder_run
+/// Holds the lease once on `lease`, from acquire to release.
+fn hold_on<S: LeaseService>(mut lease: S, args: &HolderArgs) -> Result<i32> {
+    let ttl = Duration::from_millis(args.ttl_ms);
+    let margin = Duration::from_millis(args.margin_ms);
+    // Connected up front, so that nothing but the write itself lies between
+    // the deadline check and the write.
+    let mut report = ResourceStore::connect(args.mode, &args.holder)?;
+    if args.idle_timeout_ms > 0 {
+        report = report.with_idle_timeout(Duration::from_millis(args.idle_timeout_ms))?;
+    }
+    if args.waits_at(WaitPoint::InsideFence) {
+        report = report.with_gap(|| {
+            // Inside the fenced transaction: say so, and wait to be let go.
+            // A closed stdin lets the write go on (the parent has gone).
+            let _ = say(Step::InFence).and_then(|()| wait_for_line());
+        });
+    }
+
+    let mut holding = loop {
+        match lease.acquire(&args.lease, &args.holder, ttl, margin)? {
+            Some(holding) => break holding,
+            // Waiting its turn, as a job instance polling for the lease does.
+            None if args.acquire_every_ms > 0 => std::thread::sleep(Duration::from_millis(args.acquire_every_ms)),
+            None => {
+                say(Step::NotAcquired)?;
+                return Ok(EXIT_NOT_ACQUIRED);
+            }
+        }
+    };
+    // The token and the local deadline, whichever store issued them.
+    let token = holding.as_ref().token;
+    say(Step::Acquired { token })?;
+    let renewer = if args.no_renewer { None } else { Some(Renewer::start(&lease, &holding, Duration::from_millis(args.renew_ms))?) };
+
+    for (index, part) in args.parts.iter().enumerate() {
+        // The work that produces this part: the holder runs, its renewer renews.
+        std::thread::sleep(args.work_before(index));
+        if args.waits_at(WaitPoint::BeforeCheck) {
+            say(Step::Waiting)?;
+            wait_for_line()?;
+        }
+        let grant = holding.as_mut();
+        if let Some(renewer) = &renewer {
+            grant.local_deadline = renewer.local_deadline();
+        }
+        if !grant.within_deadline() {
+            say(Step::DeadlinePassed)?;
+            end_renewer(renewer, false)?;
+            return Ok(0);
+        }
+        say(Step::DeadlineOk)?;
+        if args.waits_at(WaitPoint::BeforeWrite) {
+            say(Step::Waiting)?;
+            wait_for_line()?;
+        }
+        // No check between here and the write: whatever pause falls here is
+        // invisible to this process. Only the resource can refuse the write.
+        let written = report.write(&PartWrite {
+            scope: &args.scope,
+            part,
+            content: &args.content,
+            writer: &args.holder,
+            token,
+        });
+        match written {
+            Ok(accepted) => say(Step::Write { accepted, token })?,
+            Err(e) => {
+                say(Step::WriteFailed { code: failure_code(e.as_ref()).ok_or(e)? })?;
+                // The session may be gone (a server restart, a timeout):
+                // no more parts on it.
+                break;
+            }
+        }
+    }
+
+    let renewed = lease.renew(&mut holding)?;
+    say(Step::RenewAfterWrite { ok: renewed })?;
+    end_renewer(renewer, renewed)?;
+    if !renewed {
+        say(Step::LeaseLost)?;
+    } else if lease.release(&holding)? {
+        say(Step::Released)?;
+    } else {
+        say(Step::ReleaseRefused)?;
+    }
+    Ok(0)
+}
+// ANCHOR_END: holder_run
+
+/// Stops the renewer and makes what it ended in count: a store's error, or
+/// a panic of its thread, is the holder's error (the run must not look
+/// clean), and a renewer that lost
+/// a holding which the holder's own renewal just kept would mean the lease
+/// store contradicts itself.
+fn end_renewer(renewer: Option<Renewer>, renewed: bool) -> Result<()> {
+    let Some(renewer) = renewer else { return Ok(()) };
+    let state = renewer.stop();
+    if let Some(error) = state.error {
+        return Err(format!("the renewer stopped on an error: {error}").into());
+    }
+    if state.lost && renewed {
+        return Err("the renewer's renewal was refused, yet the holder's own renewal afterwards succeeded".into());
+    }
+    Ok(())
+}
