@@ -13,6 +13,7 @@
 //! half's rows: [`stash`] keeps them, and the runner calls it before every
 //! reset.
 
+use crate::cluster::{credentials, Endpoint};
 use crate::db;
 use crate::error::{Result, ResultExt};
 use crate::events::{self, ParentEvent};
@@ -69,40 +70,61 @@ pub fn clear() {
 /// Keeps the current rows before a reset drops them. Nothing to keep (the
 /// tables do not exist yet, the server is not up) is not an error.
 pub fn stash() {
-    if let Ok(now) = read_tables() {
-        let mut stash = STASH.lock();
-        let kept = stash.get_or_insert_with(Timeline::default);
-        kept.lease.extend(now.lease);
-        kept.writes.extend(now.writes);
+    if let (Ok(lease), Ok(res)) = (Endpoint::lab(), Endpoint::lab()) {
+        if let Ok(now) = read_tables(Some(&lease), &res) {
+            keep(now);
+        }
     }
+}
+
+/// Keeps the rows of a case's own servers (the partition cases': a lease
+/// store and a resource on hosts of the lab's network, which end with the
+/// case, before the runner draws), `lease` `None` where the lease is not in
+/// PostgreSQL (F19's etcd). A server that cannot be read leaves a picture
+/// without its rows, as [`stash`] does.
+pub fn stash_from(lease: Option<&Endpoint>, res: &Endpoint) {
+    if let Ok(now) = read_tables(lease, res) {
+        keep(now);
+    }
+}
+
+fn keep(now: Timeline) {
+    let mut stash = STASH.lock();
+    let kept = stash.get_or_insert_with(Timeline::default);
+    kept.lease.extend(now.lease);
+    kept.writes.extend(now.writes);
 }
 
 /// Everything recorded since [`clear`]: the stash, the tables now, and the
 /// parent's signals.
 pub fn collect() -> Result<Timeline> {
     let mut timeline = STASH.lock().take().unwrap_or_default();
-    let now = read_tables()?;
+    let lab = Endpoint::lab()?;
+    let now = read_tables(Some(&lab), &lab)?;
     timeline.lease.extend(now.lease);
     timeline.writes.extend(now.writes);
     timeline.parent = events::take();
     Ok(timeline)
 }
 
-fn read_tables() -> Result<Timeline> {
-    let mut lease = db::connect(db::LEASE_DB, "lab timeline")?;
-    // Epoch milliseconds on both sides: one axis with the parent's clock.
-    let rows = lease
-        .query(
-            "SELECT extract(epoch FROM at)::float8 * 1000, holder, token, kind, extract(epoch FROM expires_at)::float8 * 1000
-               FROM lease_event ORDER BY id",
-            &[],
-        )
-        .context("reading lease_event")?;
-    let lease = rows
-        .iter()
-        .map(|r| LeaseEvent { at_ms: r.get(0), holder: r.get(1), token: r.get(2), kind: r.get(3), expires_ms: r.get(4) })
-        .collect();
-    let mut res = db::connect(db::RES_DB, "lab timeline")?;
+fn read_tables(lease: Option<&Endpoint>, res: &Endpoint) -> Result<Timeline> {
+    let lease = match lease {
+        Some(server) => {
+            let mut lease = db::open(server, credentials::ROLE, db::LEASE_DB, "lab timeline", None)?;
+            // Epoch milliseconds on both sides: one axis with the parent's
+            // clock (every host of the lab's network shares the machine's).
+            let rows = lease
+                .query(
+                    "SELECT extract(epoch FROM at)::float8 * 1000, holder, token, kind, extract(epoch FROM expires_at)::float8 * 1000
+                       FROM lease_event ORDER BY id",
+                    &[],
+                )
+                .context("reading lease_event")?;
+            rows.iter().map(|r| LeaseEvent { at_ms: r.get(0), holder: r.get(1), token: r.get(2), kind: r.get(3), expires_ms: r.get(4) }).collect()
+        }
+        None => Vec::new(),
+    };
+    let mut res = db::open(res, credentials::ROLE, db::RES_DB, "lab timeline", None)?;
     let rows = res
         .query("SELECT extract(epoch FROM attempted_at)::float8 * 1000, writer, token, accepted FROM write_attempt ORDER BY id", &[])
         .context("reading write_attempt")?;
@@ -157,7 +179,7 @@ impl Timeline {
                 let _ = writeln!(out, "    持有 token={} :{}, {}, {}", acquire.token, next(), at(acquire.at_ms), at(end).max(at(acquire.at_ms) + 1));
                 let _ = writeln!(out, "    token={} {how} :milestone, {}, {}, {}", acquire.token, next(), at(end), at(end));
             }
-            let (mut stopped, mut held): (Option<f64>, Option<f64>) = (None, None);
+            let (mut stopped, mut held, mut cut): (Option<f64>, Option<f64>, Option<f64>) = (None, None, None);
             for e in self.parent.iter().filter(|e| e.holder == holder) {
                 match e.act {
                     "spawn" => {}
@@ -168,6 +190,13 @@ impl Timeline {
                         }
                     }
                     "hold" => held = Some(e.at_ms),
+                    // A partition in the switch (hosts): from the cut to the heal.
+                    "cut" => cut = Some(e.at_ms),
+                    "heal" => {
+                        if let Some(from) = cut.take() {
+                            let _ = writeln!(out, "    网络分区 :crit, {}, {}, {}", next(), at(from), at(e.at_ms));
+                        }
+                    }
                     "release" => {
                         if let Some(from) = held.take() {
                             let _ = writeln!(out, "    请求扣在代理里 :crit, {}, {}, {}", next(), at(from), at(e.at_ms));
@@ -177,6 +206,10 @@ impl Timeline {
                         let _ = writeln!(out, "    {} :milestone, crit, {}, {}, {}", e.act, next(), at(e.at_ms), at(e.at_ms));
                     }
                 }
+            }
+            if let Some(from) = cut {
+                // Never healed before the picture was taken.
+                let _ = writeln!(out, "    网络分区 :crit, {}, {}, {}", next(), at(from), at(from) + 1);
             }
             if let Some(from) = stopped {
                 // Never resumed before it ended (killed while stopped).

@@ -299,10 +299,7 @@ fn cut(t: &mut Transcript, pair: &FailoverPair) -> Result<(ReplicationView, Repl
 
 /// The lease row as `holder/token state`, the form the transcript compares.
 fn state(row: Option<LeaseRow>) -> String {
-    row.map_or("free".into(), |r| {
-        let state = if r.released { "released" } else if r.held { "held" } else { "expired" };
-        format!("{}/{} {state}", r.holder, r.token)
-    })
+    LeaseRow::brief(row.as_ref())
 }
 
 /// Waits until the standby's lease row reads `wanted` (replication is

@@ -60,7 +60,12 @@ impl Cluster {
     /// pg_ctl's daemon or was running already.
     pub(super) fn start_as(&self, launch: Launch) -> Result<Option<Child>> {
         let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
-        self.start_locked(launch, &[])
+        match &self.host {
+            // Inside its host: the port check binds there, and the
+            // postmaster is born in the host's namespace.
+            Some(host) => host.run(|| self.start_locked(launch, &[]))?,
+            None => self.start_locked(launch, &[]),
+        }
     }
 
     /// Restarts the server (a clean stop, then a start) with extra variables
@@ -93,6 +98,9 @@ impl Cluster {
         }
         self.replace_unknown_server()?;
         self.ensure_initialized()?;
+        if self.host.is_some() {
+            self.ensure_subnet_allowed()?;
+        }
         // Checked at every start, not only the first: the server's account
         // may have put something else in the socket folder's place since.
         self.server_folder()?.sub_dir("socket", self.server_owner(), 0o700)?;
@@ -130,6 +138,11 @@ impl Cluster {
         let log = self.server_folder()?.open_file(LOG_NAME, OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT, self.server_owner())?;
         let mut cmd = self.server_command("postgres");
         cmd.arg("-D").arg(self.data_dir()).arg("-p").arg(self.port.to_string());
+        if let Some(host) = &self.host {
+            // On a host of the lab's network: its address too, so the other
+            // hosts reach it; loopback stays for the lab's own reads.
+            cmd.arg("-c").arg(format!("listen_addresses={HOST},{}", host.addr()));
+        }
         cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
         // SIGQUIT is the postmaster's immediate shutdown: a run killed
         // without its cleanup takes its servers with it.
@@ -257,6 +270,27 @@ impl Cluster {
         eprintln!("lab: {} has a server but no credentials the lab made for it; recreating it with fresh passwords", self.dir.display());
         self.stop_locked("fast", true)?;
         place.remove_tree(SERVER_FOLDER)
+    }
+
+    /// Lets clients on the lab's private subnet in, with the same password
+    /// rule as on loopback: two lines at the end of `pg_hba.conf`, written
+    /// once (through descriptors: the file is the server account's). The
+    /// subnet exists only inside the lab's own namespaces, so no machine
+    /// outside them can use these lines.
+    fn ensure_subnet_allowed(&self) -> Result<()> {
+        let (server, owner) = (self.server_folder()?, self.server_owner());
+        let hba = server.read_file("data/pg_hba.conf", owner)?.ok_or("the server's data folder has no pg_hba.conf")?;
+        let lines = format!(
+            "# the lab's network hosts (F17–F19): its private subnet, inside its own namespaces only\n\
+             host all all {cidr} scram-sha-256\n\
+             host replication all {cidr} scram-sha-256\n",
+            cidr = crate::hosts::SUBNET_CIDR
+        );
+        if !hba.contains(&lines) {
+            let mut file = server.open_file("data/pg_hba.conf", OFlag::O_WRONLY | OFlag::O_APPEND, owner)?;
+            file.write_all(format!("\n{lines}").as_bytes())?;
+        }
+        Ok(())
     }
 
     fn ensure_initialized(&self) -> Result<()> {

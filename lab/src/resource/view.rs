@@ -3,6 +3,7 @@
 //! autocommit session, so it sees the latest commits.
 
 use super::READ_FLOOR;
+use crate::cluster::{credentials, Endpoint};
 use crate::db;
 use crate::error::{Result, ResultExt};
 use postgres::Client;
@@ -34,7 +35,12 @@ pub struct ResourceView {
 impl ResourceView {
     /// Connects an observer session to `res26`.
     pub fn connect() -> Result<ResourceView> {
-        Ok(ResourceView { client: db::connect(db::RES_DB, "lab observer")? })
+        ResourceView::connect_to(&Endpoint::lab()?)
+    }
+
+    /// Connects an observer session to `res26` on `server`.
+    pub fn connect_to(server: &Endpoint) -> Result<ResourceView> {
+        Ok(ResourceView { client: db::open(server, credentials::ROLE, db::RES_DB, "lab observer", None)? })
     }
 
     /// The scope's `fence_floor.max_token`.
