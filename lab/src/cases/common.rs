@@ -4,7 +4,7 @@ use super::Lab;
 use crate::db;
 use crate::error::{Result, ResultExt};
 use crate::latch::{Latch, BOUND};
-use crate::lease::{Grant, LeaseStore};
+use crate::lease::{Grant, LeaseRow, LeaseStore};
 use crate::params::{margin, LEASE, SCOPE, SHORT_TTL, TTL};
 use crate::poll;
 use crate::stats::ms;
@@ -52,6 +52,19 @@ pub fn renew_and_release_refused(leases: &mut LeaseStore, grant: &Grant, watched
     let released = leases.release(&grant)?;
     let after = leases.row(watched)?.ok_or("the watched lease's row vanished")?;
     Ok((format!("renew false, release false, {before}"), format!("renew {renewed}, release {released}, {after}")))
+}
+
+/// Waits until a standby's lease row reads `wanted` (`holder-x/1
+/// released`: replication is asynchronous, or the standby has just come
+/// back); returns what it read last, so the check line shows the
+/// standby's own answer.
+pub fn replayed(on_standby: &mut LeaseStore, wanted: &str) -> Result<String> {
+    let mut seen = String::new();
+    poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+        seen = LeaseRow::brief(on_standby.row(LEASE)?.as_ref());
+        Ok(seen == wanted)
+    })?;
+    Ok(seen)
 }
 
 /// Ends the case when a step it cannot go on without did not happen.

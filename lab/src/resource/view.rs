@@ -72,6 +72,15 @@ impl ResourceView {
             .get(0))
     }
 
+    /// How many of `writer`'s attempts on `part` were accepted.
+    pub fn accepted_of(&mut self, writer: &str, part: &str) -> Result<i64> {
+        Ok(self
+            .client
+            .query_one("SELECT count(*) FROM write_attempt WHERE writer = $1 AND part = $2 AND accepted", &[&writer, &part])
+            .context("counting write attempts")?
+            .get(0))
+    }
+
     /// The tokens of accepted attempts on `scope`, in the order they were recorded.
     pub fn accepted_tokens(&mut self, scope: &str) -> Result<Vec<i64>> {
         let rows = self
@@ -79,6 +88,21 @@ impl ResourceView {
             .query("SELECT token FROM write_attempt WHERE scope = $1 AND accepted ORDER BY id", &[&scope])
             .context("reading accepted write attempts")?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Every attempt on `scope` in the order recorded, each as
+    /// `holder-a summary 2 accepted` (or `refused`): a history short enough
+    /// for one transcript line (F18 compares it whole).
+    pub fn attempt_list(&mut self, scope: &str) -> Result<Vec<String>> {
+        let rows = self
+            .client
+            // write_attempt.id: the order the resource recorded them in.
+            .query("SELECT writer, part, token, accepted FROM write_attempt WHERE scope = $1 ORDER BY id", &[&scope])
+            .context("reading write attempts")?;
+        Ok(rows
+            .iter()
+            .map(|r| format!("{} {} {} {}", r.get::<_, String>(0), r.get::<_, String>(1), r.get::<_, i64>(2), if r.get(3) { "accepted" } else { "refused" }))
+            .collect())
     }
 
     /// The server process of `who`'s session on `res26` (its
