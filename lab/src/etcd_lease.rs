@@ -367,6 +367,13 @@ impl LeaseService for EtcdLeaseStore {
     fn another_session(&self, _who: &str) -> Result<EtcdLeaseStore> {
         Ok(EtcdLeaseStore::new(self.gateway.another()))
     }
+
+    /// A call no member answered within the gateway's bound (a holder cut
+    /// off from every member it knows, or from all but a member without a
+    /// leader: F19's old leader).
+    fn unanswered(err: &(dyn std::error::Error + 'static)) -> bool {
+        crate::cluster::etcd::gateway::is_unanswered(err)
+    }
 }
 
 #[cfg(test)]

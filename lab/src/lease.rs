@@ -330,6 +330,16 @@ pub trait LeaseService: Sized + Send + 'static {
     /// thread: a PostgreSQL session serves one statement at a time, and the
     /// renewer must not queue behind the holder's own requests.
     fn another_session(&self, who: &str) -> Result<Self>;
+
+    /// Whether `err` is the store not answering at all (no reply within the
+    /// client's bound: unreachable, or unable to serve), rather than an
+    /// answer or a failure of the client: a renewer tries again at its next
+    /// period. A PostgreSQL session has no such bound (a renewal behind a
+    /// partition waits in the kernel's retransmissions until the path comes
+    /// back), so nothing it returns is one.
+    fn unanswered(_err: &(dyn std::error::Error + 'static)) -> bool {
+        false
+    }
 }
 // ANCHOR_END: lease_service
 

@@ -37,7 +37,7 @@
 //! before each deadline check until the parent lets it go; its waiting
 //! acquire is read from `pg_stat_activity`.
 
-use super::common::{acquire, replayed, require};
+use super::common::{acquire, replayed, require, rest};
 use super::partitioned::{self, holder_on, on_servers, show_reach, Probe, RESOURCE_OFFSET};
 use super::{Case, Lab};
 use crate::cluster::replica::FailoverPair;
@@ -206,7 +206,7 @@ fn two_primaries(lab: &Lab, t: &mut Transcript, net: &Network, pair: &FailoverPa
     t.check_eq(
         "新的一侧接着发号：holder-c（也在 holder-b 主机上）在 lease-s 上获取 token=3，写 detail，被接受",
         ending(&Steps::from(c_steps), "exit 0"),
-        run_through(lab, b_host, &on_servers(c_args, Some(&s_at), &b_res))?,
+        rest(&mut holder_on(lab, b_host, &on_servers(c_args, Some(&s_at), &b_res))?)?,
     );
 
     if a_granted {
@@ -287,12 +287,6 @@ fn old_side_waits(t: &mut Transcript, pair: &FailoverPair) -> Result<Option<i64>
         seen.unwrap_or_else(|| "none".into()),
     );
     Ok(None)
-}
-
-/// A holder that runs straight through on `host`: its steps and its end.
-fn run_through(lab: &Lab, host: &crate::hosts::Host, args: &HolderArgs) -> Result<String> {
-    let (steps, status) = holder_on(lab, host, args)?.rest_of_output()?;
-    Ok(ending(&steps, &exit_text(status)))
 }
 
 /// holder-a's writes as the stores recorded them: accepted and refused

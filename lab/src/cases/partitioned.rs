@@ -82,13 +82,19 @@ pub struct Probe<'a> {
 /// it must. A cut that was not made, or made between the wrong hosts,
 /// fails here, before anything is judged under it.
 pub fn show_reach(t: &mut Transcript, what: &str, probes: &[Probe]) -> Result<bool> {
-    let mut expected = Vec::new();
+    let expected: Vec<String> = probes.iter().map(|p| format!("{}→{} {}", p.from.name(), p.to, p.expect)).collect();
+    // All at once, each on a thread of its own: the silent ones wait out
+    // one bound together, not one each. Waiting out a silence is the
+    // premise's own time: by design.
+    let reached: Vec<Result<Reach>> = poll::designed(|| {
+        std::thread::scope(|scope| {
+            let attempts: Vec<_> = probes.iter().map(|p| scope.spawn(move || p.from.reach(p.at))).collect();
+            attempts.into_iter().map(|a| a.join().unwrap_or_else(|_| Err("a probe's thread panicked".into()))).collect()
+        })
+    });
     let mut actual = Vec::new();
-    for probe in probes {
-        expected.push(format!("{}→{} {}", probe.from.name(), probe.to, probe.expect));
-        // Waiting out a silence is the premise's own time: by design.
-        let reach = poll::designed(|| probe.from.reach(probe.at))?;
-        actual.push(format!("{}→{} {}", probe.from.name(), probe.to, reach));
+    for (probe, reach) in probes.iter().zip(reached) {
+        actual.push(format!("{}→{} {}", probe.from.name(), probe.to, reach?));
     }
     Ok(t.check_eq_shown(what, expected.join(", "), actual.join(", ")))
 }

@@ -58,13 +58,27 @@ impl EtcdCluster {
         self.wait_for_leader_beyond(Some(old))
     }
 
+    /// Waits, like [`Self::wait_for_leader_after`], for a leader elected
+    /// by the members `among` alone (F19's majority, while the old leader
+    /// sits cut off in the minority and follows nobody).
+    pub fn wait_for_leader_among(&self, old: &Leader, among: &[usize]) -> Result<Leader> {
+        self.wait_for_leader_of(Some(old), among)
+    }
+
     fn wait_for_leader_beyond(&self, old: Option<&Leader>) -> Result<Leader> {
+        let running: Vec<usize> = (0..MEMBERS).filter(|&i| self.pid(i).is_some()).collect();
+        self.wait_for_leader_of(old, &running)
+    }
+
+    /// Waits for a leader that every member of `followers` follows (and
+    /// that succeeds `old`, when given).
+    fn wait_for_leader_of(&self, old: Option<&Leader>, followers: &[usize]) -> Result<Leader> {
         let ready = poll::poll_until(poll::BOUND, Duration::from_millis(20), || -> Result<bool> {
             self.check_recorded_members_run()?;
             let statuses = self.gateway.statuses();
             let Some((_, id, term)) = gateway::agreed_leader(&statuses) else { return Ok(false) };
             let succeeds = old.is_none_or(|old| id != old.id && term > old.term);
-            Ok(succeeds && (0..MEMBERS).filter(|&i| self.pid(i).is_some()).all(|i| statuses[i].as_ref().is_some_and(|s| s.leader == Some(id))))
+            Ok(succeeds && followers.iter().all(|&i| statuses[i].as_ref().is_some_and(|s| s.leader == Some(id))))
         })?;
         let leader = self.leader()?;
         if !ready {
