@@ -12,7 +12,14 @@
 //!   their renewals as well as their writes;
 //! - a database restart is `restart_immediate` of the cluster (F8's crash
 //!   and WAL recovery), on a thread of the nemesis's own, joined before the
-//!   next one and at the end.
+//!   next one and at the end;
+//! - a partition is made in the switch of the run's network
+//!   ([`crate::hosts`]): the target slot's host is cut off from every other
+//!   host (`partition-isolate`), or a group of slots' hosts together from
+//!   the server's host and the rest (`partition-split`), silently, for the
+//!   fault's length; then the nemesis heals it. The switch holds one
+//!   partition at a time: a partition that comes while one is in force is
+//!   missed.
 //!
 //! Targets. The schedule says when and what; the target is picked when the
 //! fault comes, by the event's `pick`, among the slots that can take it
@@ -29,13 +36,14 @@
 //! that finds no slot at all is recorded as missed, never silently dropped.
 //!
 //! At the end — the run's duration over, an error, or Ctrl-C — the nemesis
-//! heals what it owns: every link fast again, the restart in progress
-//! finished. The slots heal their holders (SIGCONT, then SIGKILL and reap).
+//! heals what it owns: every link fast again, the partition healed, the
+//! restart in progress finished. The slots heal their holders (SIGCONT, then SIGKILL and reap).
 
 use super::schedule::{Aim, Event, FaultKind, Schedule};
 use super::workload::{FaultLog, Order, Slot};
 use crate::cluster::Cluster;
 use crate::error::{chain, panic_message, Result};
+use crate::hosts::Network;
 use crate::interrupt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -66,6 +74,10 @@ struct Nemesis<'a> {
     slots: &'a [Slot],
     /// The cluster it restarts.
     cluster: &'a Cluster,
+    /// The network whose switch it partitions.
+    network: &'a Network,
+    /// Until when the partition in force lasts, if one is.
+    partitioned_until: Option<Instant>,
     /// Where it records what it injected and what it missed.
     log: &'a FaultLog,
     /// The run's start: the schedule's times count from it.
@@ -82,8 +94,9 @@ struct Nemesis<'a> {
 /// Injects `schedule` into `slots` and `cluster` from `start` until `stop`
 /// is set (or Ctrl-C), then heals the links and waits for a restart in
 /// progress. An error is a database restart that failed.
-pub fn run(schedule: &Schedule, slots: &[Slot], cluster: &Cluster, log: &FaultLog, stop: &AtomicBool, start: Instant) -> Result<()> {
-    let mut nemesis = Nemesis { slots, cluster, log, start, slow_until: vec![None; slots.len()], restart: None, waiting: None };
+pub fn run(schedule: &Schedule, slots: &[Slot], cluster: &Cluster, network: &Network, log: &FaultLog, stop: &AtomicBool, start: Instant) -> Result<()> {
+    let mut nemesis =
+        Nemesis { slots, cluster, network, partitioned_until: None, log, start, slow_until: vec![None; slots.len()], restart: None, waiting: None };
     let outcome = nemesis.walk(&schedule.events, stop);
     let healed = nemesis.heal();
     outcome.and(healed)
@@ -103,11 +116,21 @@ impl Nemesis<'_> {
             if self.restart.as_ref().is_some_and(JoinHandle::is_finished) {
                 self.join_restart()?;
             }
+            if self.partitioned_until.is_some_and(|u| now >= u) {
+                self.network.heal()?;
+                self.partitioned_until = None;
+            }
             while let Some(event) = events.next_if(|e| self.start + e.at <= now) {
                 self.inject(event);
             }
             self.retry_waiting();
-            let next = events.peek().map(|e| self.start + e.at).into_iter().chain(self.slow_until.iter().flatten().copied()).min();
+            let next = events
+                .peek()
+                .map(|e| self.start + e.at)
+                .into_iter()
+                .chain(self.slow_until.iter().flatten().copied())
+                .chain(self.partitioned_until)
+                .min();
             let nap = next.map_or(TICK, |t| t.saturating_duration_since(Instant::now()).min(TICK));
             std::thread::sleep(nap);
         }
@@ -157,6 +180,9 @@ impl Nemesis<'_> {
         let eligible: Vec<usize> = (0..self.slots.len())
             .filter(|&i| match event.kind {
                 FaultKind::Delay => self.slow_until[i].is_none(),
+                // Any slot's host, its holder live or restarting, while the
+                // switch holds no other partition.
+                FaultKind::PartitionIsolate | FaultKind::PartitionSplit => self.partitioned_until.is_none(),
                 _ => views[i].live && !views[i].busy,
             })
             .collect();
@@ -181,9 +207,33 @@ impl Nemesis<'_> {
                 self.log.injected(self.start, FaultKind::Delay, Some(&slot.name));
             }
             FaultKind::Kill => slot.order(Order::Kill),
+            FaultKind::PartitionIsolate | FaultKind::PartitionSplit => {
+                if let Err(e) = self.partition(event, target) {
+                    // The switch refused: a missed fault, and why.
+                    eprintln!("lab: the nemesis could not partition the network: {}", chain(e.as_ref()));
+                    self.log.missed(event.kind);
+                }
+            }
             kind => slot.order(Order::Pause { kind, length: event.length, at_write: want == Want::Writer, into_write: event.into_write }),
         }
         true
+    }
+
+    /// Cuts slot `target`'s host off (with `event.group − 1` more slots'
+    /// for a split, the ones after it), for the event's length.
+    fn partition(&mut self, event: &Event, target: usize) -> Result<()> {
+        let n = self.slots.len();
+        let group: Vec<&str> = (0..event.group.clamp(1, n)).map(|k| self.slots[(target + k) % n].name.as_str()).collect();
+        match event.kind {
+            FaultKind::PartitionIsolate => self.network.isolate(group[0])?,
+            _ => {
+                let rest: Vec<&str> = self.network.hosts().iter().map(|h| h.name()).filter(|h| !group.contains(h)).collect();
+                self.network.split(&group, &rest)?;
+            }
+        }
+        self.partitioned_until = Some(Instant::now() + event.length);
+        self.log.injected(self.start, event.kind, Some(&group.join("+")));
+        Ok(())
     }
 
     /// An immediate stop and a start of the server, on a thread of its
@@ -222,6 +272,9 @@ impl Nemesis<'_> {
             slot.link.set_delay(None);
         }
         self.slow_until.iter_mut().for_each(|u| *u = None);
-        self.join_restart()
+        let healed = self.network.heal();
+        self.partitioned_until = None;
+        let restarted = self.join_restart();
+        healed.and(restarted)
     }
 }

@@ -11,9 +11,10 @@
 use super::checker::{self, Fault, Verdict};
 use super::nemesis;
 use super::schedule::{FaultKind, Schedule};
-use super::workload::{FaultLog, SlotPlan, Tally, Workload};
+use super::workload::{holder_name, SERVER_HOST, FaultLog, SlotPlan, Tally, Workload};
 use crate::cluster::{self, Cluster};
 use crate::db;
+use crate::hosts::Network;
 use crate::error::{panic_message, Result, ResultExt};
 use crate::interrupt;
 use crate::poll;
@@ -89,13 +90,19 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         server: SocketAddr::from(([127, 0, 0, 1], cluster.port())),
         trace: config.trace,
     };
+    // Each slot on a host of its own, and the server's address on `db`:
+    // the network the nemesis's partitions cut. Declared before the
+    // workload, so it is dropped after every holder in it has ended.
+    let mut names = vec![SERVER_HOST.to_owned()];
+    names.extend((0..config.holders).map(holder_name));
+    let net = Network::create(&names.iter().map(String::as_str).collect::<Vec<_>>())?;
     let start = Instant::now();
-    let workload = Workload::start(config.holders, &plan, &log, &tally, start)?;
+    let workload = Workload::start(config.holders, &plan, &net, &log, &tally, start)?;
     let stop_nemesis = AtomicBool::new(false);
     let injected = std::thread::scope(|scope| {
         let nemesis = std::thread::Builder::new()
             .name("nemesis".into())
-            .spawn_scoped(scope, || nemesis::run(schedule, workload.slots(), cluster, &log, &stop_nemesis, start))
+            .spawn_scoped(scope, || nemesis::run(schedule, workload.slots(), cluster, &net, &log, &stop_nemesis, start))
             .context("starting the nemesis")?;
         let end = start + config.duration;
         let mut report_at = start + PROGRESS_EVERY;
