@@ -75,11 +75,13 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
 // ANCHOR: minority_leader
 fn minority_leader(lab: &Lab, t: &mut Transcript, net: &Network, cluster: &EtcdCluster, member_hosts: &[Host], resource: &TiedServer) -> Result<()> {
     let store = EtcdLeaseStore::new(cluster.gateway().another());
-    let old = cluster.leader()?.ok_or("etcd has no leader")?;
+    // The leader is whoever won the first election; the case moves it to
+    // m1, so that the same hosts end up on each side every run.
+    let old = poll::designed(|| cluster.move_leader_to(0))?;
     let majority: Vec<usize> = (0..MEMBERS).filter(|&i| i != old.index).collect();
     let addrs = cluster.client_addrs();
     let (old_host, others) = (&member_hosts[old.index], majority.iter().map(|&i| &member_hosts[i]).collect::<Vec<_>>());
-    t.note(format!("此刻 {}，在 {} 上", leader_text(&old), old_host.name()));
+    t.note(format!("父进程用 etcd 的 MoveLeader 把 leadership 交给 m1（每次运行两侧都是同样的主机）：此刻 {}，在 {} 上", leader_text(&old), old_host.name()));
     let r_at = resource.server().network_endpoint()?;
 
     let a_token = store.holding(LEASE)?.1 + 1;

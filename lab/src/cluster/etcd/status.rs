@@ -93,6 +93,27 @@ impl EtcdCluster {
         leader.ok_or_else(|| format!("etcd cluster {NAME} lost its leader right after electing it").into())
     }
 
+    /// Hands the leadership to member `to` (etcd's MoveLeader, asked of
+    /// the leader, as the root user) and waits until every running member
+    /// follows it: F19 starts from a leader it names, so its transcript can
+    /// name the hosts on each side of its partition.
+    pub fn move_leader_to(&self, to: usize) -> Result<Leader> {
+        let leader = self.wait_for_leader()?;
+        if leader.index == to {
+            return Ok(leader);
+        }
+        let target = self.gateway.member_status(to)?.id;
+        // MoveLeader: the leader sends the target its log and a TimeoutNow,
+        // and the target campaigns at once (raft's leadership transfer).
+        let request = serde_json::json!({ "targetID": target.to_string() });
+        self.gateway.only(leader.index).call("/v3/maintenance/transfer-leadership", &request)?.map_err(|s| format!("moving etcd's leadership to {}: {s}", self.member(to).name))?;
+        let moved = self.wait_for_leader()?;
+        if moved.index != to {
+            return Err(format!("etcd's leader is {} after moving the leadership to {}", moved.name, self.member(to).name).into());
+        }
+        Ok(moved)
+    }
+
     /// Each member's process and answer, and the leader.
     pub fn status(&self) -> Result<ClusterStatus> {
         let statuses = self.gateway.statuses();
