@@ -17,9 +17,12 @@
 //!   ([`crate::hosts`]): the target slot's host is cut off from every other
 //!   host (`partition-isolate`), or a group of slots' hosts together from
 //!   the server's host and the rest (`partition-split`), silently, for the
-//!   fault's length; then the nemesis heals it. The switch holds one
-//!   partition at a time: a partition that comes while one is in force is
-//!   missed.
+//!   fault's length; then the nemesis heals it. Each one is confirmed as
+//!   it is made: a connection from the cut host to its link on the
+//!   server's host must hear nothing; one that is answered ends the run
+//!   with an error, so a run never claims a partition it did not make. The
+//!   switch holds one partition at a time: a partition that comes while
+//!   one is in force is missed.
 //!
 //! Targets. The schedule says when and what; the target is picked when the
 //! fault comes, by the event's `pick`, among the slots that can take it
@@ -40,14 +43,19 @@
 //! restart in progress finished. The slots heal their holders (SIGCONT, then SIGKILL and reap).
 
 use super::schedule::{Aim, Event, FaultKind, Schedule};
-use super::workload::{FaultLog, Order, Slot};
+use super::workload::{FaultLog, Order, Slot, SERVER_HOST};
 use crate::cluster::Cluster;
 use crate::error::{chain, panic_message, Result};
-use crate::hosts::Network;
+use crate::hosts::{Network, Reach};
 use crate::interrupt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// How long the nemesis waits for an answer when it confirms a partition:
+/// a connection across the switch is answered within a millisecond; one
+/// that waits this long hears nothing.
+const CONFIRM_BOUND: Duration = Duration::from_millis(200);
 
 /// How long the nemesis sleeps at most between two looks at its clock.
 const TICK: Duration = Duration::from_millis(20);
@@ -78,6 +86,8 @@ struct Nemesis<'a> {
     network: &'a Network,
     /// Until when the partition in force lasts, if one is.
     partitioned_until: Option<Instant>,
+    /// A partition that could not be made, or did not cut: ends the run.
+    failed: Option<String>,
     /// Where it records what it injected and what it missed.
     log: &'a FaultLog,
     /// The run's start: the schedule's times count from it.
@@ -96,7 +106,7 @@ struct Nemesis<'a> {
 /// progress. An error is a database restart that failed.
 pub fn run(schedule: &Schedule, slots: &[Slot], cluster: &Cluster, network: &Network, log: &FaultLog, stop: &AtomicBool, start: Instant) -> Result<()> {
     let mut nemesis =
-        Nemesis { slots, cluster, network, partitioned_until: None, log, start, slow_until: vec![None; slots.len()], restart: None, waiting: None };
+        Nemesis { slots, cluster, network, partitioned_until: None, failed: None, log, start, slow_until: vec![None; slots.len()], restart: None, waiting: None };
     let outcome = nemesis.walk(&schedule.events, stop);
     let healed = nemesis.heal();
     outcome.and(healed)
@@ -122,6 +132,9 @@ impl Nemesis<'_> {
             }
             while let Some(event) = events.next_if(|e| self.start + e.at <= now) {
                 self.inject(event);
+            }
+            if let Some(why) = self.failed.take() {
+                return Err(format!("the nemesis's partition failed: {why}").into());
             }
             self.retry_waiting();
             let next = events
@@ -209,9 +222,9 @@ impl Nemesis<'_> {
             FaultKind::Kill => slot.order(Order::Kill),
             FaultKind::PartitionIsolate | FaultKind::PartitionSplit => {
                 if let Err(e) = self.partition(event, target) {
-                    // The switch refused: a missed fault, and why.
-                    eprintln!("lab: the nemesis could not partition the network: {}", chain(e.as_ref()));
-                    self.log.missed(event.kind);
+                    // A partition the run cannot make, or one that does not
+                    // cut: the run cannot claim to have survived it.
+                    self.failed.get_or_insert(chain(e.as_ref()));
                 }
             }
             kind => slot.order(Order::Pause { kind, length: event.length, at_write: want == Want::Writer, into_write: event.into_write }),
@@ -232,6 +245,13 @@ impl Nemesis<'_> {
             }
         }
         self.partitioned_until = Some(Instant::now() + event.length);
+        // Made, not just asked for: from the first cut host, the slot's own
+        // link on the server's host must be silent now.
+        let (host, link) = (self.network.host(group[0]), self.network.host(SERVER_HOST).at(self.slots[target].link.port()));
+        match host.reach_within(link, CONFIRM_BOUND)? {
+            Reach::Silent => {}
+            heard => return Err(format!("the partition of {} did not cut it off from the server: a connection from its host was {heard}", group.join("+")).into()),
+        }
         self.log.injected(self.start, event.kind, Some(&group.join("+")));
         Ok(())
     }

@@ -50,7 +50,14 @@ impl Host {
     /// Tries to connect from this host to `to`, waiting at most
     /// [`PROBE_BOUND`]; the connection, if made, is closed at once.
     pub fn reach(&self, to: SocketAddr) -> Result<Reach> {
-        let attempt = self.run(|| TcpStream::connect_timeout(&to, PROBE_BOUND))?;
+        self.reach_within(to, PROBE_BOUND)
+    }
+
+    /// [`Self::reach`] with a bound of its own. A shorter one can only take
+    /// a slow answer for silence, never silence for an answer: the chaos
+    /// run's nemesis uses one to confirm each partition it makes, quickly.
+    pub fn reach_within(&self, to: SocketAddr, bound: std::time::Duration) -> Result<Reach> {
+        let attempt = self.run(|| TcpStream::connect_timeout(&to, bound))?;
         Ok(match attempt {
             Ok(_connected) => Reach::Answered,
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => Reach::Refused,
