@@ -77,14 +77,23 @@ pub fn stash() {
     }
 }
 
-/// Keeps the rows of a case's own servers (the partition cases': a lease
-/// store and a resource on hosts of the lab's network, which end with the
-/// case, before the runner draws), `lease` `None` where the lease is not in
-/// PostgreSQL (F19's etcd). A server that cannot be read leaves a picture
-/// without its rows, as [`stash`] does.
-pub fn stash_from(lease: Option<&Endpoint>, res: &Endpoint) {
-    if let Ok(now) = read_tables(lease, res) {
-        keep(now);
+/// Keeps the rows of a case's own servers (the partition cases': lease
+/// stores and resources on hosts of the lab's network, which end with the
+/// case, before the runner draws): the lease events of every server in
+/// `leases` (none where the lease is not in PostgreSQL: F19's etcd; two
+/// after F18's failover), the write attempts of every server in `resources`.
+/// A server that cannot be read leaves a picture without its rows, as
+/// [`stash`] does.
+pub fn stash_from(leases: &[Endpoint], resources: &[Endpoint]) {
+    for lease in leases {
+        if let Ok(rows) = lease_events(lease) {
+            keep(Timeline { lease: rows, ..Timeline::default() });
+        }
+    }
+    for res in resources {
+        if let Ok(rows) = write_events(res) {
+            keep(Timeline { writes: rows, ..Timeline::default() });
+        }
     }
 }
 
@@ -109,27 +118,34 @@ pub fn collect() -> Result<Timeline> {
 
 fn read_tables(lease: Option<&Endpoint>, res: &Endpoint) -> Result<Timeline> {
     let lease = match lease {
-        Some(server) => {
-            let mut lease = db::open(server, credentials::ROLE, db::LEASE_DB, "lab timeline", None)?;
-            // Epoch milliseconds on both sides: one axis with the parent's
-            // clock (every host of the lab's network shares the machine's).
-            let rows = lease
-                .query(
-                    "SELECT extract(epoch FROM at)::float8 * 1000, holder, token, kind, extract(epoch FROM expires_at)::float8 * 1000
-                       FROM lease_event ORDER BY id",
-                    &[],
-                )
-                .context("reading lease_event")?;
-            rows.iter().map(|r| LeaseEvent { at_ms: r.get(0), holder: r.get(1), token: r.get(2), kind: r.get(3), expires_ms: r.get(4) }).collect()
-        }
+        Some(server) => lease_events(server)?,
         None => Vec::new(),
     };
-    let mut res = db::open(res, credentials::ROLE, db::RES_DB, "lab timeline", None)?;
+    Ok(Timeline { lease, writes: write_events(res)?, parent: Vec::new() })
+}
+
+/// Every change of the lease row on `server`.
+fn lease_events(server: &Endpoint) -> Result<Vec<LeaseEvent>> {
+    let mut lease = db::open(server, credentials::ROLE, db::LEASE_DB, "lab timeline", None)?;
+    // Epoch milliseconds on both sides: one axis with the parent's clock
+    // (every host of the lab's network shares the machine's).
+    let rows = lease
+        .query(
+            "SELECT extract(epoch FROM at)::float8 * 1000, holder, token, kind, extract(epoch FROM expires_at)::float8 * 1000
+               FROM lease_event ORDER BY id",
+            &[],
+        )
+        .context("reading lease_event")?;
+    Ok(rows.iter().map(|r| LeaseEvent { at_ms: r.get(0), holder: r.get(1), token: r.get(2), kind: r.get(3), expires_ms: r.get(4) }).collect())
+}
+
+/// Every write attempt on `server`'s resource.
+fn write_events(server: &Endpoint) -> Result<Vec<WriteEvent>> {
+    let mut res = db::open(server, credentials::ROLE, db::RES_DB, "lab timeline", None)?;
     let rows = res
         .query("SELECT extract(epoch FROM attempted_at)::float8 * 1000, writer, token, accepted FROM write_attempt ORDER BY id", &[])
         .context("reading write_attempt")?;
-    let writes = rows.iter().map(|r| WriteEvent { at_ms: r.get(0), writer: r.get(1), token: r.get(2), accepted: r.get(3) }).collect();
-    Ok(Timeline { lease, writes, parent: Vec::new() })
+    Ok(rows.iter().map(|r| WriteEvent { at_ms: r.get(0), writer: r.get(1), token: r.get(2), accepted: r.get(3) }).collect())
 }
 
 impl Timeline {

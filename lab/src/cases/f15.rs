@@ -18,6 +18,7 @@
 //! and is locked as it is; so are the zeros.
 
 use super::{Case, Lab};
+use crate::chaos::schedule::FaultKind;
 use crate::chaos::{run_mode, Config, Gap, ModeRun, Schedule};
 use crate::error::Result;
 use crate::resource::FenceMode;
@@ -98,6 +99,14 @@ fn chaos_run(lab: &Lab, t: &mut Transcript, config: &Config, schedule: &Schedule
         ![Gap::NoHoldings, Gap::NoAcceptedWrite, Gap::NoFault].iter().any(|g| gaps.contains(g)),
         format!("{mode}：历史里有持有、有被接受的写入、有注入的故障"),
         || format!("持有 count={}，被接受的写入 count={}，注入的故障 count={}", v.holdings, v.accepted, v.faults.values().sum::<usize>()),
+    );
+    // Partitions made, not just asked for: the nemesis confirms each cut
+    // (a connection from the cut host hears nothing) before it counts it.
+    let partitions: usize = [FaultKind::PartitionIsolate, FaultKind::PartitionSplit].iter().map(|k| v.faults.get(k).copied().unwrap_or(0)).sum();
+    t.check(
+        partitions > 0 && run.uncut == 0,
+        format!("{mode}：分区真的切断了网络：每做完一个分区，从被切的主机连它在数据库主机上的链路，都没有回音"),
+        || format!("确认切断的分区 count={partitions}，没有切断的 count={}", run.uncut),
     );
     t.check(
         !gaps.contains(&Gap::FloorsUnrecorded),

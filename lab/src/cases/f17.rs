@@ -66,7 +66,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
         let cut = cut_off(lab, t, &net, &lease, &resource, check);
         // Whatever happened, the next half (and the case's end) starts healed.
         net.heal()?;
-        partitioned::keep_for_timeline(Some(&lease), &resource);
+        partitioned::keep_for_timeline(&[lease.server()], &[resource.server()]);
         cut?;
     }
     Ok(())

@@ -122,7 +122,9 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     for config in &CONFIGS {
         let outcome = two_primaries(lab, t, &net, &pair, &resource, config);
         net.heal()?;
-        partitioned::keep_for_timeline(None, &resource);
+        // Both primaries' lease events; the writes where they were made.
+        let writes = if config.fence == Fence::Separate { vec![resource.server()] } else { vec![pair.primary(), pair.standby()] };
+        partitioned::keep_for_timeline(&[pair.primary(), pair.standby()], &writes);
         outcomes.push(outcome?);
     }
     for (config, o) in CONFIGS.iter().zip(&outcomes) {

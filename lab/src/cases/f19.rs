@@ -68,7 +68,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     ));
     let outcome = minority_leader(lab, t, &net, &cluster, &member_hosts, &resource);
     net.heal()?;
-    partitioned::keep_for_timeline(None, &resource);
+    partitioned::keep_for_timeline(&[], &[resource.server()]);
     outcome
 }
 

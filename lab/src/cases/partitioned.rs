@@ -12,7 +12,7 @@
 
 use super::Lab;
 use crate::cluster::tied::TiedServer;
-use crate::cluster::Endpoint;
+use crate::cluster::{Cluster, Endpoint};
 use crate::db;
 use crate::error::Result;
 use crate::holder::HolderArgs;
@@ -101,7 +101,9 @@ pub fn show_reach(t: &mut Transcript, what: &str, probes: &[Probe]) -> Result<bo
 // ANCHOR_END: show_reach
 
 /// Keeps the rows of a case's own servers for its picture (see
-/// [`timeline::stash_from`]).
-pub fn keep_for_timeline(lease: Option<&TiedServer>, resource: &TiedServer) {
-    timeline::stash_from(lease.map(|l| l.server().endpoint()).as_ref(), &resource.server().endpoint());
+/// [`timeline::stash_from`]): the lease events of `leases`, the write
+/// attempts of `resources`.
+pub fn keep_for_timeline(leases: &[&Cluster], resources: &[&Cluster]) {
+    let endpoints = |servers: &[&Cluster]| servers.iter().map(|s| s.endpoint()).collect::<Vec<_>>();
+    timeline::stash_from(&endpoints(leases), &endpoints(resources));
 }

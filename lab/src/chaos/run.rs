@@ -50,6 +50,9 @@ pub struct ModeRun {
     pub verdict: Verdict,
     /// Faults that found no target when they came, by kind.
     pub missed: BTreeMap<FaultKind, usize>,
+    /// Partitions made that a connection from a cut host got through:
+    /// they did not cut (see `nemesis.rs`), and are not counted as faults.
+    pub uncut: usize,
     /// Holder processes started.
     pub started: usize,
     /// Holder processes that failed on their own (mostly during restarts).
@@ -149,6 +152,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         mode,
         verdict: checker::check(&history),
         missed: log.all_missed(),
+        uncut: log.all_uncut(),
         started: tally.started.load(Ordering::SeqCst),
         failed: tally.failed.load(Ordering::SeqCst),
         first_failure,
