@@ -54,11 +54,9 @@ mod partition;
 mod probe;
 mod record;
 
-pub use partition::{ruleset, TABLE};
 pub use probe::{Reach, PROBE_BOUND};
-pub use record::PREFIX;
 
-use crate::error::{Result, ResultExt};
+use crate::error::Result;
 use crate::events;
 use netns::Netns;
 use record::Record;
@@ -283,12 +281,6 @@ fn namespace_refused(e: crate::Error) -> crate::Error {
         crate::error::chain(e.as_ref())
     )
     .into()
-}
-
-/// Removes what runs that died left behind (their networks), now rather
-/// than at the next network's making; returns their ids.
-pub fn sweep() -> Result<Vec<String>> {
-    record::sweep_now().context("removing networks left by runs that died")
 }
 
 #[cfg(test)]

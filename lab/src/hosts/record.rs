@@ -137,11 +137,6 @@ fn sweep(records: &SafeDir) -> Result<Vec<String>> {
     Ok(removed)
 }
 
-/// [`sweep`], of this checkout's records, now.
-pub fn sweep_now() -> Result<Vec<String>> {
-    sweep(&records()?)
-}
-
 /// The records' folder, for the tests that plant a dead run's record.
 #[cfg(test)]
 pub fn records_for_tests() -> SafeDir {

@@ -74,7 +74,7 @@ fn nothing_outlives_its_run() {
         return;
     }
     let net = Network::create(&["x", "y"]).unwrap();
-    let prefix = format!("{PREFIX}{}-", net.id());
+    let prefix = format!("{}{}-", record::PREFIX, net.id());
     assert_eq!(netns::listed(&prefix).len(), 3, "switch, x, y");
     drop(net);
     assert!(netns::listed(&prefix).is_empty());
@@ -87,9 +87,9 @@ fn nothing_outlives_its_run() {
     let records = record::records_for_tests();
     let id = "deadbeef";
     crate::owner::write_in(&records, id, &dead).unwrap();
-    let left = format!("{PREFIX}{id}-h");
+    let left = format!("{}{id}-h", record::PREFIX);
     Netns::add(&left).unwrap();
     let live = Network::create(&["z"]).unwrap();
     assert!(netns::listed(&left).is_empty(), "the dead run's namespace is still there");
-    assert_eq!(netns::listed(&format!("{PREFIX}{}-", live.id())).len(), 2, "the live run's own network was touched");
+    assert_eq!(netns::listed(&format!("{}{}-", record::PREFIX, live.id())).len(), 2, "the live run's own network was touched");
 }
