@@ -3,7 +3,7 @@
 //! A daily report job runs as several instances; a lease table in PostgreSQL
 //! lets one of them work at a time, and a fencing token issued with every
 //! acquire lets the protected resource refuse a holder that paused past its
-//! lease. This crate runs the experiments (cases F1–F9, and F10–F16 beyond
+//! lease. This crate runs the experiments (cases F1–F9, and F10–F19 beyond
 //! the article) against a real, throw-away PostgreSQL cluster and prints
 //! their transcripts.
 //!
@@ -89,8 +89,9 @@
 //!   mode, each written whole.
 //! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
 //!   seed, the workload (holder slots, each the one owner of its holder
-//!   processes, each behind a link of its own, a `DelayProxy`), the nemesis
-//!   that injects pauses, kills, slow links and database restarts, and the
+//!   processes, each on a network host of its own and behind a link of its
+//!   own, a `DelayProxy`), the nemesis that injects pauses, kills, slow
+//!   links, partitions and database restarts, and the
 //!   checker, a pure function from the run's history (write attempts,
 //!   grants, final parts, faults) to counts of stale writes accepted,
 //!   tokens reused, floor regressions and lost writes, and to a judgement
@@ -106,7 +107,7 @@
 //! - [`lease_stores`]: the lease stores side by side: one acquire timed the
 //!   same way on each (F14's and F16's medians), and `lab lease-stores`,
 //!   which times all four on this machine and writes the book's table.
-//! - [`cases`]: one module per case, `F1` … `F16`, what they share, the
+//! - [`cases`]: one module per case, `F1` … `F19`, what they share, the
 //!   one runner that `lab run` and the snapshot test both use, `lab run`
 //!   and `lab stress` themselves (`cases::command`), and the snapshot
 //!   test's command line read as libtest reads it (`cases::test_args`).

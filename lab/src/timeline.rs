@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use parking_lot::Mutex;
 
 /// One change of the lease row, as `lease_event` recorded it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct LeaseEvent {
     /// When, in ms since the epoch, by the server's clock.
     at_ms: f64,
@@ -100,7 +100,13 @@ pub fn stash_from(leases: &[Endpoint], resources: &[Endpoint]) {
 fn keep(now: Timeline) {
     let mut stash = STASH.lock();
     let kept = stash.get_or_insert_with(Timeline::default);
-    kept.lease.extend(now.lease);
+    // A promoted standby's `lease_event` begins with the rows it replayed
+    // from its primary (F18): the same change, kept once.
+    for event in now.lease {
+        if !kept.lease.contains(&event) {
+            kept.lease.push(event);
+        }
+    }
     kept.writes.extend(now.writes);
 }
 

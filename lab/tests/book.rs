@@ -288,6 +288,7 @@ const VOCABULARY: &[(&str, &str)] = &[
     ("日志字节", "WAL 字节"),
     ("百分位", "中位数（p50）、p90、p99"),
     ("50 分位", "中位数（p50）"),
+    ("网络隔离", "网络分区"),
 ];
 
 /// Uses of rejected variants in the prose of `text` (code fences and inline

@@ -124,7 +124,7 @@ impl Lab {
 
 /// One experiment.
 pub struct Case {
-    /// `F1` … `F16`.
+    /// `F1` … `F19`.
     pub id: &'static str,
     /// The header's title, which may name the reader's knobs.
     pub title: fn(&Options) -> String,

@@ -14,7 +14,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-/// The lease + fencing lab: cases F1–F9, and F10–F16 beyond the article, against a throw-away PostgreSQL.
+/// The lease + fencing lab: cases F1–F9, and F10–F19 beyond the article, against a throw-away PostgreSQL.
 #[derive(Parser)]
 #[command(name = "lab", version, about, after_help = "Most readers use ./run.sh, which builds first and calls this.")]
 pub struct Cli {
@@ -132,7 +132,7 @@ pub enum Command {
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Cases to run: F1 … F16, or all.
+    /// Cases to run: F1 … F19, or all.
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
     /// F4/F5: judge writes with this resource mode instead of the case's own
@@ -232,7 +232,7 @@ pub enum Color {
     Never,
 }
 
-/// Accepts F1 … F16 in any case, and says which ids exist otherwise.
+/// Accepts F1 … F19 in any case, and says which ids exist otherwise.
 fn case_id(text: &str) -> std::result::Result<String, String> {
     match cases::find(text) {
         Some(case) => Ok(case.id.to_owned()),
