@@ -15,7 +15,7 @@
 
 use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
-use crate::{db, poll};
+use crate::{db, poll, stats};
 use postgres::Client;
 use std::time::{Duration, Instant};
 
@@ -197,7 +197,7 @@ impl LeaseStore {
         let sent = Instant::now();
         let rows = self
             .client
-            .query(ACQUIRE, &[&name, &holder, &millis(ttl)])
+            .query(ACQUIRE, &[&name, &holder, &stats::ms(ttl)])
             .context("acquire")?;
         Ok(rows.first().map(|row| Grant {
             name: name.to_owned(),
@@ -217,7 +217,7 @@ impl LeaseStore {
         let sent = Instant::now();
         let renewed = self
             .client
-            .execute(RENEW, &[&millis(grant.ttl), &grant.name, &grant.holder, &grant.token])
+            .execute(RENEW, &[&stats::ms(grant.ttl), &grant.name, &grant.holder, &grant.token])
             .context("renew")?
             == 1;
         if renewed {
@@ -376,11 +376,6 @@ impl AsMut<Grant> for Grant {
     }
 }
 
-/// The ttl as the float milliseconds the statements take.
-pub fn millis(ttl: Duration) -> f64 {
-    ttl.as_secs_f64() * 1000.0
-}
-
 /// Refuses a ttl and margin that would leave the holder no time to work.
 pub fn check_ttl(ttl: Duration, margin: Duration) -> Result<()> {
     if ttl.is_zero() || margin >= ttl {
@@ -428,7 +423,7 @@ mod tests {
     /// The statements take milliseconds as a float, including fractions.
     #[test]
     fn ttl_is_passed_in_milliseconds() {
-        assert_eq!(millis(Duration::from_millis(1500)), 1500.0);
-        assert_eq!(millis(Duration::from_micros(2500)), 2.5);
+        assert_eq!(stats::ms(Duration::from_millis(1500)), 1500.0);
+        assert_eq!(stats::ms(Duration::from_micros(2500)), 2.5);
     }
 }

@@ -21,7 +21,7 @@
 //! (`git apply`) holds it alone. A chapter that breaks guards (`./run.sh
 //! try`) uses the scratch copy `LAB_SCRATCH_DIR` names.
 
-use lab::suite::book::{chapters, commands, edits_files};
+use lab::suite::book::{chapters, commands, edits_files, only_exercises};
 use nix::fcntl::{Flock, FlockArg};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -49,7 +49,13 @@ impl PrivateCluster {
         use std::os::unix::fs::PermissionsExt;
         let port = lab::cluster::free_ports(3).unwrap().to_string();
         let etcd_port_base = lab::cluster::free_ports(14).unwrap().to_string();
-        let parent = tempfile::Builder::new().prefix("lab-book-").tempdir().unwrap();
+        let builder = tempfile::Builder::new().prefix("lab-book-").to_owned();
+        // Under the suite's folder for the group, when it runs in the suite.
+        let parent = match std::env::var_os("LAB_TEST_TMP") {
+            Some(dir) => builder.tempdir_in(dir),
+            None => builder.tempdir(),
+        }
+        .unwrap();
         std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
         PrivateCluster { dir: parent.path().join("cluster"), port, etcd_port_base, _parent: parent }
     }
@@ -84,28 +90,10 @@ impl Drop for PrivateCluster {
 fn checkout_copy() -> PathBuf {
     let copy = root().join("target/book-commands/tree");
     std::fs::create_dir_all(&copy).unwrap();
-    let listed = Command::new("git")
-        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(listed.status.success(), "git ls-files failed: the book-commands test needs a git checkout");
-    for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-        let name = std::str::from_utf8(name).unwrap();
-        let Ok(content) = std::fs::read(root().join(name)) else { continue };
-        let to = copy.join(name);
-        if std::fs::read(&to).ok().as_deref() != Some(content.as_slice()) {
-            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            // Whole (a new file renamed over the old): another chapter may
-            // be reading it meanwhile.
-            let partial = to.with_extension(format!("sync-{}", std::process::id()));
-            std::fs::write(&partial, content).unwrap();
-            // Keep the executable bit (run.sh, the tools' scripts).
-            let mode = std::fs::metadata(root().join(name)).unwrap().permissions();
-            std::fs::set_permissions(&partial, mode).unwrap();
-            std::fs::rename(&partial, &to).unwrap();
-        }
-    }
+    // Its own build, its own repository and the link to the book tools stay.
+    lab::mutants::scratch::mirror(&copy, &["target", ".git", ".tools"]).unwrap();
+    // Its first build reuses the project's compiled dependencies.
+    lab::mutants::scratch::seed_build(&root().join("target"), &copy.join("target")).unwrap();
     // A repository of its own: git commands in the copy (the exercises'
     // `git apply`, the mutation harness's `git ls-files`) must find the
     // copy, never the developer's repository around it.
@@ -182,9 +170,16 @@ fn book_commands_behave_as_the_book_says() {
     let mut ran = 0;
     for chapter in &order {
         let text = std::fs::read_to_string(root().join("book").join(chapter)).unwrap();
-        let list = commands(chapter, &text);
+        let mut list = commands(chapter, &text);
         if list.is_empty() {
             continue;
+        }
+        // LAB_BOOK_SLICE=i/n: every n-th command from the i-th, for a page
+        // of exercises only (each runs on its own), as the suite cuts it.
+        if let Ok(slice) = std::env::var("LAB_BOOK_SLICE") {
+            let (i, n) = slice.split_once('/').and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?))).expect("LAB_BOOK_SLICE is i/n");
+            assert!(only_exercises(&list) && i < n, "LAB_BOOK_SLICE={slice} on {chapter}, which is not a page of exercises only");
+            list = list.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, c)| c).collect();
         }
         let _copy = lock_copy(edits_files(&list) || !root().join("target/book-commands/tree/.git").exists());
         let start = Instant::now();

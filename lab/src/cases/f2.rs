@@ -70,6 +70,12 @@ fn renew_after_expiry(t: &mut Transcript, leases: &mut LeaseStore, mut a: Grant)
         format!("lost={} stopped={stopped} renewed={} error={}", state.lost, state.renewals > 0, state.error.as_deref().unwrap_or("none")),
     );
 
+    // Expired by the database's clock before the new acquire. Here it is
+    // already (nothing renewed it), so this returns at once; with a renewal
+    // that ignores expiry (the mutation renew-after-expiry) the renewer's
+    // last renewal may still hold it for up to one SHORT_TTL, and the broken
+    // run must read the same whatever the machine's load.
+    leases.wait_until_expired(LEASE)?;
     // TTL, not SHORT_TTL: the new holding must stay valid while its old
     // grant is tried, so that only the token condition can refuse it.
     let again = acquire(leases, "holder-a", TTL)?;
@@ -189,7 +195,10 @@ fn slow_response(lab: &Lab, t: &mut Transcript, leases: &mut LeaseStore) -> Resu
         let waited = ms(wait);
         wait_for_yes(
             leases,
-            "SELECT wait_event_type = 'Lock' AND clock_timestamp() - xact_start > $2::float8 * interval '1 millisecond'
+            // wait_event_type is NULL while the session runs (not yet
+            // queued on the lock, on a busy machine): IS NOT DISTINCT FROM
+            // answers false then, never NULL.
+            "SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' AND clock_timestamp() - xact_start > $2::float8 * interval '1 millisecond'
                FROM pg_stat_activity WHERE pid = $1",
             &[&f_pid, &waited],
         )?;
@@ -214,7 +223,8 @@ fn slow_response(lab: &Lab, t: &mut Transcript, leases: &mut LeaseStore) -> Resu
 fn wait_for_yes(leases: &mut LeaseStore, question: &str, params: &[&(dyn ToSql + Sync)]) -> Result<()> {
     // By design: each question waits for a moment on the server's clock.
     let yes = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || {
-        Ok::<_, crate::Error>(leases.client().query_one(question, params)?.get::<_, bool>(0))
+        // try_get: an answer that is not a boolean is an error, not a panic.
+        Ok::<_, crate::Error>(leases.client().query_one(question, params)?.try_get::<_, bool>(0)?)
     }))?;
     require(yes, &format!("the database never answered yes to: {question}"))
 }

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::Duration;
 
 /// Serialises start and stop, so that Ctrl-C arriving during a start waits
@@ -59,7 +59,7 @@ impl Cluster {
     /// when it is this process's child (`Launch::Tied`), `None` when it is
     /// pg_ctl's daemon or was running already.
     pub(super) fn start_as(&self, launch: Launch) -> Result<Option<Child>> {
-        let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
+        let _lifecycle = LIFECYCLE.lock();
         match &self.host {
             // Inside its host: the port check binds there, and the
             // postmaster is born in the host's namespace.
@@ -73,7 +73,7 @@ impl Cluster {
     /// way, and restarts again with none. The run's ownership of the server
     /// is unchanged.
     pub fn restart_with(&self, env: &[(String, String)]) -> Result<()> {
-        let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
+        let _lifecycle = LIFECYCLE.lock();
         self.stop_locked("fast", false)?;
         self.start_locked(Launch::Daemon, env).map(drop)
     }
@@ -199,7 +199,7 @@ impl Cluster {
     }
 
     pub(super) fn stop_with(&self, mode: &str) -> Result<()> {
-        let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
+        let _lifecycle = LIFECYCLE.lock();
         // A crash-stop (F8) is followed by a start within the same run: the
         // owner stays. A clean stop ends the server's life: nobody owns it.
         self.stop_locked(mode, mode == "fast")

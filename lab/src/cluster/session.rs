@@ -8,7 +8,7 @@ use crate::{interrupt, safe_dir};
 use nix::fcntl::{Flock, FlockArg, OFlag};
 use std::fs;
 use std::io::{Read, Write};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 /// The cluster this process started and must stop again, if any.
 static OWNED: Mutex<Option<Cluster>> = Mutex::new(None);
@@ -73,7 +73,7 @@ impl Drop for Session {
 
 /// Makes this process the one that stops `cluster`, on every exit path.
 fn own(cluster: &Cluster) {
-    *OWNED.lock().unwrap_or_else(|p| p.into_inner()) = Some(cluster.clone());
+    *OWNED.lock() = Some(cluster.clone());
     interrupt::on_stop(stop_owned);
 }
 
@@ -107,7 +107,7 @@ const LOCK_FILE: &str = "lock";
 /// claimed it meanwhile with `cluster start`. Called when a session ends and
 /// by the interrupt handler; safe to call twice.
 pub fn stop_owned() {
-    let owned = OWNED.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let owned = OWNED.lock().take();
     if let Some(cluster) = owned {
         match owner::read(cluster.dir()) {
             Ok(Some(Owner::Reader)) if cluster.is_running().unwrap_or(false) => return,

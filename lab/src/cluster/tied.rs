@@ -27,7 +27,7 @@ use crate::error::Result;
 use crate::hosts::Host;
 use crate::interrupt;
 use std::process::Child;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 /// The postmasters this process started as its children, to stop and reap.
 static TIED: Mutex<Vec<(Cluster, Child)>> = Mutex::new(Vec::new());
@@ -82,7 +82,7 @@ impl Drop for TiedServer {
 
 /// Starts `server` as this process's child, unless it already is one.
 pub(super) fn start_tied(server: &Cluster) -> Result<()> {
-    let tied = TIED.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|(s, _)| s.dir() == server.dir());
+    let tied = TIED.lock().iter().any(|(s, _)| s.dir() == server.dir());
     if tied {
         return Ok(());
     }
@@ -94,7 +94,7 @@ pub(super) fn start_tied(server: &Cluster) -> Result<()> {
     // and the process's exit then ends the new server (parent-death signal).
     interrupt::on_stop(stop_all);
     if let Some(child) = server.start_as(Launch::Tied)? {
-        TIED.lock().unwrap_or_else(|p| p.into_inner()).push((server.clone(), child));
+        TIED.lock().push((server.clone(), child));
     }
     Ok(())
 }
@@ -103,7 +103,7 @@ pub(super) fn start_tied(server: &Cluster) -> Result<()> {
 /// postmaster if it was this process's child.
 pub(super) fn stop_tied(server: &Cluster, mode: &str) -> Result<()> {
     let child = {
-        let mut tied = TIED.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tied = TIED.lock();
         tied.iter().position(|(s, _)| s.dir() == server.dir()).map(|at| tied.remove(at).1)
     };
     let stopped = server.stop_with(mode);
@@ -120,7 +120,7 @@ pub(super) fn stop_tied(server: &Cluster, mode: &str) -> Result<()> {
 
 /// Stops every server this process started as its child (Ctrl-C).
 fn stop_all() {
-    let all: Vec<(Cluster, Child)> = std::mem::take(&mut *TIED.lock().unwrap_or_else(|p| p.into_inner()));
+    let all: Vec<(Cluster, Child)> = std::mem::take(&mut *TIED.lock());
     for (server, mut child) in all {
         if server.stop_with("immediate").is_err() {
             let _ = child.kill();

@@ -77,7 +77,8 @@ use crate::hosts::Host;
 use state::{Shared, State};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Condvar, Mutex};
+use parking_lot::{Condvar, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -173,7 +174,7 @@ impl DelayProxy {
             if left.is_zero() {
                 return false;
             }
-            state = self.shared.changed.wait_timeout(state, left).unwrap_or_else(|p| p.into_inner()).0;
+            state = { self.shared.changed.wait_for(&mut state, left); state };
         }
         true
     }

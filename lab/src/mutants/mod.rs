@@ -29,7 +29,8 @@ pub struct Mutation {
     pub group: Group,
     /// What the guard protects, in one line.
     pub guards: &'static str,
-    /// The `lab run` arguments of the case that must catch it.
+    /// The `lab run` arguments of the case that must catch it; for a
+    /// guard of the model, `["model"]`: `lab model` (`harness::MODEL`).
     pub killer: &'static [&'static str],
     /// The exercise's question: what will happen? (Chinese, like the book.)
     pub question: &'static str,
@@ -59,6 +60,9 @@ pub enum Group {
     /// judges the fence under a fault that never happened proves nothing,
     /// so each checks that its fault took hold.
     Faults,
+    /// The model checker's own checks (`lab model`): a property that
+    /// cannot fail would call every mode safe.
+    Model,
 }
 
 /// Every mutation, in the book's order.
@@ -349,6 +353,13 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "the chaos run's partitions are real: the nemesis cuts the switch, and confirms each cut before it counts it",
         killer: &["F15"],
         question: "混沌运行的 nemesis 只记下“分区”，却不去动交换机。故障计划里的分区照样“注入”了吗？F15 会在哪里发现？",
+    },
+    Mutation {
+        name: "model-blind-to-stale",
+        group: Group::Model,
+        guards: "the model's I3 fails on a state where a write took effect below a token that already had: blind, the model calls the broken modes safe",
+        killer: &["model"],
+        question: "模型的 I3 不再看状态里的过期写入，条件永远成立。`./run.sh model` 的表里，UNFENCED、FENCED_ROW、CHECK_THEN_WRITE 会被判成什么？判定行里哪几行会失败？异步备库上的几行呢？",
     },
 ];
 

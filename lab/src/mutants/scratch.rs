@@ -46,6 +46,85 @@ pub struct Scratch {
 /// A `lab` binary and the variables that point it at a cluster.
 type LabAt = (PathBuf, Vec<(String, String)>);
 
+/// Makes `to` a copy of the project's files: what git tracks, plus untracked
+/// files it does not ignore (a developer's new files count). A file is
+/// rewritten only when it differs (whole: a new file renamed over the old),
+/// so unchanged files keep their times and builds stay incremental; a file
+/// the project no longer has (moved, deleted) is deleted from the copy, so
+/// a stale module cannot break its build. The top-level names in `keep`
+/// (its build folder, its own repository) are left alone.
+pub fn mirror(to: &Path, keep: &[&str]) -> Result<()> {
+    let root = paths::root();
+    let listed = Command::new("git")
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .current_dir(&root)
+        .output()
+        .context("running git ls-files (the copy holds what git tracks)")?;
+    if !listed.status.success() {
+        return Err(format!("git ls-files failed in {}: copying the project needs a git checkout", root.display()).into());
+    }
+    let mut wanted = std::collections::BTreeSet::new();
+    for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let name = PathBuf::from(std::str::from_utf8(name)?);
+        let (from, to) = (root.join(&name), to.join(&name));
+        let Ok(content) = std::fs::read(&from) else { continue }; // listed but deleted in the working tree
+        wanted.insert(name.clone());
+        if std::fs::read(&to).ok().as_deref() != Some(content.as_slice()) {
+            std::fs::create_dir_all(to.parent().expect("a file has a folder"))?;
+            let partial = to.with_extension(format!("mirror-{}", std::process::id()));
+            std::fs::write(&partial, content).with_context(|| format!("copying {}", name.display()))?;
+            // Keep the executable bit (run.sh, the tools' scripts).
+            std::fs::set_permissions(&partial, std::fs::metadata(&from)?.permissions())?;
+            std::fs::rename(&partial, &to)?;
+        }
+    }
+    remove_strays(to, Path::new(""), &wanted, keep)
+}
+
+/// Gives a build folder that has never built anything the compiled
+/// dependencies of `from` (another build folder of the same project, same
+/// compiler), as hard links: cargo then compiles only the project's own
+/// crate, not its hundred dependencies again (a cold build of the scratch
+/// copy took minutes on a busy 2-core machine, a seeded one seconds). A
+/// dependency's files are named by the hash of everything it was built
+/// from, so the seeded folder only ever adds files beside them, never
+/// rewrites one in place.
+pub fn seed_build(from: &Path, to: &Path) -> Result<()> {
+    let (from, to) = (from.join("debug"), to.join("debug"));
+    if to.exists() || !from.join("deps").is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&to)?;
+    for part in ["deps", "build", ".fingerprint"] {
+        if from.join(part).is_dir() {
+            let out = Command::new("cp").arg("-al").arg(from.join(part)).arg(&to).output().context("running cp -al")?;
+            if !out.status.success() {
+                return Err(format!("seeding {} from {}: {}", to.display(), from.display(), String::from_utf8_lossy(&out.stderr)).into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the files under `to/at` that are not `wanted`.
+fn remove_strays(to: &Path, at: &Path, wanted: &std::collections::BTreeSet<PathBuf>, keep: &[&str]) -> Result<()> {
+    for entry in std::fs::read_dir(to.join(at))? {
+        let entry = entry?;
+        let name = at.join(entry.file_name());
+        if at.as_os_str().is_empty() && keep.iter().any(|k| entry.file_name() == *k) {
+            continue;
+        }
+        // Not followed: a link in the copy is a file of the copy's.
+        if entry.file_type()?.is_dir() {
+            remove_strays(to, &name, wanted, keep)?;
+        } else if !wanted.contains(&name) && !entry.file_name().to_string_lossy().contains(".mirror-") {
+            // (A `.mirror-<pid>` file is another process's copy in flight.)
+            std::fs::remove_file(entry.path()).with_context(|| format!("removing the stale {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The scratch `lab` binary and its cluster variables, for the cleanup that
 /// an interrupt runs (a plain `fn()` cannot capture them).
 static CLUSTER: Mutex<Option<LabAt>> = Mutex::new(None);
@@ -71,6 +150,7 @@ impl Scratch {
             etcd_port_base: crate::cluster::free_ports(14)?,
         };
         scratch.sync()?;
+        seed_build(&paths::root().join("target"), &scratch.target)?;
         scratch.build()?.map_err(|e| format!("the unmutated scratch copy does not build:\n{e}"))?;
         *CLUSTER.lock() = Some((scratch.lab_bin(), scratch.env()));
         interrupt::on_stop(stop_cluster);
@@ -95,29 +175,9 @@ impl Scratch {
         ]
     }
 
-    /// Makes the scratch tree equal to the project's files. A file is
-    /// rewritten only when it differs, so unchanged files keep their times
-    /// and the build stays incremental.
+    /// Makes the scratch tree equal to the project's files (see [`mirror`]).
     fn sync(&self) -> Result<()> {
-        let root = paths::root();
-        let listed = Command::new("git")
-            .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
-            .current_dir(&root)
-            .output()
-            .context("running git ls-files (the mutation harness copies what git tracks)")?;
-        if !listed.status.success() {
-            return Err(format!("git ls-files failed in {}: the mutation harness needs a git checkout", root.display()).into());
-        }
-        for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-            let name = Path::new(std::str::from_utf8(name)?);
-            let (from, to) = (root.join(name), self.tree.join(name));
-            let Ok(content) = std::fs::read(&from) else { continue }; // listed but deleted in the working tree
-            if std::fs::read(&to).ok().as_deref() != Some(content.as_slice()) {
-                std::fs::create_dir_all(to.parent().expect("a file has a folder"))?;
-                std::fs::write(&to, content).with_context(|| format!("copying {}", name.display()))?;
-            }
-        }
-        Ok(())
+        mirror(&self.tree, &["target"])
     }
 
     /// Applies a patch to the scratch tree (`git apply`, which works

@@ -20,7 +20,7 @@
 
 pub mod view;
 
-pub use view::{PartRow, ResourceView};
+pub use view::{Attempt, PartRow, ResourceView};
 
 use crate::cluster::{credentials, Endpoint};
 use crate::db;

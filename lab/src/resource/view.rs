@@ -90,19 +90,16 @@ impl ResourceView {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    /// Every attempt on `scope` in the order recorded, each as
-    /// `holder-a summary 2 accepted` (or `refused`): a history short enough
-    /// for one transcript line (F18 compares it whole).
-    pub fn attempt_list(&mut self, scope: &str) -> Result<Vec<String>> {
+    /// Every write attempt on `scope`, in the order they were recorded
+    /// (`id`; for accepted writes, the order of acceptance: see
+    /// RECORD_ATTEMPT): who wrote which part with which token, whether it
+    /// was accepted, and the floor the attempt saw (`floor_after`).
+    pub fn history(&mut self, scope: &str) -> Result<Vec<Attempt>> {
         let rows = self
             .client
-            // write_attempt.id: the order the resource recorded them in.
-            .query("SELECT writer, part, token, accepted FROM write_attempt WHERE scope = $1 ORDER BY id", &[&scope])
-            .context("reading write attempts")?;
-        Ok(rows
-            .iter()
-            .map(|r| format!("{} {} {} {}", r.get::<_, String>(0), r.get::<_, String>(1), r.get::<_, i64>(2), if r.get(3) { "accepted" } else { "refused" }))
-            .collect())
+            .query("SELECT writer, part, token, accepted, floor_after FROM write_attempt WHERE scope = $1 ORDER BY id", &[&scope])
+            .context("reading write_attempt")?;
+        Ok(rows.iter().map(|r| Attempt { writer: r.get(0), part: r.get(1), token: r.get(2), accepted: r.get(3), floor_after: r.get(4) }).collect())
     }
 
     /// The server process of `who`'s session on `res26` (its
@@ -175,5 +172,28 @@ impl ResourceView {
             )
             .context("reading pg_blocking_pids")?;
         Ok(row.get(0))
+    }
+}
+
+/// One row of `write_attempt`, as [`ResourceView::history`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    /// Who wrote, e.g. `holder-a`.
+    pub writer: String,
+    /// Which part.
+    pub part: String,
+    /// With which token.
+    pub token: i64,
+    /// Whether the resource accepted it.
+    pub accepted: bool,
+    /// The scope's floor as the attempt saw it (NULL: no floor row).
+    pub floor_after: Option<i64>,
+}
+
+/// `holder-a summary 2 accepted` (or `refused`): one attempt as F18's
+/// transcript lines list a short history.
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {} {}", self.writer, self.part, self.token, if self.accepted { "accepted" } else { "refused" })
     }
 }

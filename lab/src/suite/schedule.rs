@@ -25,8 +25,9 @@ pub struct Options {
     pub only: Vec<String>,
 }
 
-/// How many scratch copies the mutation exercises share.
-const SCRATCH_COPIES: usize = 2;
+/// How many scratch copies the mutation exercises share: the exercises are
+/// most of the suite's longest work, and a copy costs one seeded build.
+const SCRATCH_COPIES: usize = 3;
 
 /// The ports the suite's groups pick from: one range per worker slot,
 /// below the ephemeral range (see `cluster::free_ports`).
@@ -81,7 +82,10 @@ pub fn run(options: &Options) -> Result<bool> {
     eprintln!("suite: building the test binaries…");
     let binaries = TestBinaries::build()?;
     let built = started.elapsed();
-    let times = read_times(&dir.join("times.tsv"));
+    // This machine's times from its last run, else the ones committed
+    // beside this file (a run on a 2-core machine), to start the longest first.
+    let mut times = parse_times(include_str!("times.tsv"));
+    times.extend(read_times(&dir.join("times.tsv")));
     let mut pending: Vec<Group> = groups(&binaries, &times)?;
     if !options.only.is_empty() {
         pending.retain(|g| options.only.iter().any(|o| g.name.contains(o.as_str())));
@@ -96,7 +100,7 @@ pub fn run(options: &Options) -> Result<bool> {
 
     let mut running: Vec<Running> = Vec::new();
     let mut ended: Vec<Ended> = Vec::new();
-    let mut scratch_free = vec![true; SCRATCH_COPIES];
+    let mut scratch_free = [true; SCRATCH_COPIES];
     let mut last_report = Instant::now();
     while !pending.is_empty() || !running.is_empty() {
         if interrupt::requested() {
@@ -170,6 +174,9 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
         .stdout(out.try_clone()?)
         .stderr(out)
         .env("LAB_CLUSTER_DIR", home.join("cluster"))
+        // The tests' own private clusters go in here too, so that nothing
+        // they leave (a test killed by Ctrl-C runs no Drop) escapes clear_home.
+        .env("LAB_TEST_TMP", &home)
         .env("LAB_ETCD_DIR", home.join("etcd-26"))
         .env("LAB_FREE_PORTS", format!("{low}-{high}"))
         .env("LAB_PORT", crate::cluster::free_ports_in(low, high, 3)?.to_string())
@@ -195,30 +202,52 @@ fn finish(r: Running, passed: bool) -> Result<Ended> {
 }
 
 /// Stops what a group left running in its folder and removes the folder;
-/// returns what had to be stopped.
+/// returns what had to be stopped. The group's tests make their private
+/// clusters inside it too (`LAB_TEST_TMP`), so every place and etcd folder
+/// in it is asked, the deepest first (the mutants' place is inside a place).
 fn clear_home(home: &Path) -> Vec<String> {
     let lab = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("lab"));
-    let env = [("LAB_CLUSTER_DIR", home.join("cluster")), ("LAB_ETCD_DIR", home.join("etcd-26"))];
     let mut left = Vec::new();
-    let ask = |args: &[&str]| Command::new(&lab).args(args).envs(env.iter().map(|(k, v)| (k, v))).output();
-    if home.join("cluster").exists() && ask(&["cluster", "status"]).is_ok_and(|o| o.status.success()) {
-        left.push("its PostgreSQL server".to_owned());
-    }
-    if home.join("etcd-26").exists() && ask(&["etcd", "status"]).is_ok_and(|o| o.status.code() == Some(0)) {
-        left.push("its etcd members".to_owned());
-        let _ = ask(&["etcd", "stop"]);
-    }
-    if home.join("cluster").exists() {
-        if let Ok(out) = ask(&["cluster", "forget"]) {
-            if !out.status.success() {
-                left.push(format!("a cluster folder it could not remove: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    let mut found = Vec::new();
+    lab_folders(home, 0, &mut found);
+    found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for dir in found {
+        let ask = |var: &str, args: &[&str]| Command::new(&lab).args(args).env(var, &dir).output();
+        if dir.join("server").is_dir() {
+            if ask("LAB_CLUSTER_DIR", &["cluster", "status"]).is_ok_and(|o| o.status.success()) {
+                left.push(format!("a PostgreSQL server in {}", dir.display()));
             }
+            if let Ok(out) = ask("LAB_CLUSTER_DIR", &["cluster", "forget"]) {
+                if !out.status.success() {
+                    left.push(format!("a cluster folder it could not remove: {}", String::from_utf8_lossy(&out.stderr).trim()));
+                }
+            }
+        } else if dir.join("m1").is_dir() && ask("LAB_ETCD_DIR", &["etcd", "status"]).is_ok_and(|o| o.status.code() == Some(0)) {
+            left.push(format!("etcd members in {}", dir.display()));
+            let _ = ask("LAB_ETCD_DIR", &["etcd", "stop"]);
         }
     }
     if let Err(e) = std::fs::remove_dir_all(home) {
         left.push(format!("its folder {} ({e})", home.display()));
     }
     left
+}
+
+/// The folders the lab made under `dir` (they carry its marker), a few levels down.
+fn lab_folders(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+    if depth > 4 {
+        return;
+    }
+    if dir.join(crate::safe_dir::MARKER).is_file() {
+        found.push(dir.to_path_buf());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        // Not into links, and not into a server's own folder.
+        if entry.file_type().is_ok_and(|t| t.is_dir()) && entry.file_name() != "server" {
+            lab_folders(&entry.path(), depth + 1, found);
+        }
+    }
 }
 
 /// Ctrl-C: SIGINT to every running group's processes, a bounded wait for
@@ -267,7 +296,7 @@ fn report(ended: &[Ended], wall: Duration, built: Duration) -> bool {
         }
     }
     let mut slowest: Vec<&Ended> = ended.iter().collect();
-    slowest.sort_by(|a, b| b.took.cmp(&a.took));
+    slowest.sort_by_key(|e| std::cmp::Reverse(e.took));
     println!("\nslowest groups:");
     for e in slowest.iter().take(12) {
         println!("  {:>7.1}s  {}", e.took.as_secs_f64(), e.name);
@@ -290,7 +319,8 @@ fn report(ended: &[Ended], wall: Duration, built: Duration) -> bool {
 /// variants matched with their snapshots, the book's commands run.
 fn counts(ended: &[Ended]) -> String {
     let (mut tests, mut cases, mut variants, mut commands) = (0u64, 0u64, 0u64, 0u64);
-    for e in ended {
+    // Only what passed counts as checked.
+    for e in ended.iter().filter(|e| e.ok) {
         let text = std::fs::read_to_string(&e.log).unwrap_or_default();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("test result: ok. ") {
@@ -314,7 +344,11 @@ fn counts(ended: &[Ended]) -> String {
 
 /// The seconds each group took last time, to start the longest first.
 fn read_times(path: &Path) -> BTreeMap<String, f64> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    parse_times(&std::fs::read_to_string(path).unwrap_or_default())
+}
+
+/// `name<TAB>seconds` lines.
+fn parse_times(text: &str) -> BTreeMap<String, f64> {
     text.lines().filter_map(|l| l.split_once('\t')).filter_map(|(name, s)| Some((name.to_owned(), s.parse().ok()?))).collect()
 }
 

@@ -39,6 +39,17 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A folder made by `tempfile` under `LAB_TEST_TMP` (the suite's folder for
+/// the group) when set, else under the system's temp folder.
+pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
+    let builder = tempfile::Builder::new().prefix(prefix).to_owned();
+    match std::env::var_os("LAB_TEST_TMP") {
+        Some(dir) => builder.tempdir_in(dir),
+        None => builder.tempdir(),
+    }
+    .unwrap()
+}
+
 /// A private folder for one test, made by `tempfile` (a random name,
 /// created atomically: nobody can have placed it first, and no name is
 /// computed from a pid), opened to 0711 so that the server account can
@@ -48,7 +59,7 @@ pub struct TempDir(pub PathBuf, tempfile::TempDir);
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new().prefix(&format!("lab-{tag}-")).tempdir().unwrap();
+        let dir = temp_dir(&format!("lab-{tag}-"));
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
         TempDir(dir.path().to_path_buf(), dir)
     }
@@ -103,7 +114,10 @@ impl Drop for PrivateCluster {
     }
 }
 
-/// Processes of the private cluster in `cluster_dir`, or any holder process.
+/// Processes of the private cluster in `cluster_dir`: its server's (by the
+/// folder on their command line) and its holders (a holder's environment
+/// names the cluster it works against). Other tests' holders, running side
+/// by side in the suite, are theirs, not leftovers of this one.
 pub fn leftovers(cluster_dir: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -112,10 +126,39 @@ pub fn leftovers(cluster_dir: &str) -> Vec<String> {
         let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        if exe == Path::new(HOLDER) || (cmdline.contains(cluster_dir) && !cmdline.contains("cargo")) {
-            found.push(format!("pid {pid} [{}]: {cmdline}", state.rsplit_once(')').map_or("?", |(_, s)| s.trim()).chars().next().unwrap_or('?')));
+        let environ = String::from_utf8_lossy(&std::fs::read(entry.path().join("environ")).unwrap_or_default()).into_owned();
+        let ours = if exe == Path::new(HOLDER) { environ.contains(cluster_dir) } else { cmdline.contains(cluster_dir) && !cmdline.contains("cargo") };
+        if ours {
+            let state = lab::sysinfo::proc_stat(pid).map_or('?', |s| s.state);
+            found.push(format!("pid {pid} [{state}]: {cmdline}"));
         }
     }
     found
+}
+
+/// Headless Chromium's flags for every test that opens a page in it: no
+/// sandbox (root), no GPU, and none of the browser's own first-run, sync,
+/// update or background traffic. A test adds how it reads the page
+/// (`--dump-dom`, or the DevTools protocol).
+pub const HEADLESS_CHROMIUM: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+];
+
+/// Headless Chromium on this machine, if any: Debian's `chromium`, or
+/// another build's name for it.
+pub fn chromium() -> Option<PathBuf> {
+    which(&["chromium", "chromium-browser", "google-chrome"])
+}
+
+/// The first of `programs` found on PATH.
+pub fn which(programs: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    programs.iter().find_map(|program| std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file()))
 }

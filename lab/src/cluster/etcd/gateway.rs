@@ -39,7 +39,7 @@ use std::fmt;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long one member may take to answer one request: two election
@@ -230,7 +230,7 @@ impl Gateway {
     /// holder's renewer gets its own).
     pub fn another(&self) -> Gateway {
         let gateway = self.unlogged();
-        *lock(&gateway.login) = lock(&self.login).clone();
+        *gateway.login.lock() = self.login.lock().clone();
         gateway
     }
 
@@ -238,7 +238,7 @@ impl Gateway {
     /// client that knows one endpoint (F19's cut-off minority).
     pub fn only(&self, i: usize) -> Gateway {
         let gateway = Gateway::routed(vec![self.members[i]], vec![self.routes[i].clone()]);
-        *lock(&gateway.login) = lock(&self.login).clone();
+        *gateway.login.lock() = self.login.lock().clone();
         gateway
     }
 
@@ -249,14 +249,14 @@ impl Gateway {
 
     /// Logs in with `login` from now on.
     pub fn set_login(&self, login: Login) {
-        *lock(&self.login) = Some(login);
-        *lock(&self.token) = None;
+        *self.login.lock() = Some(login);
+        *self.token.lock() = None;
     }
 
     /// Forgets the login (the cluster it was for has been removed).
     pub fn log_out(&self) {
-        *lock(&self.login) = None;
-        *lock(&self.token) = None;
+        *self.login.lock() = None;
+        *self.token.lock() = None;
     }
 
     /// The members' client addresses.
@@ -290,7 +290,7 @@ impl Gateway {
             // The token expired or its member forgot it (simple tokens
             // live in memory): log in again once, and retry.
             Err(status) if status.code == code::UNAUTHENTICATED && token.is_some() => {
-                *lock(&self.token) = None;
+                *self.token.lock() = None;
                 let token = self.token()?;
                 self.call_with(path, request, token.as_deref(), bound)
             }
@@ -301,14 +301,14 @@ impl Gateway {
     /// The token to send: `None` without a login; logs in when there is
     /// none yet.
     fn token(&self) -> Result<Option<String>> {
-        let Some(login) = lock(&self.login).clone() else { return Ok(None) };
-        if let Some(token) = lock(&self.token).clone() {
+        let Some(login) = self.login.lock().clone() else { return Ok(None) };
+        if let Some(token) = self.token.lock().clone() {
             return Ok(Some(token));
         }
         let request = json!({ "name": login.user, "password": login.password });
         let answer = self.call_with("/v3/auth/authenticate", &request, None, CALL_BOUND)?.map_err(|s| format!("logging in to etcd as {}: {s}", login.user))?;
         let token = decode::<reply::Authenticated>("/v3/auth/authenticate", answer)?.token;
-        *lock(&self.token) = Some(token.clone());
+        *self.token.lock() = Some(token.clone());
         Ok(Some(token))
     }
 
@@ -555,10 +555,6 @@ pub fn decode<T: DeserializeOwned>(path: &str, answer: Value) -> Result<T> {
     serde_json::from_value(answer.clone()).map_err(|e| format!("etcd's answer to {path} is not what the lab reads: {e}; the answer: {answer}").into())
 }
 
-/// Locks a mutex that no code panics under.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().expect("the gateway's locks are never held across a panic")
-}
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 
 use super::config::{MEMBERS, NAME, STOP_BOUND};
 use super::gateway::{self, Leader};
-use super::run_members::{lock, wait_gone, LIFECYCLE, RUN_MEMBERS};
+use super::run_members::{wait_gone, LIFECYCLE, RUN_MEMBERS};
 use super::EtcdCluster;
 use crate::owner::{self, Owner};
 use crate::error::{Result, ResultExt};
@@ -24,7 +24,7 @@ impl EtcdCluster {
     pub fn start(&self, owner: Owner) -> Result<Leader> {
         let fresh;
         {
-            let _lifecycle = lock(&LIFECYCLE);
+            let _lifecycle = LIFECYCLE.lock();
             if interrupt::requested() {
                 return Err("interrupted".into());
             }
@@ -38,6 +38,11 @@ impl EtcdCluster {
                 self.check_ports_free(i)?;
             }
             if !missing.is_empty() {
+                // The default folder's parent is the lab's build folder,
+                // which a fresh checkout has not made yet.
+                if self.dir == super::default_dir() && std::env::var_os("LAB_ETCD_DIR").is_none() {
+                    std::fs::create_dir_all(crate::paths::build_dir())?;
+                }
                 SafeDir::open_or_make(&self.dir, 0o700)?;
                 if missing.len() == MEMBERS {
                     owner::write(&self.dir, &owner)?;
@@ -64,11 +69,11 @@ impl EtcdCluster {
     /// (raft's CheckQuorum, on in etcd), and a member that is not the leader
     /// exits at once on SIGTERM.
     pub fn stop(&self) -> Result<()> {
-        let _lifecycle = lock(&LIFECYCLE);
+        let _lifecycle = LIFECYCLE.lock();
         // This run's own members leave the registry: from here on the stop
         // below is their one owner.
         let own_pid_files: Vec<PathBuf> = (0..MEMBERS).map(|i| self.pid_file(i)).collect();
-        lock(&RUN_MEMBERS).retain(|m| !own_pid_files.contains(&m.pid_file));
+        RUN_MEMBERS.lock().retain(|m| !own_pid_files.contains(&m.pid_file));
         let running: Vec<(usize, Pid)> =
             (0..MEMBERS).filter_map(|i| self.pid(i).map(|p| (i, Pid::from_raw(p as i32)))).collect();
         let leader = gateway::agreed_leader(&self.gateway.statuses()).map(|(index, _, _)| index);
@@ -146,13 +151,13 @@ impl EtcdCluster {
     /// Kills member `i` with SIGKILL, as a crash would, and waits until it
     /// is gone; returns its pid. Its data stays for [`Self::restart_member`].
     pub fn kill_member(&self, i: usize) -> Result<u32> {
-        let _lifecycle = lock(&LIFECYCLE);
+        let _lifecycle = LIFECYCLE.lock();
         let name = self.member(i).name;
         let pid = self.pid(i).ok_or_else(|| format!("etcd member {name} is not running"))?;
         let pid = Pid::from_raw(pid as i32);
         // A run's member leaves the registry first: this call is now its one
         // owner, and reaps it.
-        lock(&RUN_MEMBERS).retain(|m| m.pid != pid);
+        RUN_MEMBERS.lock().retain(|m| m.pid != pid);
         // SIGKILL cannot be caught: no clean close, no leadership handover;
         // the others learn of it by the missing heartbeats. What it had
         // acknowledged is safe: etcd syncs its log before it answers.
@@ -168,7 +173,7 @@ impl EtcdCluster {
     /// waits until it follows the leader.
     pub fn restart_member(&self, i: usize) -> Result<Leader> {
         {
-            let _lifecycle = lock(&LIFECYCLE);
+            let _lifecycle = LIFECYCLE.lock();
             if interrupt::requested() {
                 return Err("interrupted".into());
             }

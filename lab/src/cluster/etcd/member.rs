@@ -3,7 +3,7 @@
 //! the reader, and its pid file, which finds it again from any process.
 
 use super::config::{ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, NAME};
-use super::run_members::{lock, stop_run_members, RunMember, RUN_MEMBERS};
+use super::run_members::{stop_run_members, RunMember, RUN_MEMBERS};
 use super::EtcdCluster;
 use crate::cluster::diagnose;
 use crate::owner::{self, Owner};
@@ -153,7 +153,7 @@ impl EtcdCluster {
                 // If the run dies without cleaning up (SIGKILL, a crash),
                 // the kernel kills the member.
                 interrupt::tie_to_lab(&mut cmd, Signal::SIGKILL);
-                let mut members = lock(&RUN_MEMBERS);
+                let mut members = RUN_MEMBERS.lock();
                 // Checked under the registry's lock: the interrupt cleanup
                 // has either run already (then nothing new starts) or will
                 // find this member in the registry.

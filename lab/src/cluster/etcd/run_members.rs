@@ -11,7 +11,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use std::time::Duration;
 
 /// A member started by this process for a run: its pid, to kill and reap it.
@@ -29,9 +29,6 @@ pub(super) static RUN_MEMBERS: Mutex<Vec<RunMember>> = Mutex::new(Vec::new());
 /// Serialises start, stop, kill and restart within this process.
 pub(super) static LIFECYCLE: Mutex<()> = Mutex::new(());
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Kills and reaps every member this process started for a run. The
 /// interrupt cleanup; safe to call twice.
@@ -40,7 +37,7 @@ pub fn stop_run_members() {
 }
 
 fn end_run_members(which: impl Fn(&Path) -> bool) {
-    let mut members = lock(&RUN_MEMBERS);
+    let mut members = RUN_MEMBERS.lock();
     let (ending, keep): (Vec<RunMember>, Vec<RunMember>) = members.drain(..).partition(|m| which(&m.pid_file));
     *members = keep;
     for m in ending {

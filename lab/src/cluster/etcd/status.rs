@@ -160,12 +160,17 @@ impl EtcdCluster {
     }
 
     /// Waits, within three election timeouts, until member `i` no longer
-    /// calls itself the leader (or no longer answers).
+    /// calls itself the leader (or no longer answers); says so when it
+    /// still does (the stop goes on: the leader gets SIGTERM anyway, and
+    /// SIGKILL after the stop's bound).
     pub(super) fn wait_for_step_down(&self, i: usize) {
         let bound = ELECTION_TIMEOUT * 3;
-        let _ = poll::poll_until(bound, Duration::from_millis(20), || {
+        let stepped_down = poll::poll_until(bound, Duration::from_millis(20), || {
             Ok::<_, ()>(self.gateway.member_status(i).map_or(true, |s| s.leader != Some(s.id)))
         });
+        if stepped_down != Ok(true) {
+            eprintln!("lab: etcd member {} still led {bound:?} after its followers stopped; stopping it as the leader", self.member(i).name);
+        }
     }
 
     /// A member whose pid file is there but whose process is not: it exited

@@ -100,9 +100,9 @@ impl Shared {
                 match state.next_for(number) {
                     Next::Write(chunk) => break Some(chunk),
                     Next::Finish => break None,
-                    Next::Wait(None) => state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner()),
+                    Next::Wait(None) => state = { self.changed.wait(&mut state); state },
                     Next::Wait(Some(left)) => {
-                        state = self.changed.wait_timeout(state, left).unwrap_or_else(|p| p.into_inner()).0
+                        state = { self.changed.wait_for(&mut state, left); state }
                     }
                 }
             };

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -81,6 +81,6 @@ impl Shared {
     /// The state, even if a thread panicked while holding it: the proxy's
     /// drop must still run to the end.
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 }
