@@ -11,9 +11,9 @@ usage() {
   cat <<'EOF'
 usage: ./run.sh [command]
 
-  (no command)       build, run F1-F16, write evidence/26/output.txt (and the facts
+  (no command)       build, run F1-F19, write evidence/26/output.txt (and the facts
                      read from it); exit 0 only if failed=0
-  F1 … F16 [flags]   run some cases; each case's transcript is saved for `diff`
+  F1 … F19 [flags]   run some cases; each case's transcript is saved for `diff`
                      flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-row|
                                     unfenced|check-then-write; F6/F7: fenced-scope|fenced-scope-cte)
                             --pause-before-check (F4/F5)   --threads N (F3)
@@ -80,8 +80,9 @@ usage: ./run.sh [command]
 Every run starts the cluster if it is not running and stops it again at the
 end (Ctrl-C included); a cluster started with `cluster start` stays up.
 Installs what is missing when run as root with apt-get: PostgreSQL, libfaketime
-(F13), etcd-server (F16, `etcd`, `lease-stores`), Chromium (`test`), a font that
-covers Chinese (fonts-wqy-microhei: `book`, `serve`, `test`).
+(F13), etcd-server (F16, F19, `etcd`, `lease-stores`), Chromium (`test`), a font that
+covers Chinese (fonts-wqy-microhei: `book`, `serve`, `test`), iproute2 and
+nftables (the network hosts of F15, F17-F19 and `chaos`, which also need root).
 EOF
 }
 
@@ -268,17 +269,48 @@ ensure_etcd() {
   die "etcd is missing: F16 and the etcd tests need etcd 3.4 or newer (Debian: apt-get install etcd-server; or set LAB_ETCD_BIN)"
 }
 
-# etcd only when the cases named need it: F16, or all of them (no case
-# named, `all`, or flags only). `./run.sh F4` never asks for it.
+# etcd only when the cases named need it: F16, F19, or all of them (no
+# case named, `all`, or flags only). `./run.sh F4` never asks for it.
 ensure_etcd_for() {
   local arg
   [ $# -gt 0 ] || { ensure_etcd; return; }
   for arg in "$@"; do
     case "$arg" in
-      [Ff]16|all|ALL) ensure_etcd; return ;;
+      [Ff]16|[Ff]19|all|ALL) ensure_etcd; return ;;
     esac
   done
   case "$1" in -*) ensure_etcd ;; esac
+}
+
+# The network hosts of the partition cases (F17-F19) and of the chaos run
+# (F15, `chaos`): each holder and server in a Linux network namespace of
+# its own, plugged into a virtual switch, cut apart by nftables rules in
+# the switch. They need `ip` (iproute2) and `nft` (nftables), installed
+# like the packages above when this is root with apt-get; otherwise the
+# lab itself says what is missing (and that only root can make
+# namespaces) when a case needs them.
+ensure_hosts() {
+  command -v ip >/dev/null 2>&1 && command -v nft >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: installing iproute2 and nftables for the partition cases' network hosts (once)…" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q iproute2 nftables >/dev/null
+    return 0
+  fi
+  echo "run.sh: NOTE: \`ip\` or \`nft\` is missing: F15, F17-F19 and the chaos run need them (as root: apt-get install iproute2 nftables)" >&2
+}
+
+# The hosts only when the cases named need them: F15, F17-F19, or all.
+ensure_hosts_for() {
+  local arg
+  [ $# -gt 0 ] || { ensure_hosts; return; }
+  for arg in "$@"; do
+    case "$arg" in
+      [Ff]15|[Ff]1[789]|all|ALL) ensure_hosts; return ;;
+    esac
+  done
+  case "$1" in -*) ensure_hosts ;; esac
 }
 
 build() {
@@ -300,24 +332,24 @@ cmd=${1:-all}
 case "$cmd" in
   all)
     [ $# -le 1 ] || { usage >&2; exit 2; }
-    ensure_postgres; ensure_faketime; ensure_etcd; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts; guard_cluster
     "$LAB" run all --out evidence/26/output.txt
     # Some of the book's measured figures are read from output.txt: keep
     # evidence/26/facts/ in step with the run that was just written.
     "$LAB" facts >/dev/null
     ;;
   [Ff][0-9]*)
-    ensure_postgres; ensure_faketime; ensure_etcd_for "$@"; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd_for "$@"; ensure_hosts_for "$@"; guard_cluster
     "$LAB" run "$@"
     ;;
   -*)
     # Flags without a case: run them against every case.
-    ensure_postgres; ensure_faketime; ensure_etcd; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts; guard_cluster
     "$LAB" run all "$@"
     ;;
   test)
     shift
-    ensure_postgres; ensure_faketime; ensure_etcd; ensure_chromium; ensure_cjk_font "the book's visual test" required; ensure_book_tools; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts; ensure_chromium; ensure_cjk_font "the book's visual test" required; ensure_book_tools; guard_cluster
     [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
     # The groups in parallel, with progress and the slowest at the end;
     # a group's name narrows it (`./run.sh test cases`, `./run.sh test "book 07"`).
@@ -349,14 +381,14 @@ case "$cmd" in
     ;;
   accept)
     [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"
-    ensure_postgres; ensure_faketime; ensure_etcd; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts; guard_cluster
     INSTA_UPDATE=always cargo test --quiet --test cases
     "$LAB" mutants --accept
     echo "run.sh: snapshots re-locked (cases, variants, broken runs); review with git diff evidence/26/"
     ;;
   chaos)
     shift
-    ensure_postgres; guard_cluster
+    ensure_postgres; ensure_hosts; guard_cluster
     "$LAB" chaos "$@"
     ;;
   model)
@@ -371,21 +403,25 @@ case "$cmd" in
     ;;
   stress)
     shift
-    ensure_postgres; ensure_faketime; ensure_etcd_for "${1:-}"; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd_for "${1:-}"; ensure_hosts_for "${1:-}"; guard_cluster
     "$LAB" stress "$@"
     ;;
   mutants)
     shift
     # A mutant its own case misses runs every case, F16 included.
-    ensure_postgres; ensure_faketime; ensure_etcd
+    ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts
     "$LAB" mutants "$@"
     ;;
   try)
     shift
     ensure_postgres
-    # An exercise that F16 catches runs on etcd (the list's third column is its case).
-    if [ $# -gt 0 ] && "$LAB" try | awk -v n="$1" '$1 == n && $3 == "F16" { found = 1 } END { exit !found }'; then
+    # An exercise that F16 or F19 catches runs on etcd (the list's third
+    # column is its case); one that a partition case catches needs the hosts.
+    if [ $# -gt 0 ] && "$LAB" try | awk -v n="$1" '$1 == n && ($3 == "F16" || $3 == "F19") { found = 1 } END { exit !found }'; then
       ensure_etcd
+    fi
+    if [ $# -gt 0 ] && "$LAB" try | awk -v n="$1" '$1 == n && $3 ~ /^F1[5789]$/ { found = 1 } END { exit !found }'; then
+      ensure_hosts
     fi
     "$LAB" try "$@"
     ;;

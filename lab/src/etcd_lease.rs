@@ -195,6 +195,12 @@ impl EtcdLeaseStore {
         Ok(EtcdLeaseStore::new(cluster::etcd::gateway()?))
     }
 
+    /// The lease service on the lab's cluster through these members only
+    /// (a holder on a host of the lab's network, F19).
+    pub fn at(members: Vec<std::net::SocketAddr>) -> Result<EtcdLeaseStore> {
+        Ok(EtcdLeaseStore::new(cluster::etcd::gateway_at(members)?))
+    }
+
     /// The client side, e.g. for the leader.
     pub fn gateway(&self) -> &Gateway {
         &self.gateway
@@ -360,6 +366,13 @@ impl LeaseService for EtcdLeaseStore {
     /// answered last, and the renewer's should not move the holder's.
     fn another_session(&self, _who: &str) -> Result<EtcdLeaseStore> {
         Ok(EtcdLeaseStore::new(self.gateway.another()))
+    }
+
+    /// A call no member answered within the gateway's bound (a holder cut
+    /// off from every member it knows, or from all but a member without a
+    /// leader: F19's old leader).
+    fn unanswered(err: &(dyn std::error::Error + 'static)) -> bool {
+        crate::cluster::etcd::gateway::is_unanswered(err)
     }
 }
 

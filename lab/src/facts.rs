@@ -225,7 +225,9 @@ fn code_facts() -> Vec<Fact> {
         let n = MUTATIONS.iter().filter(|m| killer_case(m.killer) == *id).count();
         by_count.entry(n).or_default().push(id);
     }
-    let phrase: Vec<String> = by_count.iter().map(|(n, ids)| format!("{} 各 {n} 个", listed(ids))).collect();
+    // 各 ("each") only where several cases share the number.
+    let phrase: Vec<String> =
+        by_count.iter().map(|(n, ids)| if ids.len() > 1 { format!("{} 各 {n} 个", listed(ids)) } else { format!("{} {n} 个", listed(ids)) }).collect();
     f.add("mutations-beyond", phrase.join("，"));
     let groups = [Group::Acquire, Group::RenewRelease, Group::Fence, Group::Client, Group::Failover, Group::Chaos, Group::Etcd, Group::Faults, Group::Model];
     for group in groups {

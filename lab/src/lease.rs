@@ -121,10 +121,28 @@ pub struct LeaseRow {
     pub expires_epoch: f64,
 }
 
+impl LeaseRow {
+    /// `released`, `held` or `expired`, at the `now()` of the reading.
+    pub fn state(&self) -> &'static str {
+        if self.released {
+            "released"
+        } else if self.held {
+            "held"
+        } else {
+            "expired"
+        }
+    }
+
+    /// A row as the failover and partition cases compare it,
+    /// `holder-a/2 held`; `free` when there is no row.
+    pub fn brief(row: Option<&LeaseRow>) -> String {
+        row.map_or("free".into(), |r| format!("{}/{} {}", r.holder, r.token, r.state()))
+    }
+}
+
 impl std::fmt::Display for LeaseRow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = if self.released { "released" } else if self.held { "held" } else { "expired" };
-        write!(f, "{}/{} {state} (expires_at {})", self.holder, self.token, self.expires_at)
+        write!(f, "{}/{} {} (expires_at {})", self.holder, self.token, self.state(), self.expires_at)
     }
 }
 
@@ -312,6 +330,16 @@ pub trait LeaseService: Sized + Send + 'static {
     /// thread: a PostgreSQL session serves one statement at a time, and the
     /// renewer must not queue behind the holder's own requests.
     fn another_session(&self, who: &str) -> Result<Self>;
+
+    /// Whether `err` is the store not answering at all (no reply within the
+    /// client's bound: unreachable, or unable to serve), rather than an
+    /// answer or a failure of the client: a renewer tries again at its next
+    /// period. A PostgreSQL session has no such bound (a renewal behind a
+    /// partition waits in the kernel's retransmissions until the path comes
+    /// back), so nothing it returns is one.
+    fn unanswered(_err: &(dyn std::error::Error + 'static)) -> bool {
+        false
+    }
 }
 // ANCHOR_END: lease_service
 

@@ -3,7 +3,7 @@
 //! A daily report job runs as several instances; a lease table in PostgreSQL
 //! lets one of them work at a time, and a fencing token issued with every
 //! acquire lets the protected resource refuse a holder that paused past its
-//! lease. This crate runs the experiments (cases F1–F9, and F10–F16 beyond
+//! lease. This crate runs the experiments (cases F1–F9, and F10–F19 beyond
 //! the article) against a real, throw-away PostgreSQL cluster and prints
 //! their transcripts.
 //!
@@ -31,10 +31,20 @@
 //! - [`sysinfo`]: facts of the machine and its processes from `/proc`:
 //!   processors, kernel, load, the file system under a folder, and a
 //!   process's state and start time (`/proc/<pid>/stat`).
+//! - [`owner`]: who started a server or a network the lab runs (a run,
+//!   named by pid and start time, or the reader), so that the next run
+//!   ends what a killed one left behind.
 //! - [`events`]: what the parent did to a holder (SIGSTOP, SIGCONT,
 //!   SIGKILL), stamped with the wall clock, for the pictures of a run.
 //! - [`params`]: the article's parameters (TTL, margin, renewal period,
 //!   observation window, names), one home with a why for each.
+//!
+//! Machines and the network between them:
+//! - [`hosts`]: separate network hosts on one machine (a Linux network
+//!   namespace each, plugged into a virtual switch, each with its address
+//!   on a private subnet), the servers and holders started inside them,
+//!   and the partitions between them: the switch drops every frame
+//!   between two groups of hosts, silently, until healed (F17–F19).
 //!
 //! The database server:
 //! - [`cluster`]: the `b3-26` cluster's lifecycle (binaries, initdb, start,
@@ -95,8 +105,9 @@
 //!   record theirs.
 //! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
 //!   seed, the workload (holder slots, each the one owner of its holder
-//!   processes, each behind a link of its own, a `DelayProxy`), the nemesis
-//!   that injects pauses, kills, slow links and database restarts, and the
+//!   processes, each on a network host of its own and behind a link of its
+//!   own, a `DelayProxy`), the nemesis that injects pauses, kills, slow
+//!   links, partitions and database restarts, and the
 //!   checker, a pure function from the run's history (write attempts,
 //!   grants, final parts, faults) to counts of stale writes accepted,
 //!   tokens reused, floor regressions and lost writes, and to a judgement
@@ -112,7 +123,7 @@
 //! - [`lease_stores`]: the lease stores side by side: one acquire timed the
 //!   same way on each (F14's and F16's medians), and `lab lease-stores`,
 //!   which times all four on this machine and writes the book's table.
-//! - [`cases`]: one module per case, `F1` … `F16`, what they share, the
+//! - [`cases`]: one module per case, `F1` … `F19`, what they share, the
 //!   one runner that `lab run` and the snapshot test both use, `lab run`
 //!   and `lab stress` themselves (`cases::command`), and the snapshot
 //!   test's command line read as libtest reads it (`cases::test_args`).
@@ -147,8 +158,10 @@ pub mod poll;
 pub mod latch;
 pub mod stats;
 pub mod sysinfo;
+pub mod owner;
 pub mod events;
 pub mod params;
+pub mod hosts;
 pub mod cluster;
 pub mod db;
 pub mod fault;

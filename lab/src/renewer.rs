@@ -10,6 +10,12 @@
 //! It is written once for both stores, against [`LeaseService`]: on
 //! PostgreSQL a renewal is the RENEW statement, on etcd a keep-alive.
 //!
+//! A renewal the store does not answer at all (etcd's gateway found no
+//! member able to serve it within its bound: a holder behind a partition)
+//! is neither a refusal nor an error: the local deadline stays where the
+//! last successful renewal put it, and the thread tries again at its next
+//! period, as etcd's own client keeps sending keep-alives.
+//!
 //! A panic in the thread is an error like the store's: it is caught where
 //! it happens and recorded in [`RenewState::error`], which the holder turns
 //! into its own failure, so a renewer that died never looks like one that
@@ -30,6 +36,9 @@ pub struct RenewState {
     pub renewals: u32,
     /// A renewal was refused: the lease was lost.
     pub lost: bool,
+    /// Renewals the store did not answer at all (see
+    /// [`LeaseService::unanswered`]); each was tried again a period later.
+    pub unanswered: u32,
     /// The local deadline after the last successful renewal.
     pub local_deadline: Instant,
     /// The store's error (the database's, etcd's), or the thread's panic,
@@ -71,6 +80,7 @@ impl Renewer {
         let state = Arc::new(Mutex::new(RenewState {
             renewals: 0,
             lost: false,
+            unanswered: 0,
             local_deadline: grant.as_ref().local_deadline,
             error: None,
         }));
@@ -97,6 +107,10 @@ impl Renewer {
                         s.lost = true;
                         return;
                     }
+                    // Nobody answered (F19's holder behind a partition): no
+                    // renewal, so the local deadline stays where the last
+                    // one put it; the next period tries again.
+                    Err(e) if S::unanswered(e.as_ref()) => s.unanswered += 1,
                     Err(e) => {
                         s.error = Some(crate::error::chain(e.as_ref()));
                         return;

@@ -13,6 +13,7 @@
 //! half's rows: [`stash`] keeps them, and the runner calls it before every
 //! reset.
 
+use crate::cluster::{credentials, Endpoint};
 use crate::db;
 use crate::error::{Result, ResultExt};
 use crate::events::{self, ParentEvent};
@@ -23,7 +24,7 @@ use std::path::PathBuf;
 use parking_lot::Mutex;
 
 /// One change of the lease row, as `lease_event` recorded it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LeaseEvent {
     /// When, in ms since the epoch, by the server's clock.
     at_ms: f64,
@@ -93,28 +94,71 @@ pub fn clear() {
 /// Keeps the current rows before a reset drops them. Nothing to keep (the
 /// tables do not exist yet, the server is not up) is not an error.
 pub fn stash() {
-    if let Ok(now) = read_tables() {
-        let mut stash = STASH.lock();
-        let kept = stash.get_or_insert_with(Timeline::default);
-        kept.lease.extend(now.lease);
-        kept.writes.extend(now.writes);
+    if let (Ok(lease), Ok(res)) = (Endpoint::lab(), Endpoint::lab()) {
+        if let Ok(now) = read_tables(Some(&lease), &res) {
+            keep(now);
+        }
     }
+}
+
+/// Keeps the rows of a case's own servers (the partition cases': lease
+/// stores and resources on hosts of the lab's network, which end with the
+/// case, before the runner draws): the lease events of every server in
+/// `leases` (none where the lease is not in PostgreSQL: F19's etcd; two
+/// after F18's failover), the write attempts of every server in `resources`.
+/// A server that cannot be read leaves a picture without its rows, as
+/// [`stash`] does.
+pub fn stash_from(leases: &[Endpoint], resources: &[Endpoint]) {
+    for lease in leases {
+        if let Ok(rows) = lease_events(lease) {
+            keep(Timeline { lease: rows, ..Timeline::default() });
+        }
+    }
+    for res in resources {
+        if let Ok(rows) = write_events(res) {
+            keep(Timeline { writes: rows, ..Timeline::default() });
+        }
+    }
+}
+
+fn keep(now: Timeline) {
+    let mut stash = STASH.lock();
+    let kept = stash.get_or_insert_with(Timeline::default);
+    // A promoted standby's `lease_event` begins with the rows it replayed
+    // from its primary (F18): the same change, kept once.
+    for event in now.lease {
+        if !kept.lease.contains(&event) {
+            kept.lease.push(event);
+        }
+    }
+    kept.writes.extend(now.writes);
 }
 
 /// Everything recorded since [`clear`]: the stash, the tables now, and the
 /// parent's signals.
 pub fn collect() -> Result<Timeline> {
     let mut timeline = STASH.lock().take().unwrap_or_default();
-    let now = read_tables()?;
+    let lab = Endpoint::lab()?;
+    let now = read_tables(Some(&lab), &lab)?;
     timeline.lease.extend(now.lease);
     timeline.writes.extend(now.writes);
     timeline.parent = events::take();
     Ok(timeline)
 }
 
-fn read_tables() -> Result<Timeline> {
-    let mut lease = db::connect(db::LEASE_DB, "lab timeline")?;
-    // Epoch milliseconds on both sides: one axis with the parent's clock.
+fn read_tables(lease: Option<&Endpoint>, res: &Endpoint) -> Result<Timeline> {
+    let lease = match lease {
+        Some(server) => lease_events(server)?,
+        None => Vec::new(),
+    };
+    Ok(Timeline { lease, writes: write_events(res)?, parent: Vec::new() })
+}
+
+/// Every change of the lease row on `server`.
+fn lease_events(server: &Endpoint) -> Result<Vec<LeaseEvent>> {
+    let mut lease = db::open(server, credentials::ROLE, db::LEASE_DB, "lab timeline", None)?;
+    // Epoch milliseconds on both sides: one axis with the parent's clock
+    // (every host of the lab's network shares the machine's).
     let rows = lease
         .query(
             "SELECT extract(epoch FROM at)::float8 * 1000, holder, token, kind, extract(epoch FROM expires_at)::float8 * 1000
@@ -122,16 +166,16 @@ fn read_tables() -> Result<Timeline> {
             &[],
         )
         .context("reading lease_event")?;
-    let lease = rows
-        .iter()
-        .map(|r| LeaseEvent { at_ms: r.get(0), holder: r.get(1), token: r.get(2), kind: r.get(3), expires_ms: r.get(4) })
-        .collect();
-    let mut res = db::connect(db::RES_DB, "lab timeline")?;
+    Ok(rows.iter().map(|r| LeaseEvent { at_ms: r.get(0), holder: r.get(1), token: r.get(2), kind: r.get(3), expires_ms: r.get(4) }).collect())
+}
+
+/// Every write attempt on `server`'s resource.
+fn write_events(server: &Endpoint) -> Result<Vec<WriteEvent>> {
+    let mut res = db::open(server, credentials::ROLE, db::RES_DB, "lab timeline", None)?;
     let rows = res
         .query("SELECT extract(epoch FROM attempted_at)::float8 * 1000, writer, token, accepted FROM write_attempt ORDER BY id", &[])
         .context("reading write_attempt")?;
-    let writes = rows.iter().map(|r| WriteEvent { at_ms: r.get(0), writer: r.get(1), token: r.get(2), accepted: r.get(3) }).collect();
-    Ok(Timeline { lease, writes, parent: Vec::new() })
+    Ok(rows.iter().map(|r| WriteEvent { at_ms: r.get(0), writer: r.get(1), token: r.get(2), accepted: r.get(3) }).collect())
 }
 
 impl Timeline {
@@ -181,7 +225,7 @@ impl Timeline {
                 let _ = writeln!(out, "    持有 token={} :{}, {}, {}", acquire.token, next(), at(acquire.at_ms), at(end).max(at(acquire.at_ms) + 1));
                 let _ = writeln!(out, "    token={} {how} :milestone, {}, {}, {}", acquire.token, next(), at(end), at(end));
             }
-            let (mut stopped, mut held): (Option<f64>, Option<f64>) = (None, None);
+            let (mut stopped, mut held, mut cut): (Option<f64>, Option<f64>, Option<f64>) = (None, None, None);
             for e in self.parent.iter().filter(|e| e.holder == holder) {
                 match e.act {
                     "spawn" => {}
@@ -192,6 +236,13 @@ impl Timeline {
                         }
                     }
                     "hold" => held = Some(e.at_ms),
+                    // A partition in the switch (hosts): from the cut to the heal.
+                    "cut" => cut = Some(e.at_ms),
+                    "heal" => {
+                        if let Some(from) = cut.take() {
+                            let _ = writeln!(out, "    网络分区 :crit, {}, {}, {}", next(), at(from), at(e.at_ms));
+                        }
+                    }
                     "release" => {
                         if let Some(from) = held.take() {
                             let _ = writeln!(out, "    请求扣在代理里 :crit, {}, {}, {}", next(), at(from), at(e.at_ms));
@@ -201,6 +252,10 @@ impl Timeline {
                         let _ = writeln!(out, "    {} :milestone, crit, {}, {}, {}", e.act, next(), at(e.at_ms), at(e.at_ms));
                     }
                 }
+            }
+            if let Some(from) = cut {
+                // Never healed before the picture was taken.
+                let _ = writeln!(out, "    网络分区 :crit, {}, {}, {}", next(), at(from), at(from) + 1);
             }
             if let Some(from) = stopped {
                 // Never resumed before it ended (killed while stopped).

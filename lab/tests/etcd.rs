@@ -35,7 +35,7 @@ mod common;
 use common::{leftovers, TempDir};
 use lab::cluster::etcd::reply;
 use lab::cluster::etcd::{EtcdCluster, MEMBERS, MIN_TTL, NAME};
-use lab::cluster::owner::Owner;
+use lab::owner::Owner;
 use lab::etcd_lease::EtcdLeaseStore;
 use lab::{stats, sysinfo};
 use serde_json::json;

@@ -1,11 +1,14 @@
 //! Steps that several cases share.
 
 use super::Lab;
+use crate::cluster::etcd::gateway::Leader;
 use crate::db;
+use crate::holder::{HolderArgs, LeaseBackend, Step, Steps};
+use crate::holder_guard::{ending, exit_text, HolderGuard};
 use crate::error::{Result, ResultExt};
 use crate::latch::{Latch, BOUND};
-use crate::lease::{Grant, LeaseStore};
-use crate::params::{margin, LEASE, SCOPE, SHORT_TTL, TTL};
+use crate::lease::{Grant, LeaseRow, LeaseStore};
+use crate::params::{margin, ETCD_RENEW_EVERY, ETCD_TTL, LEASE, SCOPE, SHORT_TTL, TTL};
 use crate::poll;
 use crate::stats::ms;
 use crate::resource::{FenceMode, PartWrite, ResourceStore, ResourceView};
@@ -52,6 +55,19 @@ pub fn renew_and_release_refused(leases: &mut LeaseStore, grant: &Grant, watched
     let released = leases.release(&grant)?;
     let after = leases.row(watched)?.ok_or("the watched lease's row vanished")?;
     Ok((format!("renew false, release false, {before}"), format!("renew {renewed}, release {released}, {after}")))
+}
+
+/// Waits until a standby's lease row reads `wanted` (`holder-x/1
+/// released`: replication is asynchronous, or the standby has just come
+/// back); returns what it read last, so the check line shows the
+/// standby's own answer.
+pub fn replayed(on_standby: &mut LeaseStore, wanted: &str) -> Result<String> {
+    let mut seen = String::new();
+    poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+        seen = LeaseRow::brief(on_standby.row(LEASE)?.as_ref());
+        Ok(seen == wanted)
+    })?;
+    Ok(seen)
 }
 
 /// Ends the case when a step it cannot go on without did not happen.
@@ -237,3 +253,32 @@ pub fn deadline_lead(leases: &mut LeaseStore, grant: &Grant) -> Result<Lead> {
     Ok(Lead { at_least_ms: remaining - local_remaining, uncertainty_ms: ms(t2 - t1) })
 }
 // ANCHOR_END: deadline_lead
+
+/// A holder's parameters on etcd (F16, F19): its backend, and etcd's ttl,
+/// keep-alive period and margin (see `params.rs`).
+pub fn on_etcd(args: HolderArgs) -> HolderArgs {
+    HolderArgs {
+        lease_backend: LeaseBackend::Etcd,
+        ttl_ms: ms(ETCD_TTL) as u64,
+        renew_ms: ms(ETCD_RENEW_EVERY) as u64,
+        margin_ms: ms(margin(ETCD_TTL)) as u64,
+        ..args
+    }
+}
+
+/// An etcd leader as the transcript shows it (redacted: which member wins
+/// an election, its id and its term vary from run to run).
+pub fn leader_text(l: &Leader) -> String {
+    format!("leader={} id={:016x} term={}", l.name, l.id, l.term)
+}
+
+/// Protocol lines as one comparable text, with a clean exit.
+pub fn lines_of<const N: usize>(steps: [Step; N]) -> String {
+    ending(&Steps::from(steps), "exit 0")
+}
+
+/// Everything a holder prints until it exits, and how it exited.
+pub fn rest(holder: &mut HolderGuard) -> Result<String> {
+    let (steps, status) = holder.rest_of_output()?;
+    Ok(ending(&steps, &exit_text(status)))
+}

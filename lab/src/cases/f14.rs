@@ -26,7 +26,7 @@
 //! Token monotonicity is a property of the lease store's durability and
 //! failover, not of the acquire's SQL.
 
-use super::common::{acquire, part_write, require, token_of};
+use super::common::{acquire, part_write, replayed, require, token_of};
 use super::{Case, Lab};
 use crate::cluster::replica::FailoverPair;
 use crate::cluster::Endpoint;
@@ -299,21 +299,7 @@ fn cut(t: &mut Transcript, pair: &FailoverPair) -> Result<(ReplicationView, Repl
 
 /// The lease row as `holder/token state`, the form the transcript compares.
 fn state(row: Option<LeaseRow>) -> String {
-    row.map_or("free".into(), |r| {
-        let state = if r.released { "released" } else if r.held { "held" } else { "expired" };
-        format!("{}/{} {state}", r.holder, r.token)
-    })
+    LeaseRow::brief(row.as_ref())
 }
 
-/// Waits until the standby's lease row reads `wanted` (replication is
-/// asynchronous, or the standby has just come back); returns what it read
-/// last, so the check line shows the standby's own answer.
-fn replayed(on_standby: &mut LeaseStore, wanted: &str) -> Result<String> {
-    let mut seen = String::new();
-    poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
-        seen = state(on_standby.row(LEASE)?);
-        Ok(seen == wanted)
-    })?;
-    Ok(seen)
-}
 

@@ -3,9 +3,10 @@
 //! [`crate::chaos`]): the same workload and the same fault schedule, first
 //! against `FENCED_SCOPE`, then against `UNFENCED` as the negative control.
 //! The nemesis pauses holders shorter and longer than the ttl (SIGSTOP,
-//! SIGCONT), kills them (SIGKILL; each comes back as a new incarnation)
-//! and slows their links (each slot reaches the server through a delaying
-//! proxy of its own); the run records, and only afterwards does the checker
+//! SIGCONT), kills them (SIGKILL; each comes back as a new incarnation),
+//! slows their links (each slot reaches the server through a delaying
+//! proxy of its own) and partitions them (each slot is a host of the lab's
+//! network, and the switch cuts one or a few off for a while); the run records, and only afterwards does the checker
 //! read the history — every write attempt with the floor it saw, the final
 //! parts, the grants the holders reported, the faults — and count what went
 //! wrong. The real fence keeps every count at zero; without it, the same
@@ -17,6 +18,7 @@
 //! and is locked as it is; so are the zeros.
 
 use super::{Case, Lab};
+use crate::chaos::schedule::FaultKind;
 use crate::chaos::{run_mode, Config, Gap, ModeRun, Schedule};
 use crate::error::Result;
 use crate::resource::FenceMode;
@@ -51,7 +53,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let config = Config { seed: SEED, holders: HOLDERS, duration: DURATION, holder_bin: lab.holder_bin.clone(), trace: false, case: Some("F15") };
     let schedule = Schedule::generate(SEED, DURATION);
     t.note(format!("故障计划只由种子决定：{schedule}"));
-    t.note("注入方式：暂停是发给持有者进程的真实 SIGSTOP 和 SIGCONT，kill 是真实的 SIGKILL（槽位随即启动新的一代），延迟发生在每个槽位自己的 TCP 代理上");
+    t.note("注入方式：暂停是发给持有者进程的真实 SIGSTOP 和 SIGCONT，kill 是真实的 SIGKILL（槽位随即启动新的一代），延迟发生在每个槽位自己的 TCP 代理上；每个槽位在自己的网络主机上，分区是虚拟交换机把一台（partition-isolate）或几台（partition-split）槽位主机与其余主机隔开，到时再恢复");
 
     let fenced = chaos_run(lab, t, &config, &schedule, FenceMode::FencedScope)?;
     let v = &fenced.verdict;
@@ -99,6 +101,14 @@ fn chaos_run(lab: &Lab, t: &mut Transcript, config: &Config, schedule: &Schedule
         ![Gap::NoHoldings, Gap::NoAcceptedWrite, Gap::NoFault].iter().any(|g| gaps.contains(g)),
         format!("{mode}：历史里有持有、有被接受的写入、有注入的故障"),
         || format!("持有 count={}，被接受的写入 count={}，注入的故障 count={}", v.holdings, v.accepted, v.faults.values().sum::<usize>()),
+    );
+    // Partitions made, not just asked for: the nemesis confirms each cut
+    // (a connection from the cut host hears nothing) before it counts it.
+    let partitions: usize = [FaultKind::PartitionIsolate, FaultKind::PartitionSplit].iter().map(|k| v.faults.get(k).copied().unwrap_or(0)).sum();
+    t.check(
+        partitions > 0 && run.uncut == 0,
+        format!("{mode}：分区真的切断了网络：每做完一个分区，从被切的主机连它在数据库主机上的链路，都没有回音"),
+        || format!("确认切断的分区 count={partitions}，没有切断的 count={}", run.uncut),
     );
     t.check(
         !gaps.contains(&Gap::FloorsUnrecorded),

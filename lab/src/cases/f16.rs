@@ -49,15 +49,14 @@
 //! Why this file stays whole (~390 lines): one file per case, and this
 //! case's two timelines share its lease side and its cluster.
 
-use super::common::require;
+use super::common::{leader_text, lines_of, on_etcd, require, rest};
 use super::paused_holder::{self, LeaseSide, Reading};
 use super::{Case, Lab};
-use crate::cluster::etcd::gateway::Leader;
 use crate::cluster::etcd::{EtcdCluster, ELECTION_TIMEOUT, HEARTBEAT, MEMBERS};
 use crate::error::Result;
 use crate::etcd_lease::{EtcdGrant, EtcdLeaseStore};
-use crate::holder::{HolderArgs, LeaseBackend, Step, Steps, WaitPoint};
-use crate::holder_guard::{ending, exit_text, HolderGuard};
+use crate::holder::{HolderArgs, Step, Steps, WaitPoint};
+use crate::holder_guard::HolderGuard;
 use crate::lease::LeaseService;
 use crate::lease_stores::{median_acquire_ms, SAMPLES};
 use crate::params::{margin, ETCD_OBSERVE, ETCD_RENEW_EVERY, ETCD_TTL, LEASE, SCOPE, TTL_PROBE, TTL_PROBE_KILL_AT};
@@ -157,13 +156,7 @@ impl EtcdSide<'_> {
 
 impl LeaseSide for EtcdSide<'_> {
     fn holder(&self, args: HolderArgs) -> HolderArgs {
-        HolderArgs {
-            lease_backend: LeaseBackend::Etcd,
-            ttl_ms: ms(ETCD_TTL) as u64,
-            renew_ms: ms(ETCD_RENEW_EVERY) as u64,
-            margin_ms: ms(margin(ETCD_TTL)) as u64,
-            ..args
-        }
+        on_etcd(args)
     }
 
     fn observe(&self) -> Duration {
@@ -217,7 +210,7 @@ impl LeaseSide for EtcdSide<'_> {
 fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mut EtcdSide) -> Result<()> {
     let store = side.store;
     let old = cluster.leader()?.ok_or("etcd has no leader")?;
-    t.note(format!("（二）两次获取之间杀掉 etcd 的 leader。此刻 {}", leader(&old)));
+    t.note(format!("（二）两次获取之间杀掉 etcd 的 leader。此刻 {}", leader_text(&old)));
 
     let c_token = side.next_token()?;
     let c_args = side.holder(HolderArgs { waits: vec![WaitPoint::BeforeWrite], ..HolderArgs::new("holder-c", "rows=300(C)") });
@@ -241,8 +234,8 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
     // still judges what the wait returns.
     let new = poll::designed(|| cluster.wait_for_leader_after(&old))?;
     let elected = killed_at.elapsed();
-    t.check(new.id != old.id && new.term > old.term, format!("etcd 选出新的 leader（不是被杀的成员，term 更大）：{}，杀掉之后 {:.1}ms", leader(&new), ms(elected)), || {
-        format!("{} → {}", leader(&old), leader(&new))
+    t.check(new.id != old.id && new.term > old.term, format!("etcd 选出新的 leader（不是被杀的成员，term 更大）：{}，杀掉之后 {:.1}ms", leader_text(&new), ms(elected)), || {
+        format!("{} → {}", leader_text(&old), leader_text(&new))
     });
     let statuses = cluster.gateway().statuses();
     let answering = statuses.iter().flatten().count();
@@ -365,22 +358,6 @@ fn remaining_down_to(store: &EtcdLeaseStore, probe: &EtcdGrant, at: Duration) ->
     }
 }
 
-/// A leader as the transcript shows it (redacted: which member wins an
-/// election, its id and its term vary from run to run).
-fn leader(l: &Leader) -> String {
-    format!("leader={} id={:016x} term={}", l.name, l.id, l.term)
-}
-
-/// Protocol lines as one comparable text, with a clean exit.
-fn lines_of<const N: usize>(steps: [Step; N]) -> String {
-    ending(&Steps::from(steps), "exit 0")
-}
-
-/// Everything a holder prints until it exits, and how it exited.
-fn rest(holder: &mut HolderGuard) -> Result<String> {
-    let (steps, status) = holder.rest_of_output()?;
-    Ok(ending(&steps, &exit_text(status)))
-}
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,9 @@
 //! | F14 | the lease store fails over to an async standby: a token is issued twice; sync keeps it, at a price | primary + streaming standby, failover, negative control |
 //! | F15 | chaos: eight holders under seeded pauses, kills and slow links; the checker finds the fenced history clean, the unfenced one not | processes, SIGSTOP, SIGKILL, proxies, history checker, negative control |
 //! | F16 | F4's timeline with the lease on etcd; the etcd leader killed between two acquires: the token still grows | three-member etcd, SIGSTOP, SIGKILL |
+//! | F17 | a holder cut off from the lease store, not from the resource: it stops in time; without its check the fence refuses it | network hosts, a partition in the switch |
+//! | F18 | the 2018 pattern: the old primary and the promoted standby both grant; which configurations lose writes, which refuse them | network hosts, a partition between sites, a real promotion, negative controls |
+//! | F19 | etcd's leader partitioned into the minority: no renewal, no grant; a new leader; the cut-off holder loses its lease and the fence refuses it | three etcd members on hosts, a partition |
 //!
 //! Every case starts from fresh schemas in both databases (F14 makes its
 //! own lease store on servers of its own, F16 starts the etcd cluster from
@@ -42,6 +45,10 @@ pub mod f13;
 pub mod f14;
 pub mod f15;
 pub mod f16;
+pub mod f17;
+pub mod f18;
+pub mod f19;
+pub mod partitioned;
 pub mod paused_holder;
 pub mod runner;
 pub mod test_args;
@@ -120,7 +127,7 @@ impl Lab {
 
 /// One experiment.
 pub struct Case {
-    /// `F1` … `F16`.
+    /// `F1` … `F19`.
     pub id: &'static str,
     /// The header's title, which may name the reader's knobs.
     pub title: fn(&Options) -> String,
@@ -208,9 +215,9 @@ pub fn variants() -> Vec<Variant> {
 }
 
 /// Every case, in the article's order.
-pub const ALL: [&Case; 16] = [
+pub const ALL: [&Case; 19] = [
     &f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE, &f10::CASE, &f11::CASE, &f12::CASE,
-    &f13::CASE, &f14::CASE, &f15::CASE, &f16::CASE,
+    &f13::CASE, &f14::CASE, &f15::CASE, &f16::CASE, &f17::CASE, &f18::CASE, &f19::CASE,
 ];
 
 /// The case with this id (case-insensitive).

@@ -6,7 +6,7 @@
 //!
 //! One difference, on purpose: a filter or a skip names a case or a
 //! variant whole (`F4`, `F4-unfenced`, in any case), where libtest matches
-//! substrings, because `F1` is a prefix of F10–F16. `--exact` is therefore
+//! substrings, because `F1` is a prefix of F10–F19. `--exact` is therefore
 //! what happens anyway. A skip of a case skips its variants too.
 
 /// libtest's flags that take a value (`--test-threads 2` or `--test-threads=2`).
@@ -98,7 +98,7 @@ impl TestArgs {
 
 /// How to call the snapshot test.
 pub const USAGE: &str = "usage: cargo test --test cases -- [CASE|VARIANT ...] [--skip CASE|VARIANT ...] [--list]
-CASE is F1 … F16, VARIANT a locked variant such as F4-unfenced (whole names, any case);
+CASE is F1 … F19, VARIANT a locked variant such as F4-unfenced (whole names, any case);
 libtest's other flags (--test-threads N, --exact, -q, --nocapture, --color X, --format X, -Z X, …) are accepted and change nothing here.";
 
 #[cfg(test)]

@@ -114,6 +114,7 @@ mod tests {
             mode,
             verdict: check(history),
             missed: Default::default(),
+            uncut: 0,
             started: 0,
             failed: 0,
             first_failure: None,

@@ -2,8 +2,8 @@
 //! lock tests: K holder processes loop acquire → write several parts of
 //! one scope → renew → release, with random work times, while a seeded
 //! nemesis pauses holders (shorter and longer than the ttl), kills and
-//! restarts them, delays their links in a proxy and crash-restarts the
-//! database. The same workload and the same fault schedule run against
+//! restarts them, delays their links in a proxy, cuts their hosts off the
+//! network (`crate::hosts`) and crash-restarts the database. The same workload and the same fault schedule run against
 //! each resource mode.
 //!
 //! The run does not judge itself while it runs: it only records. Afterwards
@@ -15,11 +15,12 @@
 //! - [`schedule`]: the fault schedule, drawn up front from the seed by a
 //!   small PRNG of the lab's own: the same seed, the same schedule.
 //! - [`workload`]: the holder slots, one thread each, the one owner of
-//!   every holder process it starts; each slot's link to the server (a
-//!   `DelayProxy`); the grants the holders report.
+//!   every holder process it starts, each slot a network host; each
+//!   slot's link to the server (a `DelayProxy` on the server's host); the
+//!   grants the holders report.
 //! - [`nemesis`]: the thread that walks the schedule and injects each fault
-//!   from outside (SIGSTOP/SIGCONT, SIGKILL, a slow link, an immediate
-//!   restart of the server), and heals at the end.
+//!   from outside (SIGSTOP/SIGCONT, SIGKILL, a slow link, a partition in
+//!   the switch, an immediate restart of the server), and heals at the end.
 //! - [`run`]: one mode's run, from fresh tables to the verdict.
 //! - [`checker`]: the history as it reads it (write attempts, grants, final
 //!   parts, faults), taken from the run's whole record (`crate::history`,

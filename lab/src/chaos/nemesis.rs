@@ -12,7 +12,18 @@
 //!   their renewals as well as their writes;
 //! - a database restart is `restart_immediate` of the cluster (F8's crash
 //!   and WAL recovery), on a thread of the nemesis's own, joined before the
-//!   next one and at the end.
+//!   next one and at the end;
+//! - a partition is made in the switch of the run's network
+//!   ([`crate::hosts`]): the target slot's host is cut off from every other
+//!   host (`partition-isolate`), or a group of slots' hosts together from
+//!   the server's host and the rest (`partition-split`), silently, for the
+//!   fault's length; then the nemesis heals it. Each one is confirmed as
+//!   it is made: a connection from the cut host to its link on the
+//!   server's host must hear nothing; one that is answered is counted as
+//!   a partition that did not cut, never as injected, so a run never
+//!   claims a partition it did not make (F15 checks that count is 0). The
+//!   switch holds one partition at a time: a partition that comes while
+//!   one is in force is missed.
 //!
 //! Targets. The schedule says when and what; the target is picked when the
 //! fault comes, by the event's `pick`, among the slots that can take it
@@ -29,17 +40,23 @@
 //! that finds no slot at all is recorded as missed, never silently dropped.
 //!
 //! At the end — the run's duration over, an error, or Ctrl-C — the nemesis
-//! heals what it owns: every link fast again, the restart in progress
-//! finished. The slots heal their holders (SIGCONT, then SIGKILL and reap).
+//! heals what it owns: every link fast again, the partition healed, the
+//! restart in progress finished. The slots heal their holders (SIGCONT, then SIGKILL and reap).
 
 use super::schedule::{Aim, Event, FaultKind, Schedule};
-use super::workload::{FaultId, FaultLog, Order, Slot};
+use super::workload::{FaultId, FaultLog, Order, Slot, SERVER_HOST};
 use crate::cluster::Cluster;
 use crate::error::{chain, panic_message, Result};
+use crate::hosts::{Network, Reach};
 use crate::interrupt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// How long the nemesis waits for an answer when it confirms a partition:
+/// a connection across the switch is answered within a millisecond; one
+/// that waits this long hears nothing.
+const CONFIRM_BOUND: Duration = Duration::from_millis(200);
 
 /// How long the nemesis sleeps at most between two looks at its clock.
 const TICK: Duration = Duration::from_millis(20);
@@ -66,6 +83,13 @@ struct Nemesis<'a> {
     slots: &'a [Slot],
     /// The cluster it restarts.
     cluster: &'a Cluster,
+    /// The network whose switch it partitions.
+    network: &'a Network,
+    /// Until when the partition in force lasts, if one is, and it in the
+    /// log (`None` for one that did not cut, counted apart).
+    partitioned_until: Option<(Instant, Option<FaultId>)>,
+    /// A partition the switch refused: ends the run.
+    failed: Option<String>,
     /// Where it records what it injected and what it missed.
     log: &'a FaultLog,
     /// The run's start: the schedule's times count from it.
@@ -82,8 +106,9 @@ struct Nemesis<'a> {
 /// Injects `schedule` into `slots` and `cluster` from `start` until `stop`
 /// is set (or Ctrl-C), then heals the links and waits for a restart in
 /// progress. An error is a database restart that failed.
-pub fn run(schedule: &Schedule, slots: &[Slot], cluster: &Cluster, log: &FaultLog, stop: &AtomicBool, start: Instant) -> Result<()> {
-    let mut nemesis = Nemesis { slots, cluster, log, start, slow_until: vec![None; slots.len()], restart: None, waiting: None };
+pub fn run(schedule: &Schedule, slots: &[Slot], cluster: &Cluster, network: &Network, log: &FaultLog, stop: &AtomicBool, start: Instant) -> Result<()> {
+    let mut nemesis =
+        Nemesis { slots, cluster, network, partitioned_until: None, failed: None, log, start, slow_until: vec![None; slots.len()], restart: None, waiting: None };
     let outcome = nemesis.walk(&schedule.events, stop);
     let healed = nemesis.heal();
     outcome.and(healed)
@@ -104,11 +129,23 @@ impl Nemesis<'_> {
             if self.restart.as_ref().is_some_and(|(thread, _)| thread.is_finished()) {
                 self.join_restart()?;
             }
+            if self.partitioned_until.is_some_and(|(u, _)| now >= u) {
+                self.heal_partition()?;
+            }
             while let Some(event) = events.next_if(|e| self.start + e.at <= now) {
                 self.inject(event);
             }
+            if let Some(why) = self.failed.take() {
+                return Err(format!("the nemesis's partition failed: {why}").into());
+            }
             self.retry_waiting();
-            let next = events.peek().map(|e| self.start + e.at).into_iter().chain(self.slow_until.iter().flatten().map(|(u, _)| *u)).min();
+            let next = events
+                .peek()
+                .map(|e| self.start + e.at)
+                .into_iter()
+                .chain(self.slow_until.iter().flatten().map(|(u, _)| *u))
+                .chain(self.partitioned_until.map(|(u, _)| u))
+                .min();
             let nap = next.map_or(TICK, |t| t.saturating_duration_since(Instant::now()).min(TICK));
             std::thread::sleep(nap);
         }
@@ -158,6 +195,9 @@ impl Nemesis<'_> {
         let eligible: Vec<usize> = (0..self.slots.len())
             .filter(|&i| match event.kind {
                 FaultKind::Delay => self.slow_until[i].is_none(),
+                // Any slot's host, its holder live or restarting, while the
+                // switch holds no other partition.
+                FaultKind::PartitionIsolate | FaultKind::PartitionSplit => self.partitioned_until.is_none(),
                 _ => views[i].live && !views[i].busy,
             })
             .collect();
@@ -182,9 +222,54 @@ impl Nemesis<'_> {
                 self.slow_until[target] = Some((Instant::now() + event.length, fault));
             }
             FaultKind::Kill => slot.order(Order::Kill),
+            FaultKind::PartitionIsolate | FaultKind::PartitionSplit => {
+                if let Err(e) = self.partition(event, target) {
+                    // The switch refused the rules: the run cannot make the
+                    // faults it was asked for.
+                    self.failed.get_or_insert(chain(e.as_ref()));
+                }
+            }
             kind => slot.order(Order::Pause { kind, length: event.length, at_write: want == Want::Writer, into_write: event.into_write }),
         }
         true
+    }
+
+    /// Cuts slot `target`'s host off (with `event.group − 1` more slots'
+    /// for a split, the ones after it), for the event's length.
+    fn partition(&mut self, event: &Event, target: usize) -> Result<()> {
+        let n = self.slots.len();
+        let group: Vec<&str> = (0..event.group.clamp(1, n)).map(|k| self.slots[(target + k) % n].name.as_str()).collect();
+        match event.kind {
+            FaultKind::PartitionIsolate => self.network.isolate(group[0])?,
+            _ => {
+                let rest: Vec<&str> = self.network.hosts().iter().map(|h| h.name()).filter(|h| !group.contains(h)).collect();
+                self.network.split(&group, &rest)?;
+            }
+        }
+        let until = Instant::now() + event.length;
+        // Made, not just asked for: from the first cut host, the slot's own
+        // link on the server's host must be silent now. One that is
+        // answered is counted apart, never as injected.
+        let (host, link) = (self.network.host(group[0]), self.network.host(SERVER_HOST).at(self.slots[target].link.port()));
+        let fault = match host.reach_within(link, CONFIRM_BOUND)? {
+            Reach::Silent => Some(self.log.begun(self.start, event.kind, Some(&group.join("+")))),
+            _ => {
+                self.log.uncut();
+                None
+            }
+        };
+        self.partitioned_until = Some((until, fault));
+        Ok(())
+    }
+
+    /// Heals the switch (whatever a partition, even one whose confirmation
+    /// failed, left in it), and ends the partition in force in the log.
+    fn heal_partition(&mut self) -> Result<()> {
+        let healed = self.network.heal();
+        if let Some((_, Some(fault))) = self.partitioned_until.take() {
+            self.log.ended(self.start, fault);
+        }
+        healed
     }
 
     /// An immediate stop and a start of the server, on a thread of its
@@ -224,6 +309,8 @@ impl Nemesis<'_> {
                 self.log.ended(self.start, fault);
             }
         }
-        self.join_restart()
+        let healed = self.heal_partition();
+        let restarted = self.join_restart();
+        healed.and(restarted)
     }
 }

@@ -47,6 +47,7 @@ fn rows(runs: &[ModeRun]) -> Vec<Row> {
         rows.push(count(&format!("  {kind}"), &|r| r.verdict.faults.get(&kind).copied().unwrap_or(0)));
     }
     rows.push(count("faults with no target", &|r| r.missed.values().sum()));
+    rows.push(count("partitions that did not cut", &|r| r.uncut));
     rows.push(count("holder processes", &|r| r.started));
     rows.push(count("  failed (server restarts)", &|r| r.failed));
     rows.push(Row {
@@ -169,6 +170,7 @@ mod tests {
             mode: FenceMode::Unfenced,
             verdict: Default::default(),
             missed: Default::default(),
+            uncut: 0,
             started: 0,
             failed: 0,
             first_failure: None,

@@ -13,8 +13,9 @@
 use super::checker::{self, History, Verdict};
 use super::nemesis;
 use super::schedule::{FaultKind, Schedule};
-use super::workload::{holder_name, FaultLog, SlotPlan, Tally, Workload};
+use super::workload::{holder_name, FaultLog, SlotPlan, Tally, Workload, SERVER_HOST};
 use crate::cluster::{self, Cluster};
+use crate::hosts::Network;
 use crate::error::{panic_message, Result, ResultExt};
 use crate::history::{self, hundredths, FaultSpan, Record, RunInfo};
 use crate::resource::FenceMode;
@@ -75,6 +76,9 @@ pub struct ModeRun {
     pub verdict: Verdict,
     /// Faults that found no target when they came, by kind.
     pub missed: BTreeMap<FaultKind, usize>,
+    /// Partitions made that a connection from a cut host got through:
+    /// they did not cut (see `nemesis.rs`), and are not counted as faults.
+    pub uncut: usize,
     /// Holder processes started.
     pub started: usize,
     /// Holder processes that failed on their own (mostly during restarts).
@@ -117,15 +121,21 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         server: SocketAddr::from(([127, 0, 0, 1], cluster.port())),
         trace: config.trace,
     };
+    // Each slot on a host of its own, and the server's address on `db`:
+    // the network the nemesis's partitions cut. Declared before the
+    // workload, so it is dropped after every holder in it has ended.
+    let mut names = vec![SERVER_HOST.to_owned()];
+    names.extend((0..config.holders).map(holder_name));
+    let net = Network::create(&names.iter().map(String::as_str).collect::<Vec<_>>())?;
     // The calls of whatever ran before are not this run's.
     call_log::take();
     let (start, t0_unix_ms) = (Instant::now(), events::now_ms());
-    let workload = Workload::start(config.holders, &plan, &log, &tally, start)?;
+    let workload = Workload::start(config.holders, &plan, &net, &log, &tally, start)?;
     let stop_nemesis = AtomicBool::new(false);
     let injected = std::thread::scope(|scope| {
         let nemesis = std::thread::Builder::new()
             .name("nemesis".into())
-            .spawn_scoped(scope, || nemesis::run(schedule, workload.slots(), cluster, &log, &stop_nemesis, start))
+            .spawn_scoped(scope, || nemesis::run(schedule, workload.slots(), cluster, &net, &log, &stop_nemesis, start))
             .context("starting the nemesis")?;
         let end = start + config.duration;
         let mut report_at = start + PROGRESS_EVERY;
@@ -198,6 +208,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         mode,
         verdict: checker::check(&history),
         missed: log.all_missed(),
+        uncut: log.all_uncut(),
         started: tally.started.load(Ordering::SeqCst),
         failed: tally.failed.load(Ordering::SeqCst),
         first_failure,

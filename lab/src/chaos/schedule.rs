@@ -16,9 +16,10 @@
 //! Java's `SplittableRandom` uses): ten lines, no dependency, and a fixed
 //! sequence for a fixed seed, which is all a schedule needs.
 //!
-//! Faults and restarts come from two streams of the seed, so a shorter run
-//! is the beginning of a longer one: F15's few seconds are the first
-//! seconds of `lab chaos --seed 1 --duration 120s`.
+//! Faults, restarts and partitions come from three streams of the seed, so
+//! a shorter run is the beginning of a longer one (F15's few seconds are
+//! the first seconds of `lab chaos --seed 1 --duration 120s`), and the
+//! partitions, added last, left every other fault of a seed where it was.
 //!
 //! Why this file stays whole (~380 lines): the plan's numbers and the
 //! drawing that uses them are read together, each number beside the reason
@@ -82,6 +83,15 @@ pub enum FaultKind {
     Delay,
     /// SIGKILL; the slot starts a new incarnation of the holder (F10).
     Kill,
+    /// A partition that cuts one holder's host off from every other host,
+    /// the server's included, for its length (F17): the holder runs on, and
+    /// what it sends meanwhile goes nowhere; once healed, its renewals and
+    /// writes arrive late.
+    PartitionIsolate,
+    /// A partition that cuts a group of holders' hosts off from the
+    /// server's host and the other holders together, for its length: a rack
+    /// that lost its uplink.
+    PartitionSplit,
     /// SIGSTOP for longer than the ttl (F4's pause): the lease expires
     /// under the stopped holder, and another takes over.
     PauseLong,
@@ -91,7 +101,15 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in order (their names' alphabetical order).
-    pub const ALL: [FaultKind; 5] = [FaultKind::DbRestart, FaultKind::Delay, FaultKind::Kill, FaultKind::PauseLong, FaultKind::PauseShort];
+    pub const ALL: [FaultKind; 7] = [
+        FaultKind::DbRestart,
+        FaultKind::Delay,
+        FaultKind::Kill,
+        FaultKind::PartitionIsolate,
+        FaultKind::PartitionSplit,
+        FaultKind::PauseLong,
+        FaultKind::PauseShort,
+    ];
 
     /// The name the checker and the tables use.
     pub fn name(self) -> &'static str {
@@ -99,6 +117,8 @@ impl FaultKind {
             FaultKind::PauseShort => "pause-short",
             FaultKind::PauseLong => "pause-long",
             FaultKind::Kill => "kill",
+            FaultKind::PartitionIsolate => "partition-isolate",
+            FaultKind::PartitionSplit => "partition-split",
             FaultKind::Delay => "delay",
             FaultKind::DbRestart => "db-restart",
         }
@@ -145,6 +165,9 @@ pub struct Event {
     /// For a pause aimed at the writer: where in its write the SIGSTOP
     /// lands (see [`plan::INTO_WRITE`]).
     pub into_write: Duration,
+    /// For a split: how many holders' hosts it cuts off together; 1 for
+    /// every other kind.
+    pub group: usize,
 }
 
 /// What the schedule draws from: the mix of faults and their sizes. One
@@ -211,12 +234,54 @@ pub mod plan {
     /// holder, make up most of the rest.
     pub const MIX: [(FaultKind, u64, u64); 4] =
         [(FaultKind::PauseShort, 520, 20), (FaultKind::PauseLong, 140, 800), (FaultKind::Kill, 160, 20), (FaultKind::Delay, 180, 300)];
+
+    /// The gap between two partitions, drawn from a stream of their own (so
+    /// the faults above are the same for a seed with or without them): the
+    /// switch holds one partition at a time, and each lasts about two
+    /// seconds, so 2–6 s apart leaves the network whole for a while
+    /// between two.
+    pub const PARTITION_GAP: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(6));
+
+    /// How long a partition lasts: longer than the ttl, as a long pause, so
+    /// that a cut-off writer's lease expires and another holder takes over
+    /// while what it sent waits in the network.
+    pub const PARTITION: (Duration, Duration) = (Duration::from_millis(1700), Duration::from_millis(2700));
+
+    /// Of a thousand partitions, how many isolate one host (the others
+    /// split off a group), and how many aim at the writer: cutting off the
+    /// holder that is writing is what can make a write stale; a bystander
+    /// cut off only misses its turn.
+    pub const PARTITION_ISOLATE: u64 = 500;
+    /// See [`PARTITION_ISOLATE`].
+    pub const PARTITION_AIMED: u64 = 700;
+
+    /// How many holders a split cuts off together.
+    pub const SPLIT_GROUP: (u64, u64) = (2, 3);
 }
 
 /// The stream of the seed the faults are drawn from.
 const FAULT_STREAM: u64 = 1;
 /// The stream of the seed the database restarts are drawn from.
 const RESTART_STREAM: u64 = 2;
+/// The stream of the seed the partitions are drawn from.
+const PARTITION_STREAM: u64 = 3;
+
+/// The events of one stream of `seed`: the first one `gap` after the
+/// start, each next one a `gap` later (each gap drawn from the stream),
+/// until `duration`; `draw` makes each event, at its time, from the same
+/// stream's generator.
+fn stream_of(seed: u64, stream: u64, duration: Duration, gap: (Duration, Duration), mut draw: impl FnMut(&mut SplitMix64, Duration) -> Event) -> Vec<Event> {
+    let mut rng = SplitMix64::stream(seed, stream);
+    let mut events = Vec::new();
+    let mut at = Duration::ZERO;
+    loop {
+        at += rng.duration(gap.0, gap.1);
+        if at >= duration {
+            return events;
+        }
+        events.push(draw(&mut rng, at));
+    }
+}
 
 /// The fault schedule of one run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -232,14 +297,7 @@ pub struct Schedule {
 impl Schedule {
     /// The schedule of `seed` for a run of `duration`.
     pub fn generate(seed: u64, duration: Duration) -> Schedule {
-        let mut events = Vec::new();
-        let mut rng = SplitMix64::stream(seed, FAULT_STREAM);
-        let mut at = Duration::ZERO;
-        loop {
-            at += rng.duration(plan::GAP.0, plan::GAP.1);
-            if at >= duration {
-                break;
-            }
+        let mut events = stream_of(seed, FAULT_STREAM, duration, plan::GAP, |rng, at| {
             let mut roll = rng.between(0, 999);
             let (kind, aimed) = plan::MIX
                 .iter()
@@ -262,21 +320,30 @@ impl Schedule {
                     let span = if aim == Aim::Writer { plan::WRITER_DELAY_SPAN } else { plan::DELAY_SPAN };
                     (rng.duration(span.0, span.1), rng.duration(plan::DELAY.0, plan::DELAY.1))
                 }
-                FaultKind::Kill | FaultKind::DbRestart => (Duration::ZERO, Duration::ZERO),
+                _ => (Duration::ZERO, Duration::ZERO),
             };
-            events.push(Event { at, kind, aim, pick, length, delay, into_write });
-        }
-        let mut rng = SplitMix64::stream(seed, RESTART_STREAM);
-        let mut at = Duration::ZERO;
-        loop {
-            at += rng.duration(plan::RESTART_GAP.0, plan::RESTART_GAP.1);
-            if at >= duration {
-                break;
-            }
-            let none = Duration::ZERO;
-            events.push(Event { at, kind: FaultKind::DbRestart, aim: Aim::Bystander, pick: 0, length: none, delay: none, into_write: none });
-        }
-        // Stable: a restart drawn at the same millisecond as a fault comes after it.
+            Event { at, kind, aim, pick, length, delay, into_write, group: 1 }
+        });
+        let none = Duration::ZERO;
+        events.extend(stream_of(seed, RESTART_STREAM, duration, plan::RESTART_GAP, |_, at| Event {
+            at,
+            kind: FaultKind::DbRestart,
+            aim: Aim::Bystander,
+            pick: 0,
+            length: none,
+            delay: none,
+            into_write: none,
+            group: 1,
+        }));
+        events.extend(stream_of(seed, PARTITION_STREAM, duration, plan::PARTITION_GAP, |rng, at| {
+            let kind = if rng.between(0, 999) < plan::PARTITION_ISOLATE { FaultKind::PartitionIsolate } else { FaultKind::PartitionSplit };
+            let aim = if rng.between(0, 999) < plan::PARTITION_AIMED { Aim::Writer } else { Aim::Bystander };
+            let (pick, length) = (rng.next_u64(), rng.duration(plan::PARTITION.0, plan::PARTITION.1));
+            let group = if kind == FaultKind::PartitionSplit { rng.between(plan::SPLIT_GROUP.0, plan::SPLIT_GROUP.1) as usize } else { 1 };
+            Event { at, kind, aim, pick, length, delay: none, into_write: none, group }
+        }));
+        // Stable: a restart (or a partition) drawn at the same millisecond as
+        // a fault comes after it.
         events.sort_by_key(|e| e.at);
         Schedule { seed, duration, events }
     }
@@ -338,6 +405,23 @@ mod tests {
         assert_ne!(Schedule::generate(1, d).events, Schedule::generate(2, d).events);
     }
 
+    /// The partitions came last, from a stream of their own: without them,
+    /// seed 1's first 20 s are what they were before (F15's schedule line
+    /// then read `203 faults scheduled (delay 38, kill 25, pause-long 26,
+    /// pause-short 114), 41 of them aimed at the writer`), and with them
+    /// they are what F15's evidence locks now.
+    #[test]
+    fn partitions_leave_every_other_fault_where_it_was() {
+        let with = Schedule::generate(1, Duration::from_secs(20));
+        let partition = |e: &Event| matches!(e.kind, FaultKind::PartitionIsolate | FaultKind::PartitionSplit);
+        let without = Schedule { events: with.events.iter().filter(|e| !partition(e)).cloned().collect(), ..with.clone() };
+        assert_eq!(without.to_string(), "seed 1, 20s: 203 faults scheduled (delay 38, kill 25, pause-long 26, pause-short 114), 41 of them aimed at the writer");
+        assert_eq!(
+            with.to_string(),
+            "seed 1, 20s: 207 faults scheduled (delay 38, kill 25, partition-isolate 2, partition-split 2, pause-long 26, pause-short 114), 43 of them aimed at the writer"
+        );
+    }
+
     /// A shorter run's schedule is the beginning of a longer one's.
     #[test]
     fn shorter_run_is_a_prefix() {
@@ -374,6 +458,11 @@ mod tests {
                     assert!((span.0..=span.1).contains(&e.length));
                 }
                 FaultKind::Kill | FaultKind::DbRestart => assert!(e.length.is_zero() && e.delay.is_zero()),
+                FaultKind::PartitionIsolate | FaultKind::PartitionSplit => {
+                    assert!(e.length > TTL && e.delay.is_zero());
+                    let sizes = if e.kind == FaultKind::PartitionSplit { plan::SPLIT_GROUP.0..=plan::SPLIT_GROUP.1 } else { 1..=1 };
+                    assert!(sizes.contains(&(e.group as u64)), "{e:?}");
+                }
             }
         }
     }

@@ -10,10 +10,13 @@
 //! *incarnation*: it remembers nothing of its earlier life, so its holdings
 //! are counted afresh, as the checker's grants expect.
 //!
-//! Each slot reaches the database server through a link of its own, a
-//! [`DelayProxy`](crate::fault::DelayProxy) (its holders' `LAB_PORT`
-//! points at it): the network path of one machine of the job, which the
-//! nemesis can slow down while the others' stay fast. That is what lets a
+//! Each slot is a machine of its own: a host of the run's network
+//! ([`crate::hosts`]), where its holders run. It reaches the database
+//! server through a link of its own, a
+//! [`DelayProxy`](crate::fault::DelayProxy) that listens on the server's
+//! host (`db`) and forwards to the server: the network path of one machine
+//! of the job, which the nemesis can slow down while the others' stay
+//! fast, and which a partition in the switch can cut. That is what lets a
 //! write go stale in flight (F12): the slow holder's write is on the wire
 //! while its lease expires and a holder on a fast link takes over and
 //! writes.
@@ -48,10 +51,11 @@ mod slot_thread;
 pub use orders::{Order, SlotView};
 pub use plan::{SlotPlan, ACQUIRE_EVERY, IDLE_TIMEOUT, PARTS, WORK};
 pub use record::{FaultId, FaultLog, Injected, Tally};
-pub use slot::{holder_name, Slot, MAX_HOLDERS};
+pub use slot::{holder_name, Slot, MAX_HOLDERS, SERVER_HOST};
 pub use slot_thread::{AIM_BOUND, BEFORE_WRITE, RESTART_AFTER};
 
 use crate::error::Result;
+use crate::hosts::Network;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -68,11 +72,11 @@ pub struct Workload {
 
 impl Workload {
     /// Starts `holders` slots.
-    pub fn start(holders: usize, plan: &SlotPlan, log: &Arc<FaultLog>, tally: &Arc<Tally>, start: Instant) -> Result<Workload> {
+    pub fn start(holders: usize, plan: &SlotPlan, net: &Network, log: &Arc<FaultLog>, tally: &Arc<Tally>, start: Instant) -> Result<Workload> {
         let mut workload = Workload { slots: Vec::new(), stop: Arc::new(AtomicBool::new(false)) };
         for index in 0..holders {
             // On an error the slots started so far are ended by the drop.
-            workload.slots.push(Slot::start(index, plan, &workload.stop, log, tally, start)?);
+            workload.slots.push(Slot::start(index, plan, net, &workload.stop, log, tally, start)?);
         }
         Ok(workload)
     }

@@ -6,7 +6,7 @@
 
 use super::{ClusterAction, Database, EtcdAction};
 use crate::cases::{self, Options};
-use crate::cluster::owner::{self, Owner};
+use crate::owner::{self, Owner};
 use crate::cluster::{credentials, Cluster};
 use crate::error::{Result, ResultExt};
 use crate::chaos::checker::{self, History};

@@ -51,8 +51,8 @@
 //! derives its smallest lease TTL from these: ⌈1.5 × election timeout⌉ in
 //! whole seconds ([`MIN_TTL`], 1 s here; 2 s with the defaults).
 //!
-//! [`Owner::Run`]: super::owner::Owner::Run
-//! [`Owner::Reader`]: super::owner::Owner::Reader
+//! [`Owner::Run`]: crate::owner::Owner::Run
+//! [`Owner::Reader`]: crate::owner::Owner::Reader
 
 pub mod gateway;
 pub mod reply;
@@ -65,13 +65,14 @@ mod run_members;
 mod status;
 
 pub use config::{
-    default_dir, gateway, min_ttl, port_base, DEFAULT_PORT_BASE, ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, MIN_TTL, NAME,
+    default_dir, gateway, gateway_at, min_ttl, port_base, DEFAULT_PORT_BASE, ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, MIN_TTL, NAME,
 };
 pub use member::Member;
 pub use run_members::stop_run_members;
 pub use status::{ClusterStatus, MemberState};
 
 use crate::error::Result;
+use crate::hosts::Host;
 use config::{client_addrs, find_etcd};
 use gateway::Gateway;
 use std::path::{Path, PathBuf};
@@ -92,6 +93,9 @@ pub struct EtcdCluster {
     version: String,
     /// The client side, over the members' client ports.
     gateway: Gateway,
+    /// The hosts of the lab's network the members run on, one each (F19);
+    /// `None`: all on the machine's loopback.
+    hosts: Option<Vec<Host>>,
 }
 
 impl EtcdCluster {
@@ -110,7 +114,44 @@ impl EtcdCluster {
         if let Some(login) = auth::saved_login(&dir)? {
             gateway.set_login(login);
         }
-        Ok(EtcdCluster { dir, base, bin, version, gateway })
+        Ok(EtcdCluster { dir, base, bin, version, gateway, hosts: None })
+    }
+
+    /// The same cluster with member `i` on `hosts[i]` of the lab's network
+    /// (F19): each member listens on its host's address, the members reach
+    /// each other across the switch (so a partition can cut them apart),
+    /// and the lab reads each member over its host's own loopback.
+    pub fn on_hosts(mut self, hosts: Vec<Host>) -> Result<EtcdCluster> {
+        if hosts.len() != MEMBERS {
+            return Err(format!("etcd cluster {NAME} needs {MEMBERS} hosts, one per member, not {}", hosts.len()).into());
+        }
+        let routes = hosts.iter().cloned().map(Some).collect();
+        let gateway = Gateway::routed(client_addrs(self.base), routes);
+        if let Some(login) = auth::saved_login(&self.dir)? {
+            gateway.set_login(login);
+        }
+        self.gateway = gateway;
+        self.hosts = Some(hosts);
+        Ok(self)
+    }
+
+    /// The members' client addresses as the other hosts of the lab's network
+    /// reach them (on hosts), or as this machine does (on loopback).
+    pub fn client_addrs(&self) -> Vec<std::net::SocketAddr> {
+        (0..MEMBERS).map(|i| std::net::SocketAddr::new(self.member_ip(i), self.member(i).client_port)).collect()
+    }
+
+    /// Member `i`'s address: its host's, or loopback.
+    fn member_ip(&self, i: usize) -> std::net::IpAddr {
+        self.hosts.as_ref().map_or(std::net::IpAddr::from([127, 0, 0, 1]), |h| h[i].addr().into())
+    }
+
+    /// Runs `f` where member `i` lives: inside its host, or right here.
+    fn at_member<R>(&self, i: usize, f: impl FnOnce() -> R) -> Result<R> {
+        match &self.hosts {
+            Some(hosts) => hosts[i].run(f),
+            None => Ok(f()),
+        }
     }
 
     /// The cluster's folder.

@@ -1,6 +1,7 @@
 //! initdb, start, stop and immediate stop of the cluster's server.
 
-use super::{credentials, diagnose, owner, Cluster, HOST, LOG_NAME, NAME, SERVER_FOLDER};
+use super::{credentials, diagnose, Cluster, HOST, LOG_NAME, NAME, SERVER_FOLDER};
+use crate::owner;
 use crate::error::{Result, ResultExt};
 use crate::safe_dir::{Owner, SafeDir};
 use crate::{interrupt, paths, poll};
@@ -25,7 +26,7 @@ const START_BOUND: Duration = Duration::from_secs(60);
 pub(super) enum Launch {
     /// `pg_ctl start`: a daemon that outlives the lab (`b3-26`, which the
     /// reader may keep running; a killed run's server is taken over by the
-    /// next run, see [`super::owner`]).
+    /// next run, see [`crate::owner`]).
     Daemon,
     /// The lab's own child, which the kernel stops when the lab dies (F14's
     /// servers, which only a run of F14 ever uses).
@@ -59,7 +60,12 @@ impl Cluster {
     /// pg_ctl's daemon or was running already.
     pub(super) fn start_as(&self, launch: Launch) -> Result<Option<Child>> {
         let _lifecycle = LIFECYCLE.lock();
-        self.start_locked(launch, &[])
+        match &self.host {
+            // Inside its host: the port check binds there, and the
+            // postmaster is born in the host's namespace.
+            Some(host) => host.run(|| self.start_locked(launch, &[]))?,
+            None => self.start_locked(launch, &[]),
+        }
     }
 
     /// Restarts the server (a clean stop, then a start) with extra variables
@@ -92,6 +98,9 @@ impl Cluster {
         }
         self.replace_unknown_server()?;
         self.ensure_initialized()?;
+        if self.host.is_some() {
+            self.ensure_subnet_allowed()?;
+        }
         // Checked at every start, not only the first: the server's account
         // may have put something else in the socket folder's place since.
         self.server_folder()?.sub_dir("socket", self.server_owner(), 0o700)?;
@@ -129,6 +138,11 @@ impl Cluster {
         let log = self.server_folder()?.open_file(LOG_NAME, OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT, self.server_owner())?;
         let mut cmd = self.server_command("postgres");
         cmd.arg("-D").arg(self.data_dir()).arg("-p").arg(self.port.to_string());
+        if let Some(host) = &self.host {
+            // On a host of the lab's network: its address too, so the other
+            // hosts reach it; loopback stays for the lab's own reads.
+            cmd.arg("-c").arg(format!("listen_addresses={HOST},{}", host.addr()));
+        }
         cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
         // SIGQUIT is the postmaster's immediate shutdown: a run killed
         // without its cleanup takes its servers with it.
@@ -256,6 +270,27 @@ impl Cluster {
         eprintln!("lab: {} has a server but no credentials the lab made for it; recreating it with fresh passwords", self.dir.display());
         self.stop_locked("fast", true)?;
         place.remove_tree(SERVER_FOLDER)
+    }
+
+    /// Lets clients on the lab's private subnet in, with the same password
+    /// rule as on loopback: two lines at the end of `pg_hba.conf`, written
+    /// once (through descriptors: the file is the server account's). The
+    /// subnet exists only inside the lab's own namespaces, so no machine
+    /// outside them can use these lines.
+    fn ensure_subnet_allowed(&self) -> Result<()> {
+        let (server, owner) = (self.server_folder()?, self.server_owner());
+        let hba = server.read_file("data/pg_hba.conf", owner)?.ok_or("the server's data folder has no pg_hba.conf")?;
+        let lines = format!(
+            "# the lab's network hosts (F17–F19): its private subnet, inside its own namespaces only\n\
+             host all all {cidr} scram-sha-256\n\
+             host replication all {cidr} scram-sha-256\n",
+            cidr = crate::hosts::SUBNET_CIDR
+        );
+        if !hba.contains(&lines) {
+            let mut file = server.open_file("data/pg_hba.conf", OFlag::O_WRONLY | OFlag::O_APPEND, owner)?;
+            file.write_all(format!("\n{lines}").as_bytes())?;
+        }
+        Ok(())
     }
 
     fn ensure_initialized(&self) -> Result<()> {

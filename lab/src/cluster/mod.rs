@@ -28,17 +28,22 @@
 //! - [`lifecycle`]: initdb, start, stop, immediate stop;
 //! - [`credentials`]: the two roles' random passwords, readable by the
 //!   reader's account only: no other local account gets in;
-//! - [`owner`]: who started the running server (a run, or the reader), so
-//!   that a server left by a killed run is stopped by the next one;
+//! - who started the running server (a run, or the reader) is recorded
+//!   with [`crate::owner`], so that a server left by a killed run is
+//!   stopped by the next one;
 //! - [`session`]: a run's ownership of the cluster: [`Session`] starts it
 //!   if needed and stops it again at the end, on an error, on a panic and
 //!   (via [`crate::interrupt`]) on Ctrl-C; a cluster the reader started by
 //!   hand with `lab cluster start` is left running, so the tables can be
 //!   inspected;
 //! - [`diagnose`]: what a failed server command or a held port tells the reader;
+//! - [`tied`]: the servers a run starts as its own children beside
+//!   `b3-26`, each in a place of its own (F14's pair, the partition cases'
+//!   lease and resource servers), tied to the run so no kill leaves them
+//!   up; a server on a host of the lab's network starts inside it;
 //! - [`replica`]: F14's lease store on two servers of its own, a primary and
 //!   its streaming standby, beside `b3-26`: the same lifecycle, twice, plus a
-//!   base backup and a promotion; tied to the run, so no kill leaves them up.
+//!   base backup and a promotion.
 //! - [`etcd`]: the second lease backend's server, a three-member etcd
 //!   cluster `etcd-26` on loopback (start, stop, status, kill a member with
 //!   SIGKILL, restart it, ask for the leader), owned by a run or by the
@@ -53,18 +58,20 @@ pub mod credentials;
 pub mod diagnose;
 pub mod etcd;
 mod lifecycle;
-pub mod owner;
 pub mod replica;
 mod session;
+pub mod tied;
 
 pub use session::{lock_runs, stop_owned, Session};
 
 use crate::error::{Result, ResultExt};
+use crate::hosts::Host;
 use crate::paths;
 use crate::safe_dir::{Owner, SafeDir};
 use nix::fcntl::OFlag;
 use nix::unistd::User;
 use std::io::{Read, Seek, SeekFrom};
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 /// The cluster's name: batch 3, article 26.
@@ -144,6 +151,10 @@ pub struct Cluster {
     run_as: Option<User>,
     /// The port the server listens on.
     port: u16,
+    /// The host of the lab's network it runs on (the partition cases'
+    /// servers), listening on that host's address as well as its loopback;
+    /// `None`: the machine's own loopback.
+    host: Option<Host>,
 }
 
 impl Cluster {
@@ -159,7 +170,7 @@ impl Cluster {
         } else {
             None
         };
-        Ok(Cluster { name: NAME.into(), dir: paths::cluster_dir(), bin, major, run_as, port: port()? })
+        Ok(Cluster { name: NAME.into(), dir: paths::cluster_dir(), bin, major, run_as, port: port()?, host: None })
     }
 
     /// The server's name: `b3-26`, `b3-26-primary`, `b3-26-standby`.
@@ -169,7 +180,15 @@ impl Cluster {
 
     /// Where clients reach this server, and whose passwords they prove.
     pub fn endpoint(&self) -> Endpoint {
-        Endpoint { name: self.name.clone(), port: self.port, dir: self.dir.clone() }
+        // Loopback, from inside the server's host when it has one.
+        Endpoint { name: self.name.clone(), addr: IpAddr::from([127, 0, 0, 1]), port: self.port, dir: self.dir.clone(), from: self.host.clone() }
+    }
+
+    /// Where the other hosts of the lab's network reach this server (a
+    /// server on a host only): its host's address.
+    pub fn network_endpoint(&self) -> Result<Endpoint> {
+        let host = self.host.as_ref().ok_or_else(|| format!("{} is not on a host of the lab's network", self.name))?;
+        Ok(Endpoint::at(&self.name, host.at(self.port), self.dir.clone()))
     }
 
     /// The cluster's folder, its place.
@@ -327,24 +346,44 @@ impl Cluster {
 }
 
 /// Where a client reaches one of the lab's servers: `b3-26` on `LAB_PORT`,
-/// or F14's primary and standby beside it. Each server has its own
-/// credentials file in its folder (a standby has a copy of its primary's:
-/// physical replication copies the roles too).
+/// F14's primary and standby beside it, or a server on one of the
+/// partition cases' hosts. Each server has its own credentials file in its
+/// folder (a standby has a copy of its primary's: physical replication
+/// copies the roles too).
 #[derive(Clone, Debug)]
 pub struct Endpoint {
     /// The server's name, for messages.
     pub name: String,
-    /// Its port on [`HOST`].
+    /// The address to connect to: [`HOST`], or, from another host of the
+    /// lab's network, the server's host's address there.
+    pub addr: IpAddr,
+    /// Its port.
     pub port: u16,
     /// Its folder, which holds its credentials file.
     pub dir: PathBuf,
+    /// The host a connection is opened from: the server's own, when the lab
+    /// reads a server on a host over that host's loopback (as an operator
+    /// logged into the machine would, so no partition blinds it); `None`:
+    /// from where the calling thread is.
+    pub from: Option<Host>,
 }
 
 impl Endpoint {
     /// The lab's cluster `b3-26`, where this process's `LAB_PORT` and
     /// `LAB_CLUSTER_DIR` put it (no server binaries needed: a holder uses it).
     pub fn lab() -> Result<Endpoint> {
-        Ok(Endpoint { name: NAME.into(), port: port()?, dir: paths::cluster_dir() })
+        Ok(Endpoint { name: NAME.into(), addr: IpAddr::from([127, 0, 0, 1]), port: port()?, dir: paths::cluster_dir(), from: None })
+    }
+
+    /// The server at `addr:port` whose credentials are in `dir`, reached
+    /// from where the calling thread is (a holder on its host).
+    pub fn at(name: &str, addr: SocketAddr, dir: PathBuf) -> Endpoint {
+        Endpoint { name: name.into(), addr: addr.ip(), port: addr.port(), dir, from: None }
+    }
+
+    /// `addr:port`.
+    pub fn socket_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.addr, self.port)
     }
 
     /// The password of `role` on this server.

@@ -1,6 +1,9 @@
 //! F14's lease store: a primary and its streaming standby, two servers of
 //! the lab's own beside `b3-26`, so that failing the lease store over never
-//! pulls the shared `lease26` away from the other cases.
+//! pulls the shared `lease26` away from the other cases. F18 runs the same
+//! pair on two hosts of the lab's network ([`FailoverPair::on_hosts`]): the
+//! standby then streams from the primary's address across the switch, so
+//! a partition cuts the replication link the way a network does.
 //!
 //! | server | port | folder |
 //! |---|---|---|
@@ -19,31 +22,22 @@
 //! [`super`]): what the lab writes into a server's data folder (the
 //! standby's settings) goes through descriptors, never by path.
 //!
-//! Only a run of F14 uses these servers, so they live exactly as long as the
-//! run does. Each postmaster is the lab's own child ([`Launch::Tied`]), with
-//! three nets, as for the holders: the pair's `Drop` stops both (an error, a
-//! failed check, a panic); the interrupt handler stops both on Ctrl-C; and
-//! when the run is killed outright (SIGKILL), the kernel's parent-death
-//! signal gives each postmaster SIGQUIT, PostgreSQL's immediate shutdown.
-//! That signal follows the *thread* that started the server, so the pair is
-//! started from the thread that runs the case (the run's main thread). A
-//! server found running in these folders anyway can only be the leftover of
-//! a run that died past all three (the run lock keeps every other run out):
-//! it is stopped, with a line on stderr.
+//! Only a run of F14 (or F18) uses these servers, so they live exactly as
+//! long as the run does: both are tied to it (see [`super::tied`]), and
+//! the pair's `Drop` stops both.
 //!
 //! Nothing here speaks SQL: the replication role, the lease database, the
 //! cut of the standby's link and every check are `db::replication`'s.
 
-use super::lifecycle::Launch;
-use super::{credentials, diagnose, Cluster, HOST, NAME};
+use super::tied::{start_tied, stop_tied};
+use super::{credentials, diagnose, Cluster, HOST};
 use crate::error::Result;
+use crate::hosts::Host;
+use crate::poll;
 use crate::safe_dir::SafeDir;
-use crate::{interrupt, poll};
 use nix::fcntl::OFlag;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::Child;
-use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// The replication role's password file's name in the standby's place.
@@ -51,9 +45,6 @@ const PASSFILE: &str = "replication.pgpass";
 
 /// How long a promotion may take, as `pg_ctl promote -t 60` allows.
 const PROMOTE_BOUND: Duration = Duration::from_secs(60);
-
-/// The postmasters this process started as its children, to stop and reap.
-static TIED: Mutex<Vec<(Cluster, Child)>> = Mutex::new(Vec::new());
 
 /// F14's lease store: a primary and its streaming standby.
 pub struct FailoverPair {
@@ -68,6 +59,18 @@ impl FailoverPair {
     /// The pair's places beside `cluster` (nothing is started yet).
     pub fn beside(cluster: &Cluster) -> Result<FailoverPair> {
         Ok(FailoverPair { primary: cluster.sibling("primary", 1)?, standby: cluster.sibling("standby", 2)? })
+    }
+
+    /// The same pair with the primary on `primary` and the standby on
+    /// `standby`, two hosts of the lab's network (F18).
+    pub fn on_hosts(cluster: &Cluster, primary: &Host, standby: &Host) -> Result<FailoverPair> {
+        Ok(FailoverPair { primary: cluster.sibling("primary", 1)?.on_host(primary), standby: cluster.sibling("standby", 2)?.on_host(standby) })
+    }
+
+    /// Where the standby reaches the primary: its host's address when the
+    /// two are on hosts of the lab's network, loopback otherwise.
+    fn primary_addr(&self) -> String {
+        self.primary.host().map_or_else(|| HOST.to_owned(), |h| h.addr().to_string())
     }
 
     /// The primary.
@@ -104,18 +107,22 @@ impl FailoverPair {
         credentials::write_file(&place, &credentials::read_file(&self.primary.place()?)?)?;
         self.write_passfile(&place)?;
         let started = Instant::now();
-        let out = standby
-            .server_command("pg_basebackup")
+        let mut backup = standby.server_command("pg_basebackup");
+        backup
             .arg("-D")
             .arg(standby.data_dir())
-            .args(["-h", HOST, "-p", &self.primary.port().to_string(), "-U", credentials::REPLICATOR])
+            .args(["-h", &self.primary_addr(), "-p", &self.primary.port().to_string(), "-U", credentials::REPLICATOR])
             // -X stream: the WAL written during the copy comes along, so the
             // copy is consistent on its own; -c fast: the backup's checkpoint
             // at once, not spread; --no-sync: a throw-away copy (F14 crashes
             // the primary's processes, not the machine); -w: never a prompt.
             .args(["-X", "stream", "-c", "fast", "--no-sync", "-w"])
-            .env("PGPASSFILE", self.passfile())
-            .output()?;
+            .env("PGPASSFILE", self.passfile());
+        // On hosts, from the standby's machine, across the switch.
+        let out = match standby.host() {
+            Some(host) => host.run(|| backup.output())??,
+            None => backup.output()?,
+        };
         let took = started.elapsed();
         if !out.status.success() {
             return Err(diagnose::command_error("pg_basebackup", &out, Some(&self.primary)).into());
@@ -151,7 +158,8 @@ impl FailoverPair {
     /// primary knows it by.
     pub fn primary_conninfo(&self) -> String {
         format!(
-            "host={HOST} port={} user={} passfile={} application_name={}",
+            "host={} port={} user={} passfile={} application_name={}",
+            self.primary_addr(),
             self.primary.port(),
             credentials::REPLICATOR,
             conninfo_quote(&self.passfile().display().to_string()),
@@ -232,64 +240,6 @@ impl Drop for FailoverPair {
                 eprintln!("lab: could not stop {}: {}", server.name(), crate::error::chain(e.as_ref()));
             }
         }
-    }
-}
-
-impl Cluster {
-    /// A server of F14's pair inside this cluster's place: `<place>/<role>`
-    /// on this port + `offset`.
-    fn sibling(&self, role: &str, offset: u16) -> Result<Cluster> {
-        let port = self.port.checked_add(offset).ok_or_else(|| format!("LAB_PORT={} leaves no room for F14's {role} at +{offset}", self.port))?;
-        Ok(Cluster { name: format!("{NAME}-{role}"), dir: self.dir.join(role), port, ..self.clone() })
-    }
-}
-
-/// Starts `server` as this process's child, unless it already is one.
-fn start_tied(server: &Cluster) -> Result<()> {
-    let tied = TIED.lock().iter().any(|(s, _)| s.dir() == server.dir());
-    if tied {
-        return Ok(());
-    }
-    if server.is_running()? {
-        eprintln!("lab: {} ({}) was left running by a lab run that died; stopping it", server.name(), server.data_dir().display());
-        server.stop_with("immediate")?;
-    }
-    // Registered first: Ctrl-C during the start finds nothing to stop yet,
-    // and the process's exit then ends the new server (parent-death signal).
-    interrupt::on_stop(stop_all);
-    if let Some(child) = server.start_as(Launch::Tied)? {
-        TIED.lock().push((server.clone(), child));
-    }
-    Ok(())
-}
-
-/// Stops `server` with `pg_ctl stop -m <mode>` if it runs, and reaps its
-/// postmaster if it was this process's child.
-fn stop_tied(server: &Cluster, mode: &str) -> Result<()> {
-    let child = {
-        let mut tied = TIED.lock();
-        tied.iter().position(|(s, _)| s.dir() == server.dir()).map(|at| tied.remove(at).1)
-    };
-    let stopped = server.stop_with(mode);
-    if let Some(mut child) = child {
-        if stopped.is_err() {
-            // A server that would not stop: its postmaster goes, and the
-            // other server processes follow once they notice it is gone.
-            let _ = child.kill();
-        }
-        let _ = child.wait();
-    }
-    stopped
-}
-
-/// Stops every server this process started as its child (Ctrl-C).
-fn stop_all() {
-    let all: Vec<(Cluster, Child)> = std::mem::take(&mut *TIED.lock());
-    for (server, mut child) in all {
-        if server.stop_with("immediate").is_err() {
-            let _ = child.kill();
-        }
-        let _ = child.wait();
     }
 }
 

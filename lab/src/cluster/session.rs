@@ -1,7 +1,7 @@
 //! A run's ownership of the cluster: who started it, who must stop it, and
 //! the lock that keeps two runs from resetting each other's tables.
 
-use super::owner::{self, Owner};
+use crate::owner::{self, Owner};
 use super::{Cluster, NAME};
 use crate::error::Result;
 use crate::{interrupt, safe_dir};

@@ -58,12 +58,12 @@ pub fn open(server: &Endpoint, role: &str, dbname: &str, who: &str, notices: Opt
         } else {
             ""
         };
-        format!("cannot reach {} at {}:{port} (database {dbname}){hint}", server.name, cluster::HOST)
+        format!("cannot reach {} at {}:{port} (database {dbname}){hint}", server.name, server.addr)
     };
     let password = server.password(role).with_context(unreachable)?;
     let mut config = Client::configure();
     config
-        .host(cluster::HOST)
+        .host(&server.addr.to_string())
         .port(port)
         .user(role)
         .password(password)
@@ -79,7 +79,13 @@ pub fn open(server: &Endpoint, role: &str, dbname: &str, who: &str, notices: Opt
             sink.lock().push(text);
         }
     });
-    config.connect(NoTls).with_context(unreachable)
+    // Opened from inside the server's host when the endpoint says so: the
+    // socket belongs to the namespace it was created in, and stays there.
+    let client = match &server.from {
+        Some(host) => host.run(|| config.connect(NoTls))?,
+        None => config.connect(NoTls),
+    };
+    client.with_context(unreachable)
 }
 
 /// Replaces the `public` schema of `dbname` with the schema from `sql/`.

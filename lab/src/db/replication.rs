@@ -79,6 +79,14 @@ const COMMIT_SETTINGS: &str =
 /// from a base backup and streaming, and, for [`Mode::Sync`], the primary
 /// switched to synchronous commits. Returns how long the base backup took.
 pub fn build(pair: &FailoverPair, mode: Mode) -> Result<Duration> {
+    build_with(pair, mode, &[(LEASE_DB, LEASE_SCHEMA)])
+}
+
+/// [`build`] with fresh copies of `databases` (name, schema) on the
+/// primary, copied to the standby by its base backup: F18 keeps the
+/// resource's `res26` on the lease store's own servers too, so that it
+/// fails over with them.
+pub fn build_with(pair: &FailoverPair, mode: Mode, databases: &[(&str, &str)]) -> Result<Duration> {
     pair.start_primary()?;
     let primary = pair.primary().endpoint();
     let mut admin = admin_on(&primary)?;
@@ -90,9 +98,12 @@ pub fn build(pair: &FailoverPair, mode: Mode) -> Result<Duration> {
     reload_and_wait(&mut admin, &primary, "", "on")?;
     ensure_login_role(&mut admin, &primary, credentials::ROLE, "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION")?;
     ensure_login_role(&mut admin, &primary, credentials::REPLICATOR, "REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE")?;
-    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {LEASE_DB} WITH (FORCE)"))?;
-    create_database(&mut admin, LEASE_DB)?;
-    reset_schema(&mut open(&primary, credentials::ROLE, LEASE_DB, "lab setup", None)?, LEASE_SCHEMA)?;
+    for (name, schema) in databases {
+        // One statement each: DROP/CREATE DATABASE refuse a transaction.
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
+        create_database(&mut admin, name)?;
+        reset_schema(&mut open(&primary, credentials::ROLE, name, "lab setup", None)?, schema)?;
+    }
 
     let base_backup = pair.build_standby()?;
     wait_for_walsender(&mut admin, pair, "streaming/async")?;
@@ -215,6 +226,12 @@ const IN_RECOVERY: &str = "SELECT pg_is_in_recovery()";
 const WAIT_EVENT: &str =
     "SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE pid = $1";
 
+/// What the session named `application_name` waits for, as `type/event`,
+/// while it runs a statement (`state = 'active'`); a holder's sessions are
+/// named after it (`holder-a`, `holder-a renewer`).
+const WAIT_EVENT_OF: &str =
+    "SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'";
+
 /// Asks a session to cancel what it is doing (SIGINT to its backend);
 /// allowed on sessions of one's own role.
 const CANCEL: &str = "SELECT pg_cancel_backend($1)";
@@ -270,6 +287,13 @@ impl ReplicationView {
     /// for nothing (or is gone).
     pub fn wait_event(&mut self, pid: i32) -> Result<Option<String>> {
         let row = self.client.query_opt(WAIT_EVENT, &[&pid]).context("reading pg_stat_activity")?;
+        Ok(row.and_then(|r| r.get(0)))
+    }
+
+    /// The wait of the session named `application_name` while it runs a
+    /// statement; `None` when it waits for nothing (or runs none).
+    pub fn wait_event_of(&mut self, application_name: &str) -> Result<Option<String>> {
+        let row = self.client.query_opt(WAIT_EVENT_OF, &[&application_name]).context("reading pg_stat_activity")?;
         Ok(row.and_then(|r| r.get(0)))
     }
 

@@ -80,6 +80,23 @@ pub fn ensure_databases() -> Result<()> {
     Ok(())
 }
 
+/// Gives `server` (a server of the lab's own beside `b3-26`: a partition
+/// case's lease store or resource) fresh copies of `databases` (name,
+/// schema), owned by `lab`: the role made if it is missing, each database
+/// dropped and made again, its schema loaded. Every run of such a case
+/// starts from nothing, as every run of cases does on `b3-26`.
+pub fn fresh_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<()> {
+    let mut admin = admin_on(server)?;
+    ensure_login_role(&mut admin, server, credentials::ROLE, "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION")?;
+    for (name, schema) in databases {
+        // One statement each, outside a transaction, as above.
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).with_context(|| format!("dropping database {name} on {}", server.name))?;
+        create_database(&mut admin, name)?;
+        reset_schema(&mut open(server, credentials::ROLE, name, "lab setup", None)?, schema)?;
+    }
+    Ok(())
+}
+
 pub(super) fn create_database(admin: &mut Client, name: &str) -> Result<()> {
     admin
         .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", credentials::ROLE))

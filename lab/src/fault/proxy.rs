@@ -17,8 +17,9 @@
 //! for a span while the others stay fast.
 //!
 //! How it works. One accepting thread listens on 127.0.0.1 only (the proxy
-//! opens no door to the network), and takes only connections made by the
-//! lab's own account: loopback is every local account's, so for each
+//! opens no door to the network; the chaos run's slots listen on a host of
+//! the lab's own network instead, [`DelayProxy::start_on`]), and takes only
+//! connections made by the lab's own account: loopback is every local account's, so for each
 //! connection it asks the kernel's socket table who made the client's end,
 //! and closes another account's unread (its bytes can neither pass for a
 //! holder's write nor count as a connection). For each client of the lab's
@@ -72,6 +73,7 @@ mod tests;
 pub use links::CONNECT_BOUND;
 
 use crate::error::{Result, ResultExt};
+use crate::hosts::Host;
 use state::{Shared, State};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
@@ -100,9 +102,28 @@ impl DelayProxy {
     pub fn start(target: SocketAddr) -> Result<DelayProxy> {
         let listener =
             TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("the delay proxy cannot listen on 127.0.0.1")?;
+        DelayProxy::serve(listener, target, true)
+    }
+
+    /// Listens on `host`'s address, on a free port, inside that host of the
+    /// lab's network, and forwards every connection to `target` from here
+    /// (the chaos run's slots: each holder reaches the server across the
+    /// switch, where a partition can cut it off). On the lab's subnet only
+    /// processes inside the lab's own namespaces can connect, and entering
+    /// one takes root: there is no other account's connection to refuse (and
+    /// the client's socket is in another namespace's table, where this
+    /// proxy cannot look it up).
+    pub fn start_on(target: SocketAddr, host: &Host) -> Result<DelayProxy> {
+        let listener = host.run(|| TcpListener::bind((host.addr(), 0)))?.with_context(|| format!("the delay proxy cannot listen on {}", host.addr()))?;
+        DelayProxy::serve(listener, target, false)
+    }
+
+    /// Serves `listener`; `own_only`: refuse connections another account
+    /// made (loopback is every local account's).
+    fn serve(listener: TcpListener, target: SocketAddr, own_only: bool) -> Result<DelayProxy> {
         let port = listener.local_addr()?.port();
         let accepting = listener.try_clone()?;
-        let shared = Arc::new(Shared { target, state: Mutex::new(State::default()), changed: Condvar::new() });
+        let shared = Arc::new(Shared { target, own_only, state: Mutex::new(State::default()), changed: Condvar::new() });
         let for_acceptor = Arc::clone(&shared);
         let acceptor = std::thread::Builder::new()
             .name(format!("px{port}.accept"))
@@ -111,7 +132,7 @@ impl DelayProxy {
         Ok(DelayProxy { shared, port, listener, acceptor: Some(acceptor) })
     }
 
-    /// The port clients connect to, on 127.0.0.1.
+    /// The port clients connect to, on 127.0.0.1 (or on its host's address).
     pub fn port(&self) -> u16 {
         self.port
     }

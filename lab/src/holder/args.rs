@@ -2,10 +2,13 @@
 //! ([`WaitPoint`]), which store keeps its lease ([`LeaseBackend`]), and the
 //! argv the parent builds that parses back to the same parameters.
 
+use crate::cluster::Endpoint;
 use crate::error::Result;
 use crate::params;
 use crate::stats::ms;
 use crate::resource::FenceMode;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where the holder waits for a line on stdin, if anywhere.
@@ -90,6 +93,28 @@ pub struct HolderArgs {
     /// after the acquire, while the holder runs on (F13's clock faults).
     #[arg(long)]
     pub no_renewer: bool,
+    /// Write without checking the local deadline first: what the fence
+    /// alone does with a holder that cannot tell its lease is over (F17).
+    #[arg(long)]
+    pub skip_deadline_check: bool,
+    /// The lease store's PostgreSQL server as ADDR:PORT, when it is not the
+    /// lab's cluster (a server on a host of the lab's network, F17/F18).
+    #[arg(long, requires = "lease_server_dir")]
+    pub lease_server: Option<SocketAddr>,
+    /// That server's folder, which holds its credentials.
+    #[arg(long, requires = "lease_server")]
+    pub lease_server_dir: Option<PathBuf>,
+    /// The resource's PostgreSQL server as ADDR:PORT, when it is not the
+    /// lab's cluster.
+    #[arg(long, requires = "resource_server_dir")]
+    pub resource_server: Option<SocketAddr>,
+    /// That server's folder, which holds its credentials.
+    #[arg(long, requires = "resource_server")]
+    pub resource_server_dir: Option<PathBuf>,
+    /// The etcd members this holder's client talks to (comma-separated
+    /// ADDR:PORT), when not the lab's cluster on loopback (F19).
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_members: Vec<SocketAddr>,
 }
 
 impl HolderArgs {
@@ -102,6 +127,18 @@ impl HolderArgs {
     /// Whether the holder waits for a line at `point`.
     pub fn waits_at(&self, point: WaitPoint) -> bool {
         self.waits.contains(&point)
+    }
+
+    /// Where the lease store's PostgreSQL server is: `--lease-server`, else
+    /// the lab's cluster.
+    pub fn lease_endpoint(&self) -> Result<Endpoint> {
+        endpoint("the lease store", self.lease_server, &self.lease_server_dir)
+    }
+
+    /// Where the resource's server is: `--resource-server`, else the lab's
+    /// cluster.
+    pub fn resource_endpoint(&self) -> Result<Endpoint> {
+        endpoint("the resource", self.resource_server, &self.resource_server_dir)
     }
 
     /// The work before the part at `index` (none before the first).
@@ -137,6 +174,18 @@ impl HolderArgs {
         }
         if self.no_renewer {
             argv.push("--no-renewer".into());
+        }
+        // The partition cases' flags, only when set, like the chaos run's.
+        if self.skip_deadline_check {
+            argv.push("--skip-deadline-check".into());
+        }
+        for (flag, server, dir) in [("lease", self.lease_server, &self.lease_server_dir), ("resource", self.resource_server, &self.resource_server_dir)] {
+            if let (Some(server), Some(dir)) = (server, dir) {
+                argv.extend([format!("--{flag}-server"), server.to_string(), format!("--{flag}-server-dir"), dir.display().to_string()]);
+            }
+        }
+        if !self.etcd_members.is_empty() {
+            argv.extend(["--etcd-members".into(), self.etcd_members.iter().map(SocketAddr::to_string).collect::<Vec<_>>().join(",")]);
         }
         // The chaos run's flags, only when set: a case's argv (which a
         // failure report shows) stays as it was.
@@ -175,6 +224,14 @@ impl HolderArgs {
         Ok(())
     }
     // ANCHOR_END: validate
+}
+
+/// A server named on the command line, or the lab's cluster.
+fn endpoint(what: &str, server: Option<SocketAddr>, dir: &Option<PathBuf>) -> Result<Endpoint> {
+    match (server, dir) {
+        (Some(server), Some(dir)) => Ok(Endpoint::at(what, server, dir.clone())),
+        _ => Endpoint::lab(),
+    }
 }
 
 /// The command-line spelling of one of the holder's enum values, e.g. `before-write`.
@@ -251,6 +308,23 @@ mod tests {
         args.renew_ms = 400;
         args.margin_ms = 1500;
         assert!(args.validate().is_err());
+    }
+
+    /// The partition cases' flags (servers on hosts, etcd members, the
+    /// check skipped) round-trip, and a server needs its folder.
+    #[test]
+    fn partition_flags_round_trip() {
+        let args = HolderArgs::parse_from([
+            "holder", "--holder", "holder-a", "--content", "c", "--skip-deadline-check", "--lease-server", "10.26.0.3:26429",
+            "--lease-server-dir", "/p/lease", "--resource-server", "10.26.0.4:26430", "--resource-server-dir", "/p/resource",
+            "--etcd-members", "10.26.0.1:26431,10.26.0.2:26432",
+        ]);
+        let mut argv = vec!["holder".to_owned()];
+        argv.extend(args.to_argv());
+        assert_eq!(HolderArgs::parse_from(argv), args);
+        assert_eq!(args.lease_endpoint().unwrap().socket_addr().to_string(), "10.26.0.3:26429");
+        assert_eq!(args.etcd_members.len(), 2);
+        assert!(HolderArgs::try_parse_from(["holder", "--holder", "h", "--content", "c", "--lease-server", "10.26.0.3:1"]).is_err());
     }
 
     /// On etcd the TTL must be whole seconds; the backend survives the argv.

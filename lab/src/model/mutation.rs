@@ -107,6 +107,10 @@ pub const NO_COUNTERPART: &[(&str, &str)] = &[
     ("delay-off-the-wire", "a fault not injected is the experiment's defect: the model's steps happen by construction"),
     ("clock-fault-not-preloaded", "a fault not injected is the experiment's defect; the model has no clocks (F13)"),
     ("model-blind-to-stale", "it breaks the model itself (its I3 property), not the code: `lab model`'s verdict lines catch it"),
+    ("partition-not-applied", "a fault not injected is the experiment's defect: the model has no network, its steps happen by construction"),
+    ("standby-left-connected", "a fault placed wrong is the experiment's defect: the model's async standby may never receive a commit by construction (and its primary crashes: two live primaries are F18's alone)"),
+    ("follower-isolated-instead", "a fault placed wrong is the experiment's defect; the model has no etcd members to isolate"),
+    ("nemesis-cuts-nothing", "a fault not injected is the chaos run's defect: the model's steps happen by construction"),
 ];
 // ANCHOR_END: no_counterpart
 

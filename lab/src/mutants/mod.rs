@@ -56,8 +56,9 @@ pub enum Group {
     /// The lease on etcd: the acquire txn and its token (F16).
     Etcd,
     /// The faults the cases inject (F12's delay on the wire, F13's slow
-    /// clock): a case that judges the fence under a fault that never
-    /// happened proves nothing, so each checks that its fault took hold.
+    /// clock, the partitions of F17–F19 and of the chaos run): a case that
+    /// judges the fence under a fault that never happened proves nothing,
+    /// so each checks that its fault took hold.
     Faults,
     /// The model checker's own checks (`lab model`): a property that
     /// cannot fail would call every mode safe.
@@ -324,6 +325,34 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "F13's fault is real: libfaketime is preloaded into the holder, so its clocks (monotonic included) run slow",
         killer: &["F13"],
         question: "F13 给持有者的环境里只有 FAKETIME=\"+0 x0.6\"，没有 LD_PRELOAD：没有哪个库去读这个变量。x0.9 和 x0.6 两段各会打印什么？",
+    },
+    Mutation {
+        name: "partition-not-applied",
+        group: Group::Faults,
+        guards: "the partition is real: the switch's nft table drops the frames between the cut hosts (F17–F19, the chaos run)",
+        killer: &["F17"],
+        question: "交换机收到的 nft 脚本只删表、不加规则：分区“做了”，网络却照常。F17 里 A 的续租还到得了租约库吗？哪一行先失败？",
+    },
+    Mutation {
+        name: "standby-left-connected",
+        group: Group::Faults,
+        guards: "F18's partition lies between the sites: the standby is on the far side, so its replication stream is cut with the rest",
+        killer: &["F18"],
+        question: "F18 的分区漏掉了 lease-s：它不在任何一侧，两边都连得上它。备库还会收到 A 在主库上的那次获取吗？holder-a 连 lease-s 会是什么结果？",
+    },
+    Mutation {
+        name: "follower-isolated-instead",
+        group: Group::Faults,
+        guards: "F19 cuts the leader into the minority: holder-a's only member must be on its side of the partition",
+        killer: &["F19"],
+        question: "F19 把一个 follower（而不是 leader）和 holder-a 放在少数派一侧，旧 leader 留在多数派里。A 的客户端只认识旧 leader，它还连得上吗？这还是“leader 被隔进少数派”吗？",
+    },
+    Mutation {
+        name: "nemesis-cuts-nothing",
+        group: Group::Faults,
+        guards: "the chaos run's partitions are real: the nemesis cuts the switch, and confirms each cut before it counts it",
+        killer: &["F15"],
+        question: "混沌运行的 nemesis 只记下“分区”，却不去动交换机。故障计划里的分区照样“注入”了吗？F15 会在哪里发现？",
     },
     Mutation {
         name: "model-blind-to-stale",

@@ -22,6 +22,7 @@ pub mod view;
 
 pub use view::{Attempt, PartRow, ResourceView};
 
+use crate::cluster::{credentials, Endpoint};
 use crate::db;
 use crate::error::{Result, ResultExt};
 use postgres::{Client, GenericClient, Statement};
@@ -308,7 +309,13 @@ const SET_IDLE_TIMEOUT: &str = "SELECT set_config('idle_in_transaction_session_t
 impl ResourceStore {
     /// Connects to `res26`; `who` names the session in `pg_stat_activity`.
     pub fn connect(mode: FenceMode, who: &str) -> Result<ResourceStore> {
-        Ok(ResourceStore { client: db::connect(db::RES_DB, who)?, mode, gap: None, prepared: HashMap::new() })
+        ResourceStore::connect_to(&Endpoint::lab()?, mode, who)
+    }
+
+    /// Connects to `res26` on `server` (a resource server on a host, F17–F19).
+    pub fn connect_to(server: &Endpoint, mode: FenceMode, who: &str) -> Result<ResourceStore> {
+        let client = db::open(server, credentials::ROLE, db::RES_DB, who, None)?;
+        Ok(ResourceStore { client, mode, gap: None, prepared: HashMap::new() })
     }
 
     /// Lets the server end this session when it sits idle inside a

@@ -3,6 +3,7 @@
 //! autocommit session, so it sees the latest commits.
 
 use super::READ_FLOOR;
+use crate::cluster::{credentials, Endpoint};
 use crate::db;
 use crate::error::{Result, ResultExt};
 use postgres::Client;
@@ -34,7 +35,12 @@ pub struct ResourceView {
 impl ResourceView {
     /// Connects an observer session to `res26`.
     pub fn connect() -> Result<ResourceView> {
-        Ok(ResourceView { client: db::connect(db::RES_DB, "lab observer")? })
+        ResourceView::connect_to(&Endpoint::lab()?)
+    }
+
+    /// Connects an observer session to `res26` on `server`.
+    pub fn connect_to(server: &Endpoint) -> Result<ResourceView> {
+        Ok(ResourceView { client: db::open(server, credentials::ROLE, db::RES_DB, "lab observer", None)? })
     }
 
     /// The scope's `fence_floor.max_token`.
@@ -62,6 +68,15 @@ impl ResourceView {
         Ok(self
             .client
             .query_one("SELECT count(*) FROM write_attempt WHERE writer = $1 AND accepted = $2", &[&writer, &accepted])
+            .context("counting write attempts")?
+            .get(0))
+    }
+
+    /// How many of `writer`'s attempts on `part` were accepted.
+    pub fn accepted_of(&mut self, writer: &str, part: &str) -> Result<i64> {
+        Ok(self
+            .client
+            .query_one("SELECT count(*) FROM write_attempt WHERE writer = $1 AND part = $2 AND accepted", &[&writer, &part])
             .context("counting write attempts")?
             .get(0))
     }
@@ -173,4 +188,12 @@ pub struct Attempt {
     pub accepted: bool,
     /// The scope's floor as the attempt saw it (NULL: no floor row).
     pub floor_after: Option<i64>,
+}
+
+/// `holder-a summary 2 accepted` (or `refused`): one attempt as F18's
+/// transcript lines list a short history.
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {} {}", self.writer, self.part, self.token, if self.accepted { "accepted" } else { "refused" })
+    }
 }

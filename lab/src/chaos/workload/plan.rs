@@ -5,6 +5,7 @@
 use crate::chaos::schedule::SplitMix64;
 use crate::holder::{HolderArgs, WaitPoint};
 use crate::params::{PART_DETAIL, PART_SUMMARY, TTL};
+use crate::paths;
 use crate::stats::ms;
 use crate::resource::FenceMode;
 use std::net::SocketAddr;
@@ -39,7 +40,8 @@ pub struct SlotPlan {
     pub mode: FenceMode,
     /// The run's seed: each slot draws its work times from a stream of it.
     pub seed: u64,
-    /// The database server the slot's link leads to.
+    /// The database server the slot's link leads to (`b3-26` on this
+    /// machine's loopback, where the link's far end connects from).
     pub server: SocketAddr,
     /// Print every protocol line and fault on stderr as it happens (`lab chaos --trace`).
     pub trace: bool,
@@ -49,7 +51,9 @@ impl SlotPlan {
     /// The arguments of the slot's next holder process, incarnation
     /// `incarnation` of holder `name`: its work times and how often it
     /// tries for the lease are drawn from the slot's stream `rng`.
-    pub(super) fn holder_args(&self, name: &str, incarnation: u32, rng: &mut SplitMix64) -> HolderArgs {
+    /// Its lease store and resource are both the lab's cluster, reached at
+    /// `link`: the slot's proxy, on the server's host across the switch.
+    pub(super) fn holder_args(&self, name: &str, incarnation: u32, rng: &mut SplitMix64, link: SocketAddr) -> HolderArgs {
         let work: Vec<u64> = (1..PARTS.len()).map(|_| rng.duration(WORK.0, WORK.1).as_millis() as u64).collect();
         HolderArgs {
             mode: self.mode,
@@ -61,6 +65,10 @@ impl SlotPlan {
             // `SlotThread::release`), so that a pause can land before the
             // write leaves.
             waits: vec![WaitPoint::BeforeWrite],
+            lease_server: Some(link),
+            lease_server_dir: Some(paths::cluster_dir()),
+            resource_server: Some(link),
+            resource_server_dir: Some(paths::cluster_dir()),
             ..HolderArgs::new(name, &format!("{name}#{incarnation}"))
         }
     }

@@ -40,6 +40,9 @@ pub struct FaultLog {
     /// Faults that found no target when they came (every slot stopped,
     /// busy or restarting), by kind.
     missed: Mutex<BTreeMap<FaultKind, usize>>,
+    /// Partitions the nemesis made but could not confirm: a connection from
+    /// a host it had cut was answered. Not counted as injected.
+    uncut: Mutex<usize>,
     /// Whether to print each fault as it is injected.
     trace: bool,
 }
@@ -76,6 +79,16 @@ impl FaultLog {
     /// Records a fault that found no target.
     pub fn missed(&self, kind: FaultKind) {
         *self.missed.lock().entry(kind).or_insert(0) += 1;
+    }
+
+    /// Records a partition that did not cut.
+    pub fn uncut(&self) {
+        *self.uncut.lock() += 1;
+    }
+
+    /// How many partitions did not cut.
+    pub fn all_uncut(&self) -> usize {
+        *self.uncut.lock()
     }
 
     /// Every fault injected so far.

@@ -8,6 +8,7 @@ use super::record::{FaultLog, Tally};
 use super::slot_thread::SlotThread;
 use crate::error::{panic_message, Result};
 use crate::fault::DelayProxy;
+use crate::hosts::Network;
 use std::sync::atomic::AtomicBool;
 use parking_lot::Mutex;
 use std::sync::{mpsc, Arc};
@@ -38,19 +39,27 @@ pub fn holder_name(index: usize) -> String {
 /// The most slots: one letter each.
 pub const MAX_HOLDERS: usize = 26;
 
+/// The host of the run's network where the server's address is: each
+/// slot's link listens there, and forwards to the server.
+pub const SERVER_HOST: &str = "db";
+
 impl Slot {
     /// Starts slot `index`: its link, and its thread, which starts its
     /// first holder at once.
-    pub(super) fn start(index: usize, plan: &SlotPlan, stop: &Arc<AtomicBool>, log: &Arc<FaultLog>, tally: &Arc<Tally>, start: Instant) -> Result<Slot> {
+    pub(super) fn start(index: usize, plan: &SlotPlan, net: &Network, stop: &Arc<AtomicBool>, log: &Arc<FaultLog>, tally: &Arc<Tally>, start: Instant) -> Result<Slot> {
         let name = holder_name(index);
-        let link = DelayProxy::start(plan.server)?;
+        // The link listens on the server's host; the slot's holders, on a
+        // host of their own, reach it across the switch.
+        let server_host = net.host(SERVER_HOST);
+        let link = DelayProxy::start_on(plan.server, server_host)?;
         let view = Arc::new(Mutex::new(SlotView::default()));
         let (orders, inbox) = mpsc::channel();
         let worker = SlotThread {
             index,
             name: name.clone(),
             plan: plan.clone(),
-            port: link.port().to_string(),
+            link: server_host.at(link.port()),
+            host: net.host(&name).clone(),
             view: Arc::clone(&view),
             inbox,
             stop: Arc::clone(stop),

@@ -10,6 +10,7 @@ use crate::chaos::checker::GrantRecord;
 use crate::chaos::schedule::{FaultKind, SplitMix64};
 use crate::error::Result;
 use crate::holder::Step;
+use crate::hosts::Host;
 use crate::holder_guard::{HolderGuard, Output};
 use crate::interrupt;
 use std::process::ExitStatus;
@@ -47,8 +48,11 @@ pub(super) struct SlotThread {
     pub(super) name: String,
     /// What to run.
     pub(super) plan: SlotPlan,
-    /// The port of the slot's link, the holders' `LAB_PORT`.
-    pub(super) port: String,
+    /// Where the slot's holders reach the server: its link, on the
+    /// server's host.
+    pub(super) link: std::net::SocketAddr,
+    /// The slot's own host, where its holders run.
+    pub(super) host: Host,
     /// What the nemesis sees.
     pub(super) view: Arc<Mutex<SlotView>>,
     /// The nemesis's orders.
@@ -89,9 +93,11 @@ impl SlotThread {
         let mut rng = SplitMix64::stream(self.plan.seed, 100 + self.index as u64);
         let (mut incarnation, mut holding) = (0u32, 0u32);
         while !self.stopping() {
-            let args = self.plan.holder_args(&self.name, incarnation, &mut rng);
-            let env = [("LAB_PORT", self.port.as_str())];
-            let mut holder = match HolderGuard::spawn_as(&self.plan.holder_bin, &args, &env, Some(incarnation)) {
+            let args = self.plan.holder_args(&self.name, incarnation, &mut rng, self.link);
+            // Born inside the slot's host: a partition of that host cuts it
+            // off. Its calls are logged as this incarnation of the slot.
+            let spawn = || HolderGuard::spawn_as(&self.plan.holder_bin, &args, &[], Some(incarnation));
+            let mut holder = match self.host.run(spawn).and_then(|spawned| spawned) {
                 Ok(holder) => holder,
                 Err(e) => {
                     if !self.stopping() {

@@ -54,7 +54,7 @@ impl EtcdCluster {
         };
         // A gateway without a login: its authenticate says whether
         // authentication is on at all.
-        let open = Gateway::new(self.gateway.members().to_vec());
+        let open = self.gateway.unlogged();
         match open.call("/v3/auth/authenticate", &json!({ "name": login.user, "password": login.password }))? {
             Ok(_) => {}
             Err(status) if status.message.contains("authentication is not enabled") => self.enable_auth(&open, &login)?,

@@ -76,7 +76,13 @@ pub fn default_dir() -> PathBuf {
 /// in with the credentials in `LAB_ETCD_DIR`), for a process that talks to
 /// it without owning it (a holder).
 pub fn gateway() -> Result<Gateway> {
-    let gateway = Gateway::new(client_addrs(port_base()?));
+    gateway_at(client_addrs(port_base()?))
+}
+
+/// [`gateway`] through these members' client addresses (a holder on a
+/// host of the lab's network reaches them by their hosts' addresses).
+pub fn gateway_at(members: Vec<SocketAddr>) -> Result<Gateway> {
+    let gateway = Gateway::new(members);
     if let Some(login) = super::auth::saved_login(&default_dir())? {
         gateway.set_login(login);
     }

@@ -29,6 +29,7 @@
 //! compare) is returned at once: another member would say the same.
 
 use super::reply;
+use crate::hosts::Host;
 use crate::error::Result;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -101,6 +102,40 @@ impl GrpcStatus {
     }
 }
 
+/// No member answered a call within [`CALL_BOUND`]: the cluster could
+/// not be reached, or could not serve (no leader on this side of a
+/// partition), which is neither a refusal nor an answer. A renewer tries
+/// again at its next period (see `renewer.rs`); everyone else gives up.
+#[derive(Debug)]
+pub struct Unanswered {
+    /// The request, e.g. `/v3/lease/keepalive`.
+    pub path: String,
+    /// How long it was tried.
+    pub bound: Duration,
+    /// What each member said last.
+    pub said: String,
+}
+
+impl fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no etcd member answered {} within {:?}: {}", self.path, self.bound, self.said)
+    }
+}
+
+impl std::error::Error for Unanswered {}
+
+/// Whether `err`, or an error it wraps, is an [`Unanswered`] call.
+pub fn is_unanswered(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(err);
+    while let Some(e) = at {
+        if e.is::<Unanswered>() {
+            return true;
+        }
+        at = e.source();
+    }
+    false
+}
+
 /// Why one attempt on one member failed.
 #[derive(Debug)]
 enum Failure {
@@ -163,6 +198,11 @@ pub struct Login {
 pub struct Gateway {
     /// Each member's client address, in member order.
     members: Vec<SocketAddr>,
+    /// For each member, the host of the lab's network a connection to it
+    /// is opened from (the lab reads members on hosts over each host's own
+    /// loopback, so no partition blinds it); `None`: from where the calling
+    /// thread is.
+    routes: Vec<Option<Host>>,
     /// The member that answered last: the next call starts there.
     preferred: AtomicUsize,
     /// The login, once the cluster has authentication on; `None` before.
@@ -174,16 +214,37 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway over these members' client addresses, with no login yet.
     pub fn new(members: Vec<SocketAddr>) -> Gateway {
+        let routes = vec![None; members.len()];
+        Gateway::routed(members, routes)
+    }
+
+    /// A gateway that reaches member `i` at `members[i]` from inside
+    /// `routes[i]`, when that is a host.
+    pub fn routed(members: Vec<SocketAddr>, routes: Vec<Option<Host>>) -> Gateway {
         assert!(!members.is_empty(), "a gateway needs at least one member");
-        Gateway { members, preferred: AtomicUsize::new(0), login: Mutex::new(None), token: Mutex::new(None) }
+        assert_eq!(members.len(), routes.len(), "one route per member");
+        Gateway { members, routes, preferred: AtomicUsize::new(0), login: Mutex::new(None), token: Mutex::new(None) }
     }
 
     /// Another gateway over the same members with the same login (a
     /// holder's renewer gets its own).
     pub fn another(&self) -> Gateway {
-        let gateway = Gateway::new(self.members.clone());
+        let gateway = self.unlogged();
         *gateway.login.lock() = self.login.lock().clone();
         gateway
+    }
+
+    /// A gateway over member `i` alone, by its route, with this login: a
+    /// client that knows one endpoint (F19's cut-off minority).
+    pub fn only(&self, i: usize) -> Gateway {
+        let gateway = Gateway::routed(vec![self.members[i]], vec![self.routes[i].clone()]);
+        *gateway.login.lock() = self.login.lock().clone();
+        gateway
+    }
+
+    /// A gateway over the same members, by the same routes, with no login.
+    pub fn unlogged(&self) -> Gateway {
+        Gateway::routed(self.members.clone(), self.routes.clone())
     }
 
     /// Logs in with `login` from now on.
@@ -218,14 +279,20 @@ impl Gateway {
     /// error: no member answered in time. The inner one: etcd's refusal,
     /// for the caller to judge.
     pub fn call(&self, path: &str, request: &Value) -> Result<Result<Value, GrpcStatus>> {
+        self.call_within(path, request, CALL_BOUND)
+    }
+
+    /// [`Self::call`] with a bound of its own: F19 asks the cut-off
+    /// minority for a grant and needs to know only that none comes.
+    pub fn call_within(&self, path: &str, request: &Value, bound: Duration) -> Result<Result<Value, GrpcStatus>> {
         let token = self.token()?;
-        match self.call_with(path, request, token.as_deref())? {
+        match self.call_with(path, request, token.as_deref(), bound)? {
             // The token expired or its member forgot it (simple tokens
             // live in memory): log in again once, and retry.
             Err(status) if status.code == code::UNAUTHENTICATED && token.is_some() => {
                 *self.token.lock() = None;
                 let token = self.token()?;
-                self.call_with(path, request, token.as_deref())
+                self.call_with(path, request, token.as_deref(), bound)
             }
             answer => Ok(answer),
         }
@@ -239,14 +306,14 @@ impl Gateway {
             return Ok(Some(token));
         }
         let request = json!({ "name": login.user, "password": login.password });
-        let answer = self.call_with("/v3/auth/authenticate", &request, None)?.map_err(|s| format!("logging in to etcd as {}: {s}", login.user))?;
+        let answer = self.call_with("/v3/auth/authenticate", &request, None, CALL_BOUND)?.map_err(|s| format!("logging in to etcd as {}: {s}", login.user))?;
         let token = decode::<reply::Authenticated>("/v3/auth/authenticate", answer)?.token;
         *self.token.lock() = Some(token.clone());
         Ok(Some(token))
     }
 
     /// [`Self::call`] with this token (or none).
-    fn call_with(&self, path: &str, request: &Value, token: Option<&str>) -> Result<Result<Value, GrpcStatus>> {
+    fn call_with(&self, path: &str, request: &Value, token: Option<&str>, bound: Duration) -> Result<Result<Value, GrpcStatus>> {
         let body = request.to_string();
         let start = Instant::now();
         let n = self.members.len();
@@ -254,7 +321,7 @@ impl Gateway {
         // The last failure of each member, for the error message.
         let mut failures: Vec<Option<String>> = vec![None; n];
         for attempt in 0.. {
-            let left = CALL_BOUND.saturating_sub(start.elapsed());
+            let left = bound.saturating_sub(start.elapsed());
             if left.is_zero() {
                 break;
             }
@@ -276,7 +343,7 @@ impl Gateway {
             .zip(&self.members)
             .filter_map(|(f, addr)| f.as_ref().map(|f| format!("{addr}: {f}")))
             .collect();
-        Err(format!("no etcd member answered {path} within {CALL_BOUND:?}: {}", said.join("; ")).into())
+        Err(Box::new(Unanswered { path: path.to_owned(), bound, said: said.join("; ") }))
     }
 
     /// Posts `request` to `path` on member `i` only, within `timeout`, with
@@ -290,7 +357,7 @@ impl Gateway {
     }
 
     fn attempt(&self, i: usize, path: &str, body: &str, token: Option<&str>, timeout: Duration) -> Result<Value, Failure> {
-        let (status, raw) = post(self.members[i], path, body, token, timeout).map_err(Failure::Transport)?;
+        let (status, raw) = post(self.members[i], self.routes[i].as_ref(), path, body, token, timeout).map_err(Failure::Transport)?;
         decode_reply(status, &raw)
     }
 
@@ -354,10 +421,16 @@ pub fn agreed_leader(statuses: &[Option<MemberStatus>]) -> Option<(usize, u64, u
 
 /// One HTTP/1.1 POST, bounded by `timeout` as a whole: connect, send, and
 /// read until the response is complete. Returns the status and the body.
-fn post(addr: SocketAddr, path: &str, body: &str, token: Option<&str>, timeout: Duration) -> std::result::Result<(u16, Vec<u8>), String> {
+fn post(addr: SocketAddr, route: Option<&Host>, path: &str, body: &str, token: Option<&str>, timeout: Duration) -> std::result::Result<(u16, Vec<u8>), String> {
     let deadline = Instant::now() + timeout;
     let left = || deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or("timed out");
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
+    // The socket belongs to the namespace it is made in: inside the route's
+    // host when there is one.
+    let connected = match route {
+        Some(host) => host.run(|| TcpStream::connect_timeout(&addr, timeout)).map_err(|e| e.to_string())?,
+        None => TcpStream::connect_timeout(&addr, timeout),
+    };
+    let mut stream = connected.map_err(|e| format!("connect: {e}"))?;
     let _ = stream.set_nodelay(true);
     // The token goes in the Authorization header: the gateway hands it to
     // etcd as the gRPC call's `authorization` metadata.

@@ -6,7 +6,7 @@ use super::config::{MEMBERS, NAME, STOP_BOUND};
 use super::gateway::{self, Leader};
 use super::run_members::{wait_gone, LIFECYCLE, RUN_MEMBERS};
 use super::EtcdCluster;
-use crate::cluster::owner::{self, Owner};
+use crate::owner::{self, Owner};
 use crate::error::{Result, ResultExt};
 use crate::safe_dir::SafeDir;
 use crate::{interrupt, poll};

@@ -6,7 +6,7 @@ use super::config::{ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, NAME};
 use super::run_members::{stop_run_members, RunMember, RUN_MEMBERS};
 use super::EtcdCluster;
 use crate::cluster::diagnose;
-use crate::cluster::owner::{self, Owner};
+use crate::owner::{self, Owner};
 use crate::error::{Result, ResultExt};
 use crate::interrupt;
 use nix::sys::signal::Signal;
@@ -62,7 +62,7 @@ impl EtcdCluster {
         let text = fs::read_to_string(self.pid_file(i)).ok()?;
         let (pid, started) = text.trim().split_once(' ')?;
         let (pid, started): (u32, u64) = (pid.parse().ok()?, started.parse().ok()?);
-        match owner::state_and_start(pid) {
+        match crate::sysinfo::state_and_start(pid) {
             Some((state, now)) if now == started && state != 'Z' => Some(pid),
             _ => None,
         }
@@ -71,7 +71,8 @@ impl EtcdCluster {
     pub(super) fn check_ports_free(&self, i: usize) -> Result<()> {
         let member = self.member(i);
         for (port, what) in [(member.client_port, "client"), (member.peer_port, "peer")] {
-            match TcpListener::bind((HOST, port)) {
+            // Where the member will listen: inside its host, when it has one.
+            match self.at_member(i, || TcpListener::bind((HOST, port)))? {
                 Ok(_probe) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
                     let holder = diagnose::who_listens(port).unwrap_or_else(|| {
@@ -96,17 +97,25 @@ impl EtcdCluster {
 
     /// etcd's command line for member `i`.
     fn flags(&self, i: usize) -> Vec<String> {
-        let url = |port: u16| format!("http://{HOST}:{port}");
+        // A member's own address: loopback, or its host's on the lab's
+        // network, where the others reach it across the switch.
+        let url = |j: usize, port: u16| format!("http://{}:{port}", self.member_ip(j));
         let member = self.member(i);
         let initial_cluster: Vec<String> =
-            (0..MEMBERS).map(|j| self.member(j)).map(|m| format!("{}={}", m.name, url(m.peer_port))).collect();
+            (0..MEMBERS).map(|j| format!("{}={}", self.member(j).name, url(j, self.member(j).peer_port))).collect();
+        // Clients: its address, and on a host its loopback too, where the
+        // lab reads it from inside the host.
+        let mut listen_clients = url(i, member.client_port);
+        if self.hosts.is_some() {
+            listen_clients = format!("http://{HOST}:{},{listen_clients}", member.client_port);
+        }
         [
             ("--name", member.name.clone()),
             ("--data-dir", self.data_dir(i).display().to_string()),
-            ("--listen-client-urls", url(member.client_port)),
-            ("--advertise-client-urls", url(member.client_port)),
-            ("--listen-peer-urls", url(member.peer_port)),
-            ("--initial-advertise-peer-urls", url(member.peer_port)),
+            ("--listen-client-urls", listen_clients),
+            ("--advertise-client-urls", url(i, member.client_port)),
+            ("--listen-peer-urls", url(i, member.peer_port)),
+            ("--initial-advertise-peer-urls", url(i, member.peer_port)),
             // Used only on a member's first start; afterwards its data says
             // who the members are. The token carries the port block, so two
             // lab clusters can never join each other.
@@ -152,7 +161,9 @@ impl EtcdCluster {
                     return Err("interrupted".into());
                 }
                 interrupt::on_stop(stop_run_members);
-                let child = cmd.spawn().with_context(|| format!("starting etcd member {name} ({})", self.bin.display()))?;
+                // Born inside its host, when it has one (a child copies the
+                // namespace of the thread that starts it).
+                let child = self.at_member(i, || cmd.spawn())?.with_context(|| format!("starting etcd member {name} ({})", self.bin.display()))?;
                 let pid = Pid::from_raw(child.id() as i32);
                 members.push(RunMember { pid, pid_file: self.pid_file(i) });
                 pid
@@ -193,6 +204,7 @@ mod tests {
             bin: PathBuf::from("/usr/bin/etcd"),
             version: "3.4.23".into(),
             gateway: Gateway::new(client_addrs(26430)),
+            hosts: None,
         };
         let ports: Vec<(u16, u16)> = (0..MEMBERS).map(|i| (cluster.member(i).client_port, cluster.member(i).peer_port)).collect();
         assert_eq!(ports, [(26431, 26441), (26432, 26442), (26433, 26443)]);

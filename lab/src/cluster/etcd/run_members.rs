@@ -3,7 +3,7 @@
 //! [`EtcdCluster`], or the interrupt cleanup), and the lifecycle lock.
 
 use super::EtcdCluster;
-use crate::cluster::owner::{self, Owner};
+use crate::owner::{self, Owner};
 use crate::error::Result;
 use crate::poll;
 use nix::sys::signal::{kill, Signal};
@@ -77,7 +77,7 @@ pub(super) fn wait_gone(pid: Pid, bound: Duration) -> Result<bool> {
             Ok(_) => Ok(true),
             // Not our child: ask /proc.
             Err(nix::errno::Errno::ECHILD) => {
-                Ok(owner::state_and_start(pid.as_raw() as u32).is_none_or(|(state, _)| state == 'Z'))
+                Ok(crate::sysinfo::state_and_start(pid.as_raw() as u32).is_none_or(|(state, _)| state == 'Z'))
             }
             Err(e) => Err(e.into()),
         }

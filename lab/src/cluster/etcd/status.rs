@@ -8,7 +8,7 @@ use super::gateway::{self, Leader, MemberStatus};
 use super::member::Member;
 use super::EtcdCluster;
 use crate::cluster::diagnose;
-use crate::cluster::owner::{self, Owner};
+use crate::owner::{self, Owner};
 use crate::error::Result;
 use crate::poll;
 use std::time::Duration;
@@ -58,13 +58,27 @@ impl EtcdCluster {
         self.wait_for_leader_beyond(Some(old))
     }
 
+    /// Waits, like [`Self::wait_for_leader_after`], for a leader elected
+    /// by the members `among` alone (F19's majority, while the old leader
+    /// sits cut off in the minority and follows nobody).
+    pub fn wait_for_leader_among(&self, old: &Leader, among: &[usize]) -> Result<Leader> {
+        self.wait_for_leader_of(Some(old), among)
+    }
+
     fn wait_for_leader_beyond(&self, old: Option<&Leader>) -> Result<Leader> {
+        let running: Vec<usize> = (0..MEMBERS).filter(|&i| self.pid(i).is_some()).collect();
+        self.wait_for_leader_of(old, &running)
+    }
+
+    /// Waits for a leader that every member of `followers` follows (and
+    /// that succeeds `old`, when given).
+    fn wait_for_leader_of(&self, old: Option<&Leader>, followers: &[usize]) -> Result<Leader> {
         let ready = poll::poll_until(poll::BOUND, Duration::from_millis(20), || -> Result<bool> {
             self.check_recorded_members_run()?;
             let statuses = self.gateway.statuses();
             let Some((_, id, term)) = gateway::agreed_leader(&statuses) else { return Ok(false) };
             let succeeds = old.is_none_or(|old| id != old.id && term > old.term);
-            Ok(succeeds && (0..MEMBERS).filter(|&i| self.pid(i).is_some()).all(|i| statuses[i].as_ref().is_some_and(|s| s.leader == Some(id))))
+            Ok(succeeds && followers.iter().all(|&i| statuses[i].as_ref().is_some_and(|s| s.leader == Some(id))))
         })?;
         let leader = self.leader()?;
         if !ready {
@@ -77,6 +91,27 @@ impl EtcdCluster {
             return Err(format!("etcd cluster {NAME} has no leader after {:?}; see {}", poll::BOUND, logs.join(", ")).into());
         }
         leader.ok_or_else(|| format!("etcd cluster {NAME} lost its leader right after electing it").into())
+    }
+
+    /// Hands the leadership to member `to` (etcd's MoveLeader, asked of
+    /// the leader, as the root user) and waits until every running member
+    /// follows it: F19 starts from a leader it names, so its transcript can
+    /// name the hosts on each side of its partition.
+    pub fn move_leader_to(&self, to: usize) -> Result<Leader> {
+        let leader = self.wait_for_leader()?;
+        if leader.index == to {
+            return Ok(leader);
+        }
+        let target = self.gateway.member_status(to)?.id;
+        // MoveLeader: the leader sends the target its log and a TimeoutNow,
+        // and the target campaigns at once (raft's leadership transfer).
+        let request = serde_json::json!({ "targetID": target.to_string() });
+        self.gateway.only(leader.index).call("/v3/maintenance/transfer-leadership", &request)?.map_err(|s| format!("moving etcd's leadership to {}: {s}", self.member(to).name))?;
+        let moved = self.wait_for_leader()?;
+        if moved.index != to {
+            return Err(format!("etcd's leader is {} after moving the leadership to {}", moved.name, self.member(to).name).into());
+        }
+        Ok(moved)
     }
 
     /// Each member's process and answer, and the leader.

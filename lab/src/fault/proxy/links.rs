@@ -54,9 +54,13 @@ impl Shared {
                     continue;
                 }
             };
-            match made_by(&client) {
-                Ok(uid) if uid == Uid::effective().as_raw() => {}
-                found => {
+            // On a host of the lab's network there is no other account to
+            // refuse (see `DelayProxy::start_on`).
+            let made = if self.own_only { Some(made_by(&client)) } else { None };
+            match made {
+                None => {}
+                Some(Ok(uid)) if uid == Uid::effective().as_raw() => {}
+                Some(found) => {
                     // Another account's (or unknown): closed unread, not counted.
                     let who = found.map_or_else(|e| e, |uid| format!("uid {uid}"));
                     self.lock().note(format!("refused a connection made by {who}: the proxy carries the lab's own connections only"));

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 pub(super) struct Shared {
     /// Where every connection is forwarded.
     pub(super) target: SocketAddr,
+    /// Refuse connections another account made (a proxy on loopback).
+    pub(super) own_only: bool,
     /// Switches, queues and threads, under one lock.
     pub(super) state: Mutex<State>,
     /// Notified when a chunk is queued, a switch changes, or the proxy stops.

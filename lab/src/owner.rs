@@ -1,21 +1,22 @@
-//! Who started the running server, so that a server outlives nobody's
-//! intention.
+//! Who started something the lab runs — a server, or the network hosts of
+//! a partition case — so that it outlives nobody's intention.
 //!
 //! A run of cases that starts the server stops it again at its end; the
 //! reader's `./run.sh cluster start` keeps it up. A run killed with SIGKILL
 //! (or Ctrl-\) cannot clean up: its holders die with it (PR_SET_PDEATHSIG),
-//! but the postmaster, daemonised by pg_ctl, stays. So the starter writes its
-//! name into `<cluster dir>/owner`: `run <pid> <start time>` or `reader`. A
-//! later run that finds the server up and owned by a run that no longer
-//! exists takes it over and stops it at its own end. The process start time
-//! (field 22 of `/proc/<pid>/stat`) tells a dead run from an unrelated
-//! process that was given the same pid later.
+//! but the postmaster, daemonised by pg_ctl, stays, and so do the network
+//! namespaces a partition case made (`hosts`), which no process holds open.
+//! So the starter writes its name into `<folder>/owner`: `run <pid> <start
+//! time>` or `reader`. A later run that finds the thing still there and
+//! owned by a run that no longer exists takes it over and ends it. The
+//! process start time (field 22 of `/proc/<pid>/stat`) tells a dead run
+//! from an unrelated process that was given the same pid later.
 
 use crate::error::Result;
 use crate::safe_dir::{self, SafeDir};
 use std::path::Path;
 
-/// Who started the running server.
+/// Who started a server (or a network) the lab runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Owner {
     /// A run of cases, which stops it at its end.
@@ -62,25 +63,37 @@ impl Owner {
     }
 }
 
-/// The record's name in the cluster's folder.
+/// The record's name in a server's folder.
 const FILE: &str = "owner";
 
-/// The recorded owner of the cluster in `dir` (a folder the lab made), if
+/// The recorded owner of the server in `dir` (a folder the lab made), if
 /// any. A running server with no record was started by hand: the
 /// reader's. A record that cannot be read or parsed is an error, not a
 /// guess: it decides who stops the server.
 pub fn read(dir: &Path) -> Result<Option<Owner>> {
-    let Some(place) = SafeDir::open_made(dir)? else { return Ok(None) };
-    match place.read_file(FILE, safe_dir::Owner::me())? {
+    match SafeDir::open_made(dir)? {
+        Some(place) => read_in(&place, FILE),
         None => Ok(None),
-        Some(text) => Owner::parse(&text).map(Some).ok_or_else(|| format!("{} says {text:?}, which is not an owner record", dir.join(FILE).display()).into()),
     }
 }
 
-/// Records the owner of the cluster in `dir` (a folder the lab made).
+/// The owner recorded in the file `name` of `place`, if there is one.
+pub fn read_in(place: &SafeDir, name: &str) -> Result<Option<Owner>> {
+    match place.read_file(name, safe_dir::Owner::me())? {
+        None => Ok(None),
+        Some(text) => Owner::parse(&text).map(Some).ok_or_else(|| format!("{} says {text:?}, which is not an owner record", place.path().join(name).display()).into()),
+    }
+}
+
+/// Records the owner of the server in `dir` (a folder the lab made).
 pub fn write(dir: &Path, owner: &Owner) -> Result<()> {
     let place = SafeDir::open_made(dir)?.ok_or_else(|| format!("{} does not exist", dir.display()))?;
-    place.write_whole(FILE, &owner.text(), 0o600)
+    write_in(&place, FILE, owner)
+}
+
+/// Records `owner` in the file `name` of `place`, whole or not at all.
+pub fn write_in(place: &SafeDir, name: &str, owner: &Owner) -> Result<()> {
+    place.write_whole(name, &owner.text(), 0o600)
 }
 
 /// Forgets the owner (the server was stopped).
@@ -92,11 +105,9 @@ pub fn clear(dir: &Path) -> Result<()> {
 }
 
 /// A process's start time in clock ticks since boot, or `None` if it is gone.
-pub(super) fn start_time(pid: u32) -> Option<u64> {
-    state_and_start(pid).map(|(_, started)| started)
+pub fn start_time(pid: u32) -> Option<u64> {
+    crate::sysinfo::state_and_start(pid).map(|(_, started)| started)
 }
-
-pub(super) use crate::sysinfo::state_and_start;
 
 #[cfg(test)]
 mod tests {

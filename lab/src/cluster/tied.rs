@@ -1,0 +1,130 @@
+//! The servers a run starts as its own children, beside `b3-26`: F14's
+//! primary and standby, and the servers of the partition cases, each on a
+//! host of the lab's network.
+//!
+//! Each lives in a place of its own inside `b3-26`'s place (a *sibling*:
+//! `<place>/<role>`, on `LAB_PORT` + an offset), made once and kept between
+//! runs like `b3-26`'s, and lives exactly as long as the run that started
+//! it. Its postmaster is this process's child ([`Launch::Tied`]), with
+//! three nets, as for the holders: its owner's drop stops it (an error, a
+//! failed check, a panic); the interrupt handler stops it on Ctrl-C; and
+//! when the run is killed outright (SIGKILL), the kernel's parent-death
+//! signal gives the postmaster SIGQUIT, PostgreSQL's immediate shutdown.
+//! That signal follows the *thread* that started the server, so a run
+//! starts these servers from the thread that runs the case. A server found
+//! running in such a place anyway can only be the leftover of a run that
+//! died past all three (the run lock keeps every other run out): it is
+//! stopped, with a line on stderr.
+//!
+//! A server on a host starts inside it (its postmaster is born in the
+//! host's namespace), listens on the host's address as well as on its
+//! loopback, and lets the lab's subnet in (`pg_hba.conf`; see
+//! [`super::lifecycle`]).
+
+use super::lifecycle::Launch;
+use super::{Cluster, NAME};
+use crate::error::Result;
+use crate::hosts::Host;
+use crate::interrupt;
+use std::process::Child;
+use parking_lot::Mutex;
+
+/// The postmasters this process started as its children, to stop and reap.
+static TIED: Mutex<Vec<(Cluster, Child)>> = Mutex::new(Vec::new());
+
+impl Cluster {
+    /// A server inside this cluster's place: `<place>/<role>` on this port +
+    /// `offset` (F14's `primary` and `standby`, the partition cases'
+    /// `lease` and `resource`).
+    pub fn sibling(&self, role: &str, offset: u16) -> Result<Cluster> {
+        let port = self.port.checked_add(offset).ok_or_else(|| format!("LAB_PORT={} leaves no room for the {role} server at +{offset}", self.port))?;
+        Ok(Cluster { name: format!("{NAME}-{role}"), dir: self.dir.join(role), port, ..self.clone() })
+    }
+
+    /// The same server, run on `host` of the lab's network.
+    pub fn on_host(self, host: &Host) -> Cluster {
+        Cluster { host: Some(host.clone()), ..self }
+    }
+
+    /// The host it runs on, if any.
+    pub fn host(&self) -> Option<&Host> {
+        self.host.as_ref()
+    }
+}
+
+/// A sibling server a run started, stopped cleanly when dropped (its data
+/// is kept for the next run, which then starts without a recovery).
+pub struct TiedServer {
+    /// The server.
+    server: Cluster,
+}
+
+impl TiedServer {
+    /// Starts `server` as this process's child (see the module's opening).
+    pub fn start(server: Cluster) -> Result<TiedServer> {
+        start_tied(&server)?;
+        Ok(TiedServer { server })
+    }
+
+    /// The server.
+    pub fn server(&self) -> &Cluster {
+        &self.server
+    }
+}
+
+impl Drop for TiedServer {
+    fn drop(&mut self) {
+        if let Err(e) = stop_tied(&self.server, "fast") {
+            eprintln!("lab: could not stop {}: {}", self.server.name(), crate::error::chain(e.as_ref()));
+        }
+    }
+}
+
+/// Starts `server` as this process's child, unless it already is one.
+pub(super) fn start_tied(server: &Cluster) -> Result<()> {
+    let tied = TIED.lock().iter().any(|(s, _)| s.dir() == server.dir());
+    if tied {
+        return Ok(());
+    }
+    if server.is_running()? {
+        eprintln!("lab: {} ({}) was left running by a lab run that died; stopping it", server.name(), server.data_dir().display());
+        server.stop_with("immediate")?;
+    }
+    // Registered first: Ctrl-C during the start finds nothing to stop yet,
+    // and the process's exit then ends the new server (parent-death signal).
+    interrupt::on_stop(stop_all);
+    if let Some(child) = server.start_as(Launch::Tied)? {
+        TIED.lock().push((server.clone(), child));
+    }
+    Ok(())
+}
+
+/// Stops `server` with `pg_ctl stop -m <mode>` if it runs, and reaps its
+/// postmaster if it was this process's child.
+pub(super) fn stop_tied(server: &Cluster, mode: &str) -> Result<()> {
+    let child = {
+        let mut tied = TIED.lock();
+        tied.iter().position(|(s, _)| s.dir() == server.dir()).map(|at| tied.remove(at).1)
+    };
+    let stopped = server.stop_with(mode);
+    if let Some(mut child) = child {
+        if stopped.is_err() {
+            // A server that would not stop: its postmaster goes, and the
+            // other server processes follow once they notice it is gone.
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
+    stopped
+}
+
+/// Stops every server this process started as its child (Ctrl-C).
+fn stop_all() {
+    let all: Vec<(Cluster, Child)> = std::mem::take(&mut *TIED.lock());
+    for (server, mut child) in all {
+        if server.stop_with("immediate").is_err() {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
+}

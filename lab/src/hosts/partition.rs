@@ -1,0 +1,101 @@
+//! The partition: the switch drops every frame between two groups of hosts.
+//!
+//! The cut is made where a real one happens, in the network between the
+//! machines, not in the machines: one nftables table of the `bridge`
+//! family in the switch's namespace, with a `drop` rule for each direction
+//! of each pair of switch ports that must not talk. The hosts' own network
+//! stacks are untouched; a host sends as before and hears nothing back, as
+//! behind a failed link. Three other ways were not taken:
+//!
+//! - `reject` (or an ICMP error) would tell the sender at once that the
+//!   path is closed: an error, where a partition is silence, and a client
+//!   would give up in a millisecond instead of waiting out its timeouts;
+//! - `ip link set … down` on a host's port makes the host's own kernel
+//!   answer "network is unreachable" at once: an error again;
+//! - detaching a host's port from the bridge can only isolate a host from
+//!   everyone, while the cases need a host cut from one server and still
+//!   reaching another (F17: the lease store gone, the resource there).
+//!
+//! The whole partition is one nft transaction: it is replaced, never edited
+//! rule by rule, so every cut of it starts at the same moment, and healing
+//! (deleting the table) ends all of them at once.
+
+use super::netns::Netns;
+use crate::error::{Result, ResultExt};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// The table's name in the switch.
+pub const TABLE: &str = "lab26_partition";
+
+/// The switch port a host is plugged into: `p-<host>`.
+pub fn port(host: &str) -> String {
+    format!("p-{host}")
+}
+
+// ANCHOR: ruleset
+/// The nft script that makes the switch drop every frame between each pair
+/// of `cuts` (host names), in both directions, and nothing else; with no
+/// cuts, it heals. The first two lines make sure a table exists and delete
+/// it, so the script never fails on a switch that has none, and the new
+/// rules replace the old ones in the same transaction.
+pub fn ruleset(cuts: &[(String, String)]) -> String {
+    let mut script = format!("table bridge {TABLE}\ndelete table bridge {TABLE}\n");
+    if cuts.is_empty() {
+        return script;
+    }
+    script.push_str(&format!("table bridge {TABLE} {{\n"));
+    // The forward hook sees each frame once for each port it leaves by, so
+    // a frame from one side reaches the other by no port at all. Only IPv4
+    // is dropped: ARP still passes, so a sender's kernel keeps the other
+    // host's address resolved and never concludes "no route to host" (what
+    // a failed ARP makes it say after three seconds). To the hosts the cut
+    // is silence only, as when the break lies beyond a router.
+    script.push_str("    chain forward {\n        type filter hook forward priority 0; policy accept;\n");
+    for (a, b) in cuts {
+        for (from, to) in [(a, b), (b, a)] {
+            // drop, not reject: the sender hears nothing, as behind a broken link.
+            script.push_str(&format!("        iifname \"{}\" oifname \"{}\" ether type ip drop comment \"{from} -/-> {to}\"\n", port(from), port(to)));
+        }
+    }
+    script.push_str("    }\n}\n");
+    script
+}
+// ANCHOR_END: ruleset
+
+/// Loads `script` into the switch's namespace, as one transaction.
+pub fn apply(switch: &Netns, script: &str) -> Result<()> {
+    // nft is started inside the switch: its netlink socket, and so the
+    // rules, belong to the switch's namespace.
+    let mut child = switch
+        .within(|| Command::new("nft").args(["-f", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn())?
+        .context("starting nft (nftables)")?;
+    child.stdin.take().expect("piped").write_all(script.as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "nft -f - in {} failed ({}): {}\nscript:\n{script}",
+            switch.name(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each pair is cut in both directions, by switch port; no cut heals.
+    #[test]
+    fn a_cut_drops_both_directions_of_each_pair() {
+        let script = ruleset(&[("holder-a".into(), "lease-p".into())]);
+        assert!(script.starts_with("table bridge lab26_partition\ndelete table bridge lab26_partition\n"), "{script}");
+        assert!(script.contains("iifname \"p-holder-a\" oifname \"p-lease-p\" ether type ip drop"), "{script}");
+        assert!(script.contains("iifname \"p-lease-p\" oifname \"p-holder-a\" ether type ip drop"), "{script}");
+        assert_eq!(script.matches(" drop ").count(), 2, "{script}");
+        assert_eq!(ruleset(&[]), "table bridge lab26_partition\ndelete table bridge lab26_partition\n");
+    }
+}

@@ -1,0 +1,144 @@
+//! Which run made which network, and the removal of a network whose run is
+//! gone.
+//!
+//! Every namespace of a network is named `lab26-<id>-<host>`: the lab's
+//! prefix, the network's random id, the host. Before the first namespace
+//! is made, the run records itself as the network's owner in the file
+//! `target/lab/hosts/<id>` (in a folder the lab makes and marks, see
+//! [`crate::safe_dir`]; written whole or not at all). Three nets remove the namespaces again: the
+//! network's drop (the end of a case, an error, a panic), the interrupt
+//! cleanup (Ctrl-C), and, for a run killed outright, the next run, which
+//! finds the record of a run that no longer exists and removes that
+//! network. A namespace named with the prefix but with no record in this
+//! checkout is not this checkout's: it is left alone.
+
+use super::netns;
+use crate::error::{Result, ResultExt};
+use crate::owner::{self, Owner};
+use crate::safe_dir::SafeDir;
+use crate::{interrupt, paths, poll};
+use std::time::Duration;
+use std::io::Read;
+use std::sync::Mutex;
+
+/// The prefix of every namespace the lab makes.
+pub const PREFIX: &str = "lab26-";
+
+/// The networks this process has made and not yet removed, by id: what a
+/// stop signal must remove.
+static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// One network's record: its id, in the records' folder.
+#[derive(Debug)]
+pub struct Record {
+    /// Eight hex digits, random.
+    id: String,
+    /// `target/lab/hosts`, which holds the record `<id>`.
+    records: SafeDir,
+}
+
+/// The records' folder, made (and marked) the first time.
+fn records() -> Result<SafeDir> {
+    std::fs::create_dir_all(paths::build_dir()).context("creating target/lab")?;
+    let dir = paths::build_dir().join("hosts");
+    // Two runs making their first network at once: one makes the folder,
+    // the other may find it a moment before its marker is written. Asked
+    // again for a little while before that counts as someone else's folder.
+    let mut made = SafeDir::open_or_make(&dir, 0o700);
+    poll::poll_until(Duration::from_secs(1), poll::EVERY, || {
+        if made.is_err() {
+            made = SafeDir::open_or_make(&dir, 0o700);
+        }
+        Ok::<_, crate::Error>(made.is_ok())
+    })?;
+    made
+}
+
+impl Record {
+    /// Removes what dead runs left, then records this run as the owner of a
+    /// new network, before any of its namespaces exists.
+    pub fn begin() -> Result<Record> {
+        let records = records()?;
+        sweep(&records)?;
+        let mut bytes = [0u8; 4];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        // Registered before the first namespace: Ctrl-C from here on removes
+        // whatever of this network exists.
+        interrupt::on_stop(remove_live);
+        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(id.clone());
+        owner::write_in(&records, &id, &Owner::this_run())?;
+        Ok(Record { id, records })
+    }
+
+    /// The network's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The name of this network's namespace for `host`.
+    pub fn netns_name(&self, host: &str) -> String {
+        format!("{PREFIX}{}-{host}", self.id)
+    }
+
+    /// Removes every namespace of this network and then the record.
+    pub fn end(self) -> Result<()> {
+        LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|id| *id != self.id);
+        remove_network(&self.id)?;
+        self.records.remove_file(&self.id)
+    }
+}
+
+/// Removes the namespaces of network `id` (a leftover half of it too).
+fn remove_network(id: &str) -> Result<()> {
+    let mut first_error = None;
+    for name in netns::listed(&format!("{PREFIX}{id}-")) {
+        if let Err(e) = netns::remove(&name) {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// The interrupt cleanup: every network of this process, gone.
+fn remove_live() {
+    let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
+    for id in live {
+        let _ = remove_network(&id);
+        if let Ok(records) = records() {
+            let _ = records.remove_file(&id);
+        }
+    }
+}
+
+/// Removes the networks of runs that no longer exist; returns their ids.
+fn sweep(records: &SafeDir) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(records.path())?.flatten() {
+        let Some(id) = entry.file_name().to_str().map(str::to_owned) else { continue };
+        // The marker, and a whole-write's leftover `<id>.partial`, are not records.
+        if id.starts_with('.') || id.contains('.') {
+            continue;
+        }
+        let gone = match owner::read_in(records, &id)? {
+            Some(run @ Owner::Run { .. }) => run.is_dead_run(),
+            Some(Owner::Reader) | None => false,
+        };
+        if gone {
+            let names = netns::listed(&format!("{PREFIX}{id}-"));
+            remove_network(&id)?;
+            records.remove_file(&id)?;
+            if !names.is_empty() {
+                eprintln!("lab: removed the network namespaces that a run which died left behind: {}", names.join(", "));
+            }
+            removed.push(id);
+        }
+    }
+    Ok(removed)
+}
+
+/// The records' folder, for the tests that plant a dead run's record.
+#[cfg(test)]
+pub fn records_for_tests() -> SafeDir {
+    records().expect("the records' folder")
+}
