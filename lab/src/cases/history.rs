@@ -13,7 +13,11 @@
 //! F11, F12, F16 (F15 runs the chaos run, which records its own, one per
 //! mode), except F13, whose faults are clocks that run wrong for a
 //! process's whole life, not moments the parent acts at: a history of its
-//! calls would show none of them. A case of component steps (F1–F3,
+//! calls would show none of them; and F17–F19, whose resource is a server
+//! on a network host of the case's own, which ends with the case, before
+//! its history could read that server's rows (their partitions are in the
+//! chaos run's histories, whose resource is the lab's cluster). A case of
+//! component steps (F1–F3,
 //! F6–F9, F14) writes in the lab's own name with no holder process, and
 //! has none. A case that resets
 //! the lease tables halfway (F12 runs its timeline twice) has one history
@@ -57,9 +61,10 @@ struct Stash {
 
 static STASH: Mutex<Stash> = Mutex::new(Stash { done: Vec::new(), began_ms: None, error: None });
 
-/// The cases whose holders make calls but whose faults are not moments
-/// (see above): they record no history.
-const NO_HISTORY: [&str; 1] = ["F13"];
+/// The cases whose holders make calls but that record no history (see
+/// above): F13's faults are not moments; F17–F19's resource is gone when
+/// the case ends.
+const NO_HISTORY: [&str; 4] = ["F13", "F17", "F18", "F19"];
 
 /// The kinds of fault a case injects from outside, as the chaos run names them.
 const KINDS: [FaultKind; 4] = [FaultKind::Delay, FaultKind::Kill, FaultKind::PauseLong, FaultKind::PauseShort];
