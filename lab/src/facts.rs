@@ -49,7 +49,7 @@ pub struct Inputs {
     pub bench: String,
     /// `evidence/26/lease-stores.md`: one acquire timed on each lease store.
     pub lease_stores: String,
-    /// `evidence/26/chaos.md`: the two-minute chaos run, five modes.
+    /// `evidence/26/chaos.md`: the two-minute chaos run, every mode.
     pub chaos: String,
 }
 

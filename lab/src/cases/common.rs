@@ -152,7 +152,7 @@ impl AfterFence {
                 let (store, inside, go) = pause_in_gap(store);
                 Ok((store, AfterFence::Gap { inside, go }))
             }
-            FenceMode::FencedScopeCte => Ok((store, AfterFence::Held(Box::new(PartHold::begin(part)?)))),
+            FenceMode::FencedScopeCte | FenceMode::FencedScopeShared => Ok((store, AfterFence::Held(Box::new(PartHold::begin(part)?)))),
             other => Err(format!("{other} has no fence to stop after").into()),
         }
     }

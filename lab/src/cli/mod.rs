@@ -162,7 +162,7 @@ pub struct ChaosArgs {
     /// How long each mode runs, e.g. 120s, 2m, 500ms.
     #[arg(long, default_value = "120s", value_parser = crate::chaos::run::parse_duration)]
     duration: std::time::Duration,
-    /// The resource mode (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write), or all five in turn.
+    /// The resource mode (fenced-scope, fenced-scope-cte, fenced-scope-shared, fenced-row, unfenced, check-then-write), or all of them in turn.
     #[arg(long, default_value = "all", value_parser = mode_or_all)]
     mode: ModeChoice,
     /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md).
@@ -173,7 +173,7 @@ pub struct ChaosArgs {
     trace: bool,
 }
 
-/// `--mode`: one mode, or all five.
+/// `--mode`: one mode, or every mode.
 #[derive(Clone, Copy)]
 pub struct ModeChoice(Option<FenceMode>);
 
@@ -313,9 +313,9 @@ mod tests {
         Cli::try_parse_from(std::iter::once("lab").chain(args.iter().copied())).map(|cli| cli.command)
     }
 
-    /// `--mode all` (the default) runs all five modes in turn; one mode runs alone.
+    /// `--mode all` (the default) runs every mode in turn; one mode runs alone.
     #[test]
-    fn chaos_runs_one_mode_or_all_five() {
+    fn chaos_runs_one_mode_or_every_mode() {
         let modes = |args: &[&str]| match parse(args).unwrap() {
             Command::Chaos(chaos) => chaos.options(PathBuf::from("holder")).modes,
             _ => unreachable!(),

@@ -9,12 +9,15 @@
 //! session to the lock service.
 //!
 //! `FenceMode::FencedScope` is the real design, and `FencedScopeCte` is the
-//! same guarantee in one statement. The other three are broken on purpose
-//! and exist so that the negative controls really run them: F5
-//! (`Unfenced`), F6(a) (`CheckThenWrite`), F7 (`FencedRow`). [`view`] holds
-//! the read-only queries with which a case observes the resource.
+//! same guarantee in one statement. `FencedScopeShared` keeps it without
+//! queueing writes under one token: a reader/writer discipline on the
+//! scope's advisory lock (`fenced_write_shared` in sql/res26.sql). The other
+//! three are broken on purpose and exist so that the negative controls
+//! really run them: F5 (`Unfenced`), F6(a) (`CheckThenWrite`), F7
+//! (`FencedRow`). [`view`] holds the read-only queries with which a case
+//! observes the resource.
 //!
-//! Why this file stays whole (~450 lines): the real fence and every broken
+//! Why this file stays whole (~520 lines): the real fences and every broken
 //! mode are written side by side, statement beside statement, so that the
 //! differences the negative controls rest on are read in one place.
 
@@ -42,6 +45,10 @@ pub enum FenceMode {
     /// The same compare, advance and data write as `FencedScope`, in one
     /// autocommit statement (a data-modifying CTE): one round trip.
     FencedScopeCte,
+    /// The same guarantee with writes under the floor's own token in
+    /// parallel: they share the scope's advisory lock, and a raise of the
+    /// floor takes it exclusively, waiting for them to commit.
+    FencedScopeShared,
     /// Compares the token only with the row being overwritten (F7: a new row
     /// has nothing to compare with).
     FencedRow,
@@ -52,18 +59,25 @@ pub enum FenceMode {
 }
 
 impl FenceMode {
-    /// Every mode, the real one first.
-    pub const ALL: [FenceMode; 5] =
-        [FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedRow, FenceMode::Unfenced, FenceMode::CheckThenWrite];
+    /// Every mode, the real ones first.
+    pub const ALL: [FenceMode; 6] = [
+        FenceMode::FencedScope,
+        FenceMode::FencedScopeCte,
+        FenceMode::FencedScopeShared,
+        FenceMode::FencedRow,
+        FenceMode::Unfenced,
+        FenceMode::CheckThenWrite,
+    ];
 
-    /// The modes that fence the whole scope: the two forms of the real design.
-    pub const SCOPE_FENCES: [FenceMode; 2] = [FenceMode::FencedScope, FenceMode::FencedScopeCte];
+    /// The modes that fence the whole scope: the three forms of the real design.
+    pub const SCOPE_FENCES: [FenceMode; 3] = [FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedScopeShared];
 
     /// The name transcripts and `write_attempt.mode` use: what `Display` writes.
     pub fn name(self) -> &'static str {
         match self {
             FenceMode::FencedScope => "FENCED_SCOPE",
             FenceMode::FencedScopeCte => "FENCED_SCOPE_CTE",
+            FenceMode::FencedScopeShared => "FENCED_SCOPE_SHARED",
             FenceMode::FencedRow => "FENCED_ROW",
             FenceMode::Unfenced => "UNFENCED",
             FenceMode::CheckThenWrite => "CHECK_THEN_WRITE",
@@ -105,9 +119,10 @@ pub struct PartWrite<'a> {
 /// the floor row still locked); for `CheckThenWrite` after the check and
 /// before the writes. F6 and F8 force interleavings with it from threads;
 /// a holder process stops in it on request (F10, F11: `--wait inside-fence`).
-/// `FencedScopeCte` has no such point: its fence and data write are one
-/// statement, so F6 stops it from outside (see `cases::common::PartHold`),
-/// and a store in that mode refuses to run with a gap installed.
+/// `FencedScopeCte` and `FencedScopeShared` have no such point: their fence
+/// and data write are one statement, so F6 stops them from outside (see
+/// `cases::common::PartHold`), and a store in either mode refuses to run
+/// with a gap installed.
 pub type Gap = Box<dyn FnMut() + Send>;
 // ANCHOR_END: gap
 
@@ -225,6 +240,48 @@ const UPSERT_IF_ROW_TOKEN: &str = "
             (SELECT max_token FROM fence_floor WHERE scope = $1))
     RETURNING accepted";
 // ANCHOR_END: row_fence_sql
+
+// ANCHOR: shared_sql
+/// FENCED_SCOPE_SHARED: one call of `fenced_write_shared` (sql/res26.sql),
+/// one autocommit statement, one round trip: the scope's advisory lock in
+/// share mode (`$7` false) or exclusive mode (`$7` true), then the read of
+/// the floor, the decision, the raise, the data write and the record in one
+/// statement that starts after the lock is granted. The function returns
+/// what it decided ([`SharedOutcome`]); the statement's commit releases the
+/// lock. Nothing here is in the calling statement but the call: what the
+/// function's own statements see is decided inside it, each with a snapshot
+/// of its own (the function is VOLATILE).
+const WRITE_SHARED: &str = "SELECT fenced_write_shared($1, $2, $3, $4, $5, $6, $7)";
+// ANCHOR_END: shared_sql
+
+/// What one call of `fenced_write_shared` decided, as it returns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedOutcome {
+    /// `accepted`: the token equals the floor; written and recorded.
+    Accepted,
+    /// `raised`: the floor was below the token and the call held the
+    /// exclusive lock: the floor raised, written and recorded.
+    Raised,
+    /// `refused`: the token is below the floor (or the scope has no floor
+    /// row); recorded, nothing written.
+    Refused,
+    /// `raise`: the token is above the floor and the call held only the
+    /// share lock: nothing written or recorded; ask again exclusively.
+    Raise,
+}
+
+impl std::str::FromStr for SharedOutcome {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<SharedOutcome, String> {
+        match text {
+            "accepted" => Ok(SharedOutcome::Accepted),
+            "raised" => Ok(SharedOutcome::Raised),
+            "refused" => Ok(SharedOutcome::Refused),
+            "raise" => Ok(SharedOutcome::Raise),
+            other => Err(format!("fenced_write_shared returned {other:?}, none of accepted, raised, refused, raise")),
+        }
+    }
+}
 
 /// UNFENCED: UPSERT with no fence before it, and its audit record, in one
 /// autocommit statement. The token is stored but never compared: the last
@@ -348,6 +405,7 @@ impl ResourceStore {
         let result = match self.mode {
             FenceMode::FencedScope => self.write_fenced_scope(w),
             FenceMode::FencedScopeCte => self.write_fenced_scope_cte(w),
+            FenceMode::FencedScopeShared => self.write_fenced_scope_shared(w),
             FenceMode::FencedRow => self.write_fenced_row(w),
             FenceMode::Unfenced => self.write_unfenced(w),
             FenceMode::CheckThenWrite => self.write_check_then_write(w),
@@ -394,6 +452,38 @@ impl ResourceStore {
         Ok(row.get(0))
     }
     // ANCHOR_END: fenced_scope_cte
+
+    // ANCHOR: fenced_scope_shared
+    fn write_fenced_scope_shared(&mut self, w: &PartWrite) -> Result<bool> {
+        if self.gap.is_some() {
+            // As for FENCED_SCOPE_CTE: the fence and the write are one statement.
+            return Err("FENCED_SCOPE_SHARED is one statement: there is no gap to stop it in".into());
+        }
+        // First as a reader of the floor (share lock): the normal path, one
+        // round trip, whatever the token.
+        match self.call_shared(w, false)? {
+            SharedOutcome::Accepted | SharedOutcome::Raised => Ok(true),
+            SharedOutcome::Refused => Ok(false),
+            // The token is above the floor. That call's statement has ended,
+            // and its share lock with it; now as a writer of the floor, in a
+            // transaction of its own (never an upgrade: see the function).
+            SharedOutcome::Raise => match self.call_shared(w, true)? {
+                SharedOutcome::Accepted | SharedOutcome::Raised => Ok(true),
+                SharedOutcome::Refused => Ok(false),
+                SharedOutcome::Raise => Err("fenced_write_shared asked for a raise under the exclusive lock, which it grants itself".into()),
+            },
+        }
+    }
+    // ANCHOR_END: fenced_scope_shared
+
+    /// One call of `fenced_write_shared`, in share mode or exclusively.
+    fn call_shared(&mut self, w: &PartWrite, exclusive: bool) -> Result<SharedOutcome> {
+        let statement = self.prepared(WRITE_SHARED)?;
+        let args: [&(dyn postgres::types::ToSql + Sync); 7] =
+            [&w.scope, &w.part, &w.content, &w.writer, &w.token, &FenceMode::FencedScopeShared.name(), &exclusive];
+        let decided: String = self.client.query_one(&statement, &args)?.get(0);
+        Ok(decided.parse()?)
+    }
 
     fn write_fenced_row(&mut self, w: &PartWrite) -> Result<bool> {
         // One autocommit statement, the write and its record; `accepted` is
