@@ -32,8 +32,10 @@ pub fn refusal(cases: &[String], picked: Option<FenceMode>) -> Option<String> {
     let picked = picked?;
     let named = |c: &Case| cases.iter().any(|id| id.eq_ignore_ascii_case(c.id));
     let case = super::select(cases).into_iter().find(|c| named(c) && !c.modes.is_empty() && !c.takes_mode(picked))?;
-    let takes: Vec<String> = case.modes.iter().map(|m| m.cli_name()).collect();
-    Some(format!("{} takes --mode {} only", case.id, takes.join(" or ")))
+    let mut takes: Vec<String> = case.modes.iter().map(|m| m.cli_name()).collect();
+    let last = takes.pop()?;
+    let takes = if takes.is_empty() { last } else { format!("{} or {last}", takes.join(", ")) };
+    Some(format!("{} takes --mode {takes} only", case.id))
 }
 
 /// `lab run`: the cases streamed to stdout, each saved for `lab diff`;
@@ -141,7 +143,7 @@ mod tests {
     #[test]
     fn a_named_case_refuses_a_mode_it_cannot_run() {
         let named = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(refusal(&named(&["F6"]), Some(FenceMode::Unfenced)).as_deref(), Some("F6 takes --mode fenced-scope or fenced-scope-cte only"));
+        assert_eq!(refusal(&named(&["F6"]), Some(FenceMode::Unfenced)).as_deref(), Some("F6 takes --mode fenced-scope, fenced-scope-cte or fenced-scope-shared only"));
         assert_eq!(refusal(&named(&["all"]), Some(FenceMode::Unfenced)), None);
         assert_eq!(refusal(&named(&["F4"]), Some(FenceMode::Unfenced)), None);
         assert_eq!(refusal(&named(&["F6"]), None), None);
