@@ -154,11 +154,16 @@ BEGIN
       UPDATE fence_floor SET max_token = p_token
         FROM verdict
        WHERE fence_floor.scope = p_scope AND verdict.outcome = 'raised'
+      RETURNING fence_floor.max_token
   ), part AS (
-      -- The data write, as UPSERT, only when this writer may write.
+      -- The data write, as UPSERT, only when this writer may write. A raise
+      -- writes after its UPDATE has run: the sub-statements of a WITH run
+      -- in no promised order unless one reads another, so this one reads
+      -- `raise` (PostgreSQL manual, "Data-Modifying Statements in WITH").
       INSERT INTO report_part (scope, part, content, writer, token)
       SELECT p_scope, p_part, p_content, p_writer, p_token
-        FROM verdict WHERE outcome IN ('accepted', 'raised')
+        FROM verdict
+       WHERE outcome = 'accepted' OR (outcome = 'raised' AND EXISTS (SELECT FROM raise))
       ON CONFLICT (scope, part) DO UPDATE
          SET content = EXCLUDED.content, writer = EXCLUDED.writer,
              token = EXCLUDED.token, written_at = clock_timestamp()
