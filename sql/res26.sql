@@ -88,7 +88,7 @@ CREATE FUNCTION fence_lock_space() RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT
 --   exclusive mode until it commits. Granting it waits for every share
 --   holder, that is, for every write still in flight under the old floor, to
 --   commit; and a write under the old token that asks for the share lock
---   while the raise holds (or waits for) the exclusive one waits behind it,
+--   while the raise holds (or queues for) the exclusive one waits behind it,
 --   then reads the raised floor and is refused. So in commit order no write
 --   under the old token follows the raise: I3.
 -- - The caller asks first in share mode (p_exclusive false). A write that
@@ -97,17 +97,18 @@ CREATE FUNCTION fence_lock_space() RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT
 --   caller asks again with p_exclusive true, in a new transaction. A share
 --   lock is never upgraded in place: two raisers, each holding the share lock
 --   and each waiting for the other's to go, would wait for ever (PostgreSQL
---   would cancel one as a deadlock).
+--   would cancel one as a deadlock). Between the two calls nothing is held,
+--   so the second decides afresh.
 -- - A token below the floor is refused under either lock. The floor never
 --   goes down, so that refusal would stand without any lock; it is decided
---   in the same statement as the others only to be recorded once.
+--   by the same statement as an acceptance only to be recorded the same way.
 -- - A scope is fenced by one mode: a FENCED_SCOPE writer of the same scope
 --   would move the floor without the advisory lock.
 --
--- Returns what it decided: 'accepted' (token = floor), 'raised' (the floor
--- raised to the token, under the exclusive lock), 'refused' (token below the
--- floor, or no floor row), or 'raise' (token above the floor under the share
--- lock: nothing written, nothing recorded, ask again exclusively).
+-- Returns what it decided: 'accepted' (the token is the floor, or became
+-- it by this call's raise), 'refused' (the token is below the floor, or the
+-- scope has no floor row), or 'raise' (the token is above the floor and
+-- the call held only the share lock: nothing written or recorded).
 CREATE FUNCTION fenced_write_shared(p_scope text, p_part text, p_content text, p_writer text,
                                     p_token bigint, p_mode text, p_exclusive boolean)
 RETURNS text
@@ -116,9 +117,9 @@ RETURNS text
 -- on that. (A STABLE function's statements would all see the caller's.)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-  decided text;
+  decided boolean;
 BEGIN
-  -- The lock, in a step of its own before the statement that reads the
+  -- The lock, in a step of its own before any statement that reads the
   -- floor. Both are transaction locks: held until this call's statement
   -- commits or rolls back (a killed session's server process rolls it back),
   -- never released early.
@@ -126,60 +127,57 @@ BEGIN
     -- A raise: granted once no session holds the scope's lock in any mode,
     -- so every write in flight under the old floor has committed.
     PERFORM pg_advisory_xact_lock(fence_lock_space(), hashtext(p_scope));
+    -- The raise itself, a statement begun after the lock was granted. No
+    -- other session can be changing this row (other raisers wait for the
+    -- lock, readers of the floor never write it), so it neither waits nor
+    -- meets a newer version. `max_token < p_token`: a raise never lowers the
+    -- floor; it finds a higher one when another raise committed between this
+    -- writer's two calls.
+    UPDATE fence_floor SET max_token = p_token WHERE scope = p_scope AND max_token < p_token;
   ELSE
     -- A write under the floor's token: shared with every other such write;
     -- waits only while a raise holds, or queues for, the exclusive lock.
     PERFORM pg_advisory_xact_lock_shared(fence_lock_space(), hashtext(p_scope));
   END IF;
-  -- The read, the decision, the raise, the write and the record: one
-  -- statement, begun after the lock was granted, so its snapshot holds every
-  -- raise committed before this writer could hold the lock, and no raise can
-  -- commit until it does. Every sub-statement of a WITH shares that snapshot.
+  -- The read, the decision, the write and the record: one statement, begun
+  -- after the lock was granted (and after this call's own raise), so its
+  -- snapshot holds every raise committed before this writer could hold the
+  -- lock, and no raise can commit until it does. Every sub-statement of a
+  -- WITH shares that snapshot.
   WITH floor AS (
-      -- The floor as of this statement's start: after the lock, so current.
-      SELECT max_token FROM fence_floor WHERE scope = p_scope
-  ), verdict AS (
-      -- The one comparison. LEFT JOIN: a scope without a floor row is
-      -- refused (NULL compares to nothing), and still recorded.
-      SELECT CASE WHEN f.max_token = p_token THEN 'accepted'
-                  WHEN f.max_token < p_token AND p_exclusive THEN 'raised'
-                  WHEN f.max_token < p_token THEN 'raise'
-                  ELSE 'refused' END AS outcome,
-             f.max_token
-        FROM (SELECT) AS one LEFT JOIN floor AS f ON true
-  ), raise AS (
-      -- Only under the exclusive lock: no other session can be changing this
-      -- row (other raisers wait for the lock, readers of the floor never
-      -- write it), so the update neither waits nor meets a newer version.
-      UPDATE fence_floor SET max_token = p_token
-        FROM verdict
-       WHERE fence_floor.scope = p_scope AND verdict.outcome = 'raised'
-      RETURNING fence_floor.max_token
+      -- The floor as of this statement's start: after the lock, so current;
+      -- and the one comparison. A token at or below the floor is decided
+      -- here, accepted only when it is the floor; a token above it (or a
+      -- scope without a floor row) gives no row.
+      SELECT max_token, max_token = p_token AS accepted
+        FROM fence_floor WHERE scope = p_scope AND max_token >= p_token
   ), part AS (
-      -- The data write, as UPSERT, only when this writer may write. A raise
-      -- writes after its UPDATE has run: the sub-statements of a WITH run
-      -- in no promised order unless one reads another, so this one reads
-      -- `raise` (PostgreSQL manual, "Data-Modifying Statements in WITH").
+      -- The data write, as UPSERT, only when accepted.
       INSERT INTO report_part (scope, part, content, writer, token)
-      SELECT p_scope, p_part, p_content, p_writer, p_token
-        FROM verdict
-       WHERE outcome = 'accepted' OR (outcome = 'raised' AND EXISTS (SELECT FROM raise))
+      SELECT p_scope, p_part, p_content, p_writer, p_token FROM floor WHERE accepted
       ON CONFLICT (scope, part) DO UPDATE
          SET content = EXCLUDED.content, writer = EXCLUDED.writer,
              token = EXCLUDED.token, written_at = clock_timestamp()
-  ), attempt AS (
-      -- The record of a decided attempt (a 'raise' is recorded by the call
-      -- that decides it). Its id is drawn under the scope's lock, held to
-      -- commit: share holders draw theirs while the floor is theirs, a raise
-      -- after all of them and before any write under its token; so in id
-      -- order accepted tokens never go down, and floor_after, the floor this
-      -- statement read or the one it raised to, is the floor's own history.
-      INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
-      SELECT p_scope, p_part, p_writer, p_token, p_mode, outcome IN ('accepted', 'raised'),
-             CASE WHEN outcome = 'raised' THEN p_token ELSE max_token END
-        FROM verdict WHERE outcome <> 'raise'
   )
-  SELECT outcome INTO decided FROM verdict;
-  RETURN decided;
+  -- The record of a decided attempt. Its id is drawn under the scope's
+  -- lock, held to commit: share holders draw theirs while the floor is
+  -- theirs, a raise after all of them and before any write under its
+  -- token; so in id order accepted tokens never go down, and floor_after,
+  -- the floor this statement read, is the floor's own history.
+  INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+  SELECT p_scope, p_part, p_writer, p_token, p_mode, accepted, max_token FROM floor
+  RETURNING accepted INTO decided;
+  IF FOUND THEN
+    RETURN CASE WHEN decided THEN 'accepted' ELSE 'refused' END;
+  END IF;
+  IF NOT p_exclusive THEN
+    -- Above the floor (or no floor row): only a writer of the floor may go on.
+    RETURN 'raise';
+  END IF;
+  -- Under the exclusive lock, after the raise, nothing read: the scope has
+  -- no floor row. Refused, and recorded with no floor.
+  INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+  VALUES (p_scope, p_part, p_writer, p_token, p_mode, false, NULL);
+  RETURN 'refused';
 END $$;
 -- ANCHOR_END: fenced_write_shared

@@ -58,7 +58,12 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     lab.reset_resource()?;
     raise_waits_for_equal(lab, t, &a, &b, mode)?;
     lab.reset_resource()?;
-    equal_waits_for_raise(lab, t, &a, &b, mode)
+    equal_waits_for_raise(lab, t, &a, &b, mode)?;
+    if mode == FenceMode::FencedScopeShared {
+        lab.reset_resource()?;
+        raise_between_calls(lab, t, &a, &b)?;
+    }
+    Ok(())
 }
 
 // ANCHOR: f6a
@@ -315,6 +320,32 @@ fn equal_waits_for_raise(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant, mo
     t.check_eq_shown("B 抬高在途、A 写入：summary 来自 token=2", "new(B) by holder-b token=2".to_owned(), view.part_text(SCOPE, PART_SUMMARY)?);
     t.check_eq_shown("B 抬高在途、A 写入：接受顺序里的 token 单调不减（I3）", "1,2".to_owned(), accepted(&mut view)?);
     t.check_eq("B 抬高在途、A 写入：fence_floor 为 2", 2, view.floor(SCOPE)?);
+    Ok(())
+}
+
+/// FENCED_SCOPE_SHARED only: A (token 1) finds the floor (0) below its token
+/// under the share lock and stops between that call and its exclusive one,
+/// holding nothing; B raises the floor to 2 meanwhile. A's exclusive call
+/// must decide afresh: refuse, never lower the floor to 1.
+fn raise_between_calls(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> Result<()> {
+    let mode = FenceMode::FencedScopeShared;
+    let mut view = lab.view()?;
+    let (mut a_store, a_in_gap, a_go) = pause_in_gap(lab.store(mode, &a.holder)?);
+    let mut b_store = lab.store(mode, &b.holder)?;
+    let (a_ok, b_ok, lock_between) = std::thread::scope(|s| -> Result<_> {
+        let a_thread = s.spawn(|| a_store.write(&part_write(a, PART_SUMMARY, "old(A)")));
+        require(a_in_gap.wait(BOUND), "holder-a never came back from its share-lock call")?;
+        let lock_between = view.scope_lock(SCOPE)?;
+        let b_ok = b_store.write(&part_write(b, PART_SUMMARY, "new(B)"))?;
+        a_go.open();
+        let a_ok = a_thread.join().map_err(|_| "holder-a's writer panicked")??;
+        Ok((a_ok, b_ok, lock_between))
+    })?;
+    t.check_eq_shown("A 的两次调用之间：A 发现 floor=0 低于 token=1，共享锁随第一次调用结束，pg_locks 里没有人持有作用域的锁", "none".to_owned(), lock_between);
+    t.check_eq("A 的两次调用之间：B 抬高到 2 并提交；A 以排他锁再来时重新读 floor，token=1 被拒", "B true, A false".to_owned(), format!("B {b_ok}, A {a_ok}"));
+    t.check_eq_shown("A 的两次调用之间：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), view.part_text(SCOPE, PART_SUMMARY)?);
+    t.check_eq_shown("A 的两次调用之间：接受顺序里的 token 单调不减（I3）", "2".to_owned(), accepted(&mut view)?);
+    t.check_eq("A 的两次调用之间：fence_floor 仍为 2，抬高不会降低它", 2, view.floor(SCOPE)?);
     Ok(())
 }
 // ANCHOR_END: f6c

@@ -119,10 +119,12 @@ pub struct PartWrite<'a> {
 /// the floor row still locked); for `CheckThenWrite` after the check and
 /// before the writes. F6 and F8 force interleavings with it from threads;
 /// a holder process stops in it on request (F10, F11: `--wait inside-fence`).
-/// `FencedScopeCte` and `FencedScopeShared` have no such point: their fence
-/// and data write are one statement, so F6 stops them from outside (see
-/// `cases::common::PartHold`), and a store in either mode refuses to run
-/// with a gap installed.
+/// `FencedScopeCte` has no such point: its fence and data write are one
+/// statement, so F6 stops it from outside (see `cases::common::PartHold`),
+/// and a store in that mode refuses to run with a gap installed.
+/// `FencedScopeShared` is one statement too, stopped the same way inside
+/// it; its gap lies between its two calls, when the first found its token
+/// above the floor and nothing is held (F6 races a raise into it).
 pub type Gap = Box<dyn FnMut() + Send>;
 // ANCHOR_END: gap
 
@@ -244,24 +246,22 @@ const UPSERT_IF_ROW_TOKEN: &str = "
 // ANCHOR: shared_sql
 /// FENCED_SCOPE_SHARED: one call of `fenced_write_shared` (sql/res26.sql),
 /// one autocommit statement, one round trip: the scope's advisory lock in
-/// share mode (`$7` false) or exclusive mode (`$7` true), then the read of
-/// the floor, the decision, the raise, the data write and the record in one
-/// statement that starts after the lock is granted. The function returns
-/// what it decided ([`SharedOutcome`]); the statement's commit releases the
-/// lock. Nothing here is in the calling statement but the call: what the
-/// function's own statements see is decided inside it, each with a snapshot
-/// of its own (the function is VOLATILE).
+/// share mode (`$7` false) or exclusive mode (`$7` true, with the raise),
+/// then the read of the floor, the decision, the data write and the record
+/// in one statement that starts after the lock is granted. The function
+/// returns what it decided ([`SharedOutcome`]); the statement's commit
+/// releases the lock. Nothing here is in the calling statement but the
+/// call: what the function's own statements see is decided inside it, each
+/// with a snapshot of its own (the function is VOLATILE).
 const WRITE_SHARED: &str = "SELECT fenced_write_shared($1, $2, $3, $4, $5, $6, $7)";
 // ANCHOR_END: shared_sql
 
 /// What one call of `fenced_write_shared` decided, as it returns it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SharedOutcome {
-    /// `accepted`: the token equals the floor; written and recorded.
+    /// `accepted`: the token is the floor (or became it by this call's
+    /// raise, under the exclusive lock); written and recorded.
     Accepted,
-    /// `raised`: the floor was below the token and the call held the
-    /// exclusive lock: the floor raised, written and recorded.
-    Raised,
     /// `refused`: the token is below the floor (or the scope has no floor
     /// row); recorded, nothing written.
     Refused,
@@ -275,10 +275,9 @@ impl std::str::FromStr for SharedOutcome {
     fn from_str(text: &str) -> std::result::Result<SharedOutcome, String> {
         match text {
             "accepted" => Ok(SharedOutcome::Accepted),
-            "raised" => Ok(SharedOutcome::Raised),
             "refused" => Ok(SharedOutcome::Refused),
             "raise" => Ok(SharedOutcome::Raise),
-            other => Err(format!("fenced_write_shared returned {other:?}, none of accepted, raised, refused, raise")),
+            other => Err(format!("fenced_write_shared returned {other:?}, none of accepted, refused, raise")),
         }
     }
 }
@@ -455,23 +454,25 @@ impl ResourceStore {
 
     // ANCHOR: fenced_scope_shared
     fn write_fenced_scope_shared(&mut self, w: &PartWrite) -> Result<bool> {
-        if self.gap.is_some() {
-            // As for FENCED_SCOPE_CTE: the fence and the write are one statement.
-            return Err("FENCED_SCOPE_SHARED is one statement: there is no gap to stop it in".into());
-        }
         // First as a reader of the floor (share lock): the normal path, one
         // round trip, whatever the token.
         match self.call_shared(w, false)? {
-            SharedOutcome::Accepted | SharedOutcome::Raised => Ok(true),
+            SharedOutcome::Accepted => return Ok(true),
+            SharedOutcome::Refused => return Ok(false),
+            SharedOutcome::Raise => {}
+        }
+        // The token is above the floor. That call's statement has ended, and
+        // its share lock with it: nothing is held here, and another writer
+        // may raise the floor before the next call (F6 stops here).
+        if let Some(gap) = self.gap.as_mut() {
+            gap();
+        }
+        // Now as a writer of the floor, in a transaction of its own (never
+        // an upgrade: see the function), deciding afresh.
+        match self.call_shared(w, true)? {
+            SharedOutcome::Accepted => Ok(true),
             SharedOutcome::Refused => Ok(false),
-            // The token is above the floor. That call's statement has ended,
-            // and its share lock with it; now as a writer of the floor, in a
-            // transaction of its own (never an upgrade: see the function).
-            SharedOutcome::Raise => match self.call_shared(w, true)? {
-                SharedOutcome::Accepted | SharedOutcome::Raised => Ok(true),
-                SharedOutcome::Refused => Ok(false),
-                SharedOutcome::Raise => Err("fenced_write_shared asked for a raise under the exclusive lock, which it grants itself".into()),
-            },
+            SharedOutcome::Raise => Err("fenced_write_shared asked for a raise under the exclusive lock, which it holds".into()),
         }
     }
     // ANCHOR_END: fenced_scope_shared
