@@ -7,7 +7,7 @@ mod common;
 use common::{assert_exit, leftovers, stderr, stdout, PrivateCluster};
 
 /// The modes as the table names them, baseline first.
-const MODES: [&str; 4] = ["unfenced", "fenced-row", "fenced-scope", "fenced-scope-cte"];
+const MODES: [&str; 5] = ["unfenced", "fenced-row", "fenced-scope", "fenced-scope-cte", "fenced-scope-shared"];
 
 /// A one-second, one-run bench writes the markdown and the CSV with every
 /// cell once, every write accepted, the durability settings read from the
@@ -50,7 +50,8 @@ fn a_one_second_bench_writes_the_whole_table() {
     }
     assert!(rows.iter().filter(|r| r[2] == "unfenced").all(|r| r[4] == "1.00×"), "the baseline's ratio is 1");
     assert!(md.contains("| 16 |") && md.contains("尝试/秒"), "the acquire table is missing:\n{md}");
-    assert_eq!(md.matches("目标 ≥").count(), 2, "both targets are reported:\n{md}");
+    // Issue 14's two targets, and issue 23's in each of the six cells.
+    assert_eq!(md.matches("目标 ≥").count(), 2 + 6, "every target is reported:\n{md}");
 
     let csv = std::fs::read_to_string(out.with_extension("csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
@@ -60,7 +61,7 @@ fn a_one_second_bench_writes_the_whole_table() {
     assert!(lines.last().unwrap().starts_with("acquire,,16,"), "{csv}");
 
     // One chart per fenced mode, six bars each (the cells), in mermaid's xychart.
-    for mode in ["fenced-row", "fenced-scope", "fenced-scope-cte"] {
+    for mode in MODES.into_iter().skip(1) {
         let chart = std::fs::read_to_string(out.with_file_name(format!("bench-{mode}.mmd"))).unwrap();
         assert!(chart.starts_with("xychart-beta\n"), "{chart}");
         let bars = chart.lines().find_map(|l| l.trim().strip_prefix("bar [")).unwrap_or_else(|| panic!("no bars:\n{chart}"));
