@@ -25,8 +25,9 @@ usage: ./run.sh [command]
                      come from the seed (default 1), D per mode (default 120s), one
                      mode or every mode (default); prints the history checker's table
                      (--out evidence/26/chaos.md: the table the book includes)
-  stress F11 [--runs N]
-                     run a case N times (default 20): passes, failures, the slowest run
+  stress F11 [--runs N] [--mode MODE]
+                     run a case N times (default 20), in MODE a locked variant: passes,
+                     failures, the slowest run
   try [NAME]         the "break it" exercises: list them, or break one guard in a
                      scratch copy, run the case that catches it, see what failed
   mutants [NAME…]    break every guard in turn; each must be caught by a case line

@@ -4,7 +4,7 @@
 
 use super::runner::{CaseTime, Runner};
 use super::{Case, Options};
-use crate::error::Result;
+use crate::error::{Result, ResultExt};
 use crate::interrupt::QuietAfterStop;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
@@ -102,13 +102,19 @@ fn print_times(times: &[(&str, CaseTime)], run: Duration) {
     eprintln!("run    {:>7.2}s {:>8.2}s {:>8.2}s   (cases plus starting, resetting and stopping the cluster)", secs(run), secs(designed), secs(run.saturating_sub(designed)));
 }
 
-/// `lab stress`: one case `runs` times on one cluster. A run passes when it
-/// has no FAIL line and its redacted transcript is the locked one; `true`
-/// when every run passed.
-pub fn stress(id: &str, runs: u32, holder_bin: PathBuf) -> Result<bool> {
+/// `lab stress`: one case `runs` times on one cluster, in `mode` when given
+/// (a variant). A run passes when it has no FAIL line and its redacted
+/// transcript is the locked one (the variant's); `true` when every run
+/// passed.
+pub fn stress(id: &str, runs: u32, mode: Option<FenceMode>, holder_bin: PathBuf) -> Result<bool> {
     let case = super::find(id).ok_or_else(|| format!("unknown case {id}"))?;
-    let runner = Runner::begin(holder_bin, Options::default())?;
-    let locked = std::fs::read_to_string(evidence::snapshot_path(case.id))?;
+    if let Some(why) = refusal(&[case.id.to_owned()], mode) {
+        return Err(why.into());
+    }
+    let options = Options { mode, ..Options::default() };
+    let name = case.run_name(&options);
+    let runner = Runner::begin(holder_bin, options)?;
+    let locked = std::fs::read_to_string(evidence::snapshot_path(&name)).with_context(|| format!("reading the locked transcript of {name}"))?;
     let locked = evidence::snapshot_body(&locked).ok_or("the evidence is not a snapshot")?.trim_end().to_owned();
     let (mut failed, mut slowest) = (Vec::new(), Duration::ZERO);
     for run in 1..=runs {
@@ -119,7 +125,7 @@ pub fn stress(id: &str, runs: u32, holder_bin: PathBuf) -> Result<bool> {
             let text = t.case_text();
             let differs = evidence::redact(&text).trim_end() != locked;
             let verdict = if t.case_failed() > 0 || differs { "FAILED" } else { "ok" };
-            eprintln!("stress {}: run {run}/{runs} {verdict} ({:.1}s)", case.id, elapsed.as_secs_f64());
+            eprintln!("stress {name}: run {run}/{runs} {verdict} ({:.1}s)", elapsed.as_secs_f64());
             if verdict != "ok" {
                 let diff = evidence::unified_diff(&locked, &evidence::redact(&text), "evidence", &format!("run {run}"), false);
                 failed.push(format!("run {run}:\n{diff}"));
@@ -127,7 +133,7 @@ pub fn stress(id: &str, runs: u32, holder_bin: PathBuf) -> Result<bool> {
             Ok(())
         })?;
     }
-    println!("stress {}: {} of {runs} runs passed, {} failed; slowest run {:.1}s", case.id, runs as usize - failed.len(), failed.len(), slowest.as_secs_f64());
+    println!("stress {name}: {} of {runs} runs passed, {} failed; slowest run {:.1}s", runs as usize - failed.len(), failed.len(), slowest.as_secs_f64());
     for f in &failed {
         println!("\n{f}");
     }

@@ -107,6 +107,10 @@ pub enum Command {
         /// How many runs.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
         runs: u32,
+        /// The resource mode, as for `lab run`: each run is then compared
+        /// with the variant's locked transcript (e.g. F6-fenced-scope-shared).
+        #[arg(long, value_enum, hide_possible_values = true)]
+        mode: Option<FenceMode>,
     },
     /// Write the book's facts (counts, case titles, measured figures) to evidence/26/facts/.
     Facts {
@@ -136,8 +140,9 @@ pub struct RunArgs {
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
     /// F4/F5: judge writes with this resource mode instead of the case's own
-    /// (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write);
-    /// F6/F7: the scope fence of (b) and of the scope half (fenced-scope, fenced-scope-cte).
+    /// (fenced-scope, fenced-scope-cte, fenced-scope-shared, fenced-row, unfenced,
+    /// check-then-write); F6/F7: the scope fence of (b) and of the scope half
+    /// (fenced-scope, fenced-scope-cte, fenced-scope-shared).
     #[arg(long, value_enum, hide_possible_values = true)]
     mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its local deadline check instead of after it.
