@@ -118,6 +118,7 @@ RETURNS text
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   decided boolean;
+  held text;
 BEGIN
   -- The lock, in a step of its own before any statement that reads the
   -- floor. Both are transaction locks: held until this call's statement
@@ -137,7 +138,10 @@ BEGIN
   ELSE
     -- A write under the floor's token: shared with every other such write;
     -- waits only while a raise holds, or queues for, the exclusive lock.
-    PERFORM pg_advisory_xact_lock_shared(fence_lock_space(), hashtext(p_scope));
+    -- The normal path, so an assignment rather than PERFORM: PL/pgSQL
+    -- evaluates a plain expression in place, with no query executor, and
+    -- the lock function returns void, kept only as text.
+    held := pg_advisory_xact_lock_shared(fence_lock_space(), hashtext(p_scope))::text;
   END IF;
   -- The read, the decision, the write and the record: one statement, begun
   -- after the lock was granted (and after this call's own raise), so its

@@ -220,7 +220,7 @@ fn fenced_a_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant, mode: Fen
     second_queued_on(t, &race, mode, "B", a);
     t.check(!race.second_returned_early, "B 的写入在 A 提交前没有返回", || "B's write had returned");
     let both = if mode == FenceMode::FencedScopeShared {
-        "顺序 A→B：A 提交后 B 拿到锁，读到 floor=1 < 2，以排他锁抬高后写入：两次写入都被接受"
+        "顺序 A→B：A 提交后 B 拿到锁，读到 floor=1 < 2，以排他锁推进后写入：两次写入都被接受"
     } else {
         "顺序 A→B：A 提交后 B 对新版本行求值 1 <= 2 成立，两次写入都被接受"
     };
@@ -274,25 +274,25 @@ fn floor_at_a(lab: &Lab, t: &mut Transcript, a: &Grant, mode: FenceMode, label: 
 /// write has committed, or A's token-1 write would land after the floor
 /// moved past it.
 fn raise_waits_for_equal(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant, mode: FenceMode) -> Result<()> {
-    floor_at_a(lab, t, a, mode, "A 在途、B 抬高：A 先以 token=1 写 summary 被接受，floor=1")?;
+    floor_at_a(lab, t, a, mode, "A 在途、B 推进：A 先以 token=1 写 summary 被接受，floor=1")?;
     let race = race(lab, mode, Racer { grant: a, part: PART_DETAIL, content: "old(A)" }, Racer { grant: b, part: PART_SUMMARY, content: "new(B)" })?;
     let mut view = lab.view()?;
     first_stopped_by_hold(t, &race, "A", PART_DETAIL, "不推进 floor（token 等于 floor），");
-    t.check_eq("A 在途、B 抬高：A 以 token=1 写 detail 尚未提交，fence_floor 仍为 1", 1, race.floor_while_first_in_gap);
+    t.check_eq("A 在途、B 推进：A 以 token=1 写 detail 尚未提交，fence_floor 仍为 1", 1, race.floor_while_first_in_gap);
     second_queued(
         t,
         &race,
-        "A 在途、B 抬高：B 的 UPDATE 排队等 A 的行锁：wait_event_type = Lock",
-        "A 在途、B 抬高：B 的抬高排队等 A 的共享咨询锁：wait_event = Lock/advisory",
-        ("A 在途、B 抬高：pg_locks：A 持共享锁、B 等排他锁", "holder-a ShareLock granted, holder-b ExclusiveLock waiting"),
+        "A 在途、B 推进：B 的 UPDATE 排队等 A 的行锁：wait_event_type = Lock",
+        "A 在途、B 推进：B 的推进排队等 A 的共享咨询锁：wait_event = Lock/advisory",
+        ("A 在途、B 推进：pg_locks：A 持共享锁、B 等排他锁", "holder-a ShareLock granted, holder-b ExclusiveLock waiting"),
     );
     second_queued_on(t, &race, mode, "B", a);
-    t.check(!race.second_returned_early, "A 在途、B 抬高：B 的写入在 A 提交前没有返回", || "B's write had returned");
-    t.check_eq("A 在途、B 抬高：A 提交后 B 才抬高 floor，两次写入都被接受", "A true, B true".to_owned(), format!("A {}, B {}", race.first_ok, race.second_ok));
-    t.check_eq_shown("A 在途、B 抬高：detail 来自 token=1", "old(A) by holder-a token=1".to_owned(), view.part_text(SCOPE, PART_DETAIL)?);
-    t.check_eq_shown("A 在途、B 抬高：summary 来自 token=2", "new(B) by holder-b token=2".to_owned(), view.part_text(SCOPE, PART_SUMMARY)?);
-    t.check_eq_shown("A 在途、B 抬高：接受顺序里的 token 单调不减（I3）", "1,1,2".to_owned(), accepted(&mut view)?);
-    t.check_eq("A 在途、B 抬高：fence_floor 为 2", 2, view.floor(SCOPE)?);
+    t.check(!race.second_returned_early, "A 在途、B 推进：B 的写入在 A 提交前没有返回", || "B's write had returned");
+    t.check_eq("A 在途、B 推进：A 提交后 B 才推进 floor，两次写入都被接受", "A true, B true".to_owned(), format!("A {}, B {}", race.first_ok, race.second_ok));
+    t.check_eq_shown("A 在途、B 推进：detail 来自 token=1", "old(A) by holder-a token=1".to_owned(), view.part_text(SCOPE, PART_DETAIL)?);
+    t.check_eq_shown("A 在途、B 推进：summary 来自 token=2", "new(B) by holder-b token=2".to_owned(), view.part_text(SCOPE, PART_SUMMARY)?);
+    t.check_eq_shown("A 在途、B 推进：接受顺序里的 token 单调不减（I3）", "1,1,2".to_owned(), accepted(&mut view)?);
+    t.check_eq("A 在途、B 推进：fence_floor 为 2", 2, view.floor(SCOPE)?);
     Ok(())
 }
 
@@ -301,25 +301,25 @@ fn raise_waits_for_equal(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant, mo
 /// A must wait for B's commit and then see the new floor, not the one it
 /// read before it waited.
 fn equal_waits_for_raise(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant, mode: FenceMode) -> Result<()> {
-    floor_at_a(lab, t, a, mode, "B 抬高在途、A 写入：A 先以 token=1 写 summary 被接受，floor=1")?;
+    floor_at_a(lab, t, a, mode, "B 推进在途、A 写入：A 先以 token=1 写 summary 被接受，floor=1")?;
     let race = race(lab, mode, Racer { grant: b, part: PART_SUMMARY, content: "new(B)" }, Racer { grant: a, part: PART_DETAIL, content: "old(A)" })?;
     let mut view = lab.view()?;
     first_stopped_by_hold(t, &race, "B", PART_SUMMARY, "推进 floor 后");
-    t.check_eq("B 抬高在途、A 写入：B 推进 floor 后尚未提交，其他会话读到的 fence_floor 仍为 1", 1, race.floor_while_first_in_gap);
+    t.check_eq("B 推进在途、A 写入：B 推进 floor 后尚未提交，其他会话读到的 fence_floor 仍为 1", 1, race.floor_while_first_in_gap);
     second_queued(
         t,
         &race,
-        "B 抬高在途、A 写入：A 的 UPDATE 排队等 B 的行锁：wait_event_type = Lock",
-        "B 抬高在途、A 写入：A 排队等 B 的排他咨询锁：wait_event = Lock/advisory",
-        ("B 抬高在途、A 写入：pg_locks：B 持排他锁、A 等共享锁", "holder-b ExclusiveLock granted, holder-a ShareLock waiting"),
+        "B 推进在途、A 写入：A 的 UPDATE 排队等 B 的行锁：wait_event_type = Lock",
+        "B 推进在途、A 写入：A 排队等 B 的排他咨询锁：wait_event = Lock/advisory",
+        ("B 推进在途、A 写入：pg_locks：B 持排他锁、A 等共享锁", "holder-b ExclusiveLock granted, holder-a ShareLock waiting"),
     );
     second_queued_on(t, &race, mode, "A", b);
-    t.check(!race.second_returned_early, "B 抬高在途、A 写入：A 的写入在 B 提交前没有返回", || "A's write had returned");
-    t.check_eq("B 抬高在途、A 写入：B 提交后 A 看到 floor=2，token=1 被拒", "B true, A false".to_owned(), format!("B {}, A {}", race.first_ok, race.second_ok));
-    t.check_eq_shown("B 抬高在途、A 写入：detail 不存在", "absent".to_owned(), view.part_text(SCOPE, PART_DETAIL)?);
-    t.check_eq_shown("B 抬高在途、A 写入：summary 来自 token=2", "new(B) by holder-b token=2".to_owned(), view.part_text(SCOPE, PART_SUMMARY)?);
-    t.check_eq_shown("B 抬高在途、A 写入：接受顺序里的 token 单调不减（I3）", "1,2".to_owned(), accepted(&mut view)?);
-    t.check_eq("B 抬高在途、A 写入：fence_floor 为 2", 2, view.floor(SCOPE)?);
+    t.check(!race.second_returned_early, "B 推进在途、A 写入：A 的写入在 B 提交前没有返回", || "A's write had returned");
+    t.check_eq("B 推进在途、A 写入：B 提交后 A 看到 floor=2，token=1 被拒", "B true, A false".to_owned(), format!("B {}, A {}", race.first_ok, race.second_ok));
+    t.check_eq_shown("B 推进在途、A 写入：detail 不存在", "absent".to_owned(), view.part_text(SCOPE, PART_DETAIL)?);
+    t.check_eq_shown("B 推进在途、A 写入：summary 来自 token=2", "new(B) by holder-b token=2".to_owned(), view.part_text(SCOPE, PART_SUMMARY)?);
+    t.check_eq_shown("B 推进在途、A 写入：接受顺序里的 token 单调不减（I3）", "1,2".to_owned(), accepted(&mut view)?);
+    t.check_eq("B 推进在途、A 写入：fence_floor 为 2", 2, view.floor(SCOPE)?);
     Ok(())
 }
 
@@ -342,10 +342,10 @@ fn raise_between_calls(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant) -> R
         Ok((a_ok, b_ok, lock_between))
     })?;
     t.check_eq_shown("A 的两次调用之间：A 发现 floor=0 低于 token=1，共享锁随第一次调用结束，pg_locks 里没有人持有作用域的锁", "none".to_owned(), lock_between);
-    t.check_eq("A 的两次调用之间：B 抬高到 2 并提交；A 以排他锁再来时重新读 floor，token=1 被拒", "B true, A false".to_owned(), format!("B {b_ok}, A {a_ok}"));
+    t.check_eq("A 的两次调用之间：B 推进到 2 并提交；A 以排他锁再来时重新读 floor，token=1 被拒", "B true, A false".to_owned(), format!("B {b_ok}, A {a_ok}"));
     t.check_eq_shown("A 的两次调用之间：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), view.part_text(SCOPE, PART_SUMMARY)?);
     t.check_eq_shown("A 的两次调用之间：接受顺序里的 token 单调不减（I3）", "2".to_owned(), accepted(&mut view)?);
-    t.check_eq("A 的两次调用之间：fence_floor 仍为 2，抬高不会降低它", 2, view.floor(SCOPE)?);
+    t.check_eq("A 的两次调用之间：fence_floor 仍为 2，推进从不降低它", 2, view.floor(SCOPE)?);
     Ok(())
 }
 // ANCHOR_END: f6c
