@@ -25,6 +25,16 @@ usage: ./run.sh [command]
                      come from the seed (default 1), D per mode (default 120s), one
                      mode or every mode (default); prints the history checker's table
                      (--out evidence/26/chaos.md: the table the book includes)
+  model [--out FILE] [--mutants] [--replay MODE [--store S]] [--explore [MODE]]
+                     the model checker: every interleaving of the lease and each
+                     resource mode on each lease store (one server, sync or async
+                     standby), the verdicts and shortest counterexamples as a table
+                     (--out evidence/26/model.md: the table the book includes, and a
+                     chart per counterexample beside it); --mutants: the model
+                     against the mutations (evidence/26/model-mutants.md);
+                     --replay MODE: MODE's counterexample against the real cluster,
+                     and the same schedule fenced; --explore: stateright's Explorer
+                     on 127.0.0.1 (a free port, printed)
   stress F11 [--runs N] [--mode MODE]
                      run a case N times (default 20), in MODE a locked variant: passes,
                      failures, the slowest run
@@ -32,10 +42,12 @@ usage: ./run.sh [command]
                      scratch copy, run the case that catches it, see what failed
   mutants [NAME…]    break every guard in turn; each must be caught by a case line
                      (--accept re-locks the broken transcripts in evidence/26/try/)
-  bench [--seconds N] [--runs K] [--out FILE]
+  bench [--seconds N] [--runs K] [--out FILE] [--redraw]
                      what fencing costs: writes/s and p50/p99 latency per resource mode
                      (1, 4, 16 writers on 1 and on 16 scopes) and contended acquires/s;
-                     writes evidence/26/bench.md and bench.csv (about 5 minutes)
+                     writes evidence/26/bench.md, bench.csv and a figure per writer
+                     count (about 5 minutes); --redraw only draws the figures again
+                     from the CSV beside FILE
   test [GROUP…]      the whole test suite (what CI runs), its groups in parallel, with
                      progress and the slowest groups at the end; installs what it needs;
                      GROUP narrows it to the groups whose name contains it
@@ -62,7 +74,8 @@ usage: ./run.sh [command]
 Every run starts the cluster if it is not running and stops it again at the
 end (Ctrl-C included); a cluster started with `cluster start` stays up.
 Installs what is missing when run as root with apt-get: PostgreSQL, libfaketime
-(F13), etcd-server (F16, `etcd`, `lease-stores`).
+(F13), etcd-server (F16, `etcd`, `lease-stores`), Chromium (`test`), a font that
+covers Chinese (fonts-wqy-microhei: `book`, `serve`, `test`).
 EOF
 }
 
@@ -177,6 +190,42 @@ ensure_chromium() {
   echo "run.sh: NOTE: chromium is not installed, so the rendered-diagram check will NOT run (as root: apt-get install chromium)" >&2
 }
 
+# A font that covers Chinese. The book is Chinese; a browser on a machine
+# without such a font draws every Chinese character as an empty box, and
+# nothing else fails: mdbook builds, the pages load, the text is in the DOM.
+# `fc-list :lang=zh` (fontconfig, which Chromium and the desktop's browsers
+# use on Linux) names the fonts that cover Chinese. Run as root with apt-get,
+# this installs fonts-wqy-microhei: 1.6 MB to download, 5 MB installed, and it
+# draws every character of the book (the visual test checks each one), where
+# fonts-noto-cjk, the other obvious choice, is 57 MB to download and 91 MB
+# installed. $1 says what needs it; $2 is `required` when a missing font must
+# fail (the test suite under CI), else only a loud note.
+CJK_FONT_PACKAGE=fonts-wqy-microhei
+has_cjk_font() {
+  command -v fc-list >/dev/null 2>&1 && [ -n "$(fc-list :lang=zh family 2>/dev/null)" ]
+}
+ensure_cjk_font() {
+  has_cjk_font && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: no font covering Chinese (fc-list :lang=zh is empty); installing $CJK_FONT_PACKAGE for $1 (once; 1.6 MB)…" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q fontconfig "$CJK_FONT_PACKAGE" >/dev/null
+    has_cjk_font || die "installed $CJK_FONT_PACKAGE, but fc-list :lang=zh still names no font"
+    return 0
+  fi
+  local what
+  if command -v fc-list >/dev/null 2>&1; then
+    what="no font on this machine covers Chinese (fc-list :lang=zh names none)"
+  else
+    what="fc-list (package fontconfig) is missing, so no font covering Chinese can be found"
+  fi
+  if [ "${2:-}" = required ] && [ "${CI:-}" = true ]; then
+    die "$what, and it cannot be installed here (not root, or no apt-get); the visual test needs one: apt-get install fontconfig $CJK_FONT_PACKAGE"
+  fi
+  echo "run.sh: NOTE: $what: a browser on this machine draws every Chinese character of the book as an empty box. Install one: apt-get install fontconfig $CJK_FONT_PACKAGE (or fonts-noto-cjk)" >&2
+}
+
 # etcd 3.4 or newer, for F16 and `./run.sh etcd`, and for the etcd
 # backend's tests (lab/tests/etcd.rs): each starts a three-member cluster on
 # loopback. Debian's etcd-server would start a system etcd (2379/2380) as it
@@ -262,14 +311,14 @@ case "$cmd" in
     ;;
   test)
     shift
-    ensure_postgres; ensure_faketime; ensure_etcd; ensure_chromium; ensure_book_tools; guard_cluster
+    ensure_postgres; ensure_faketime; ensure_etcd; ensure_chromium; ensure_cjk_font "the book's visual test" required; ensure_book_tools; guard_cluster
     [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
     # The groups in parallel, with progress and the slowest at the end;
     # a group's name narrows it (`./run.sh test cases`, `./run.sh test "book 07"`).
     "$LAB" suite "$@"
     ;;
   book)
-    ensure_book_tools
+    ensure_book_tools; ensure_cjk_font "reading the book"
     log=$(mdbook build 2>&1) || { echo "$log" >&2; die "mdbook build failed"; }
     # mdBook logs a missing include as an error and still exits 0: read its log.
     # The one known harmless line: mdbook-mermaid 0.17.1 was built against mdbook 0.5.0.
@@ -278,12 +327,14 @@ case "$cmd" in
     echo "run.sh: the book is at $PWD/target/book/index.html"
     ;;
   serve)
-    ensure_serve_tool
+    ensure_serve_tool; ensure_cjk_font "reading the book"
     echo "run.sh: serving the book on http://127.0.0.1:3000 (Ctrl-C to stop)" >&2
     exec .tools/serve/bin/mdbook serve -n 127.0.0.1 -p 3000
     ;;
   bench)
     shift
+    # --redraw measures nothing: it draws the figures again from the CSV.
+    case " $* " in *" --redraw "*) build; exec "$LAB" bench "$@" ;; esac
     ensure_postgres; guard_cluster
     # An optimised client: a debug build's own CPU time, spent on the same
     # two cores as the server's, would blur the differences being measured.
@@ -301,6 +352,16 @@ case "$cmd" in
     shift
     ensure_postgres; guard_cluster
     "$LAB" chaos "$@"
+    ;;
+  model)
+    shift
+    # Only a replay needs the cluster; the checker itself is pure.
+    if printf '%s\n' "$@" | grep -qx -- '--replay'; then
+      ensure_postgres; guard_cluster
+    else
+      build
+    fi
+    "$LAB" model "$@"
     ;;
   stress)
     shift

@@ -51,6 +51,10 @@ pub struct Inputs {
     pub lease_stores: String,
     /// `evidence/26/chaos.md`: the two-minute chaos run, every mode.
     pub chaos: String,
+    /// `evidence/26/model.md`: the model checker's table.
+    pub model: String,
+    /// `evidence/26/model-mutants.md`: the model against the mutations.
+    pub model_mutants: String,
 }
 
 impl Inputs {
@@ -62,7 +66,7 @@ impl Inputs {
         for case in cases::ALL {
             snapshots.insert(case.id.to_owned(), read(&format!("{}.snap", case.id))?);
         }
-        Ok(Inputs { output: read("output.txt")?, snapshots, bench: read("bench.md")?, lease_stores: read("lease-stores.md")?, chaos: read("chaos.md")? })
+        Ok(Inputs { output: read("output.txt")?, snapshots, bench: read("bench.md")?, lease_stores: read("lease-stores.md")?, chaos: read("chaos.md")?, model: read("model.md")?, model_mutants: read("model-mutants.md")? })
     }
 }
 
@@ -118,6 +122,7 @@ pub fn compute(inputs: &Inputs) -> Result<Vec<FactFile>> {
         FactFile { name: "bench.md", source: "evidence/26/bench.md", facts: bench_facts(&inputs.bench)? },
         FactFile { name: "lease-stores.md", source: "evidence/26/lease-stores.md", facts: lease_store_facts(&inputs.lease_stores)? },
         FactFile { name: "chaos.md", source: "evidence/26/chaos.md 与 evidence/26/F15.snap", facts: chaos_facts(inputs)? },
+        FactFile { name: "model.md", source: "evidence/26/model.md、evidence/26/model-mutants.md 与 lab/src/model/ 的表", facts: model_facts(inputs)? },
     ])
 }
 
@@ -127,15 +132,27 @@ fn listed<S: AsRef<str>>(items: &[S]) -> String {
 }
 
 /// The case a mutation's killer runs (`F4` for `F4 --mode fenced-scope-cte`).
+/// A guard of the model is killed by `lab model`, which the book names as
+/// the reader runs it.
 fn killer_case(killer: &[&str]) -> &'static str {
     let id = killer.first().copied().unwrap_or_default();
+    if id == crate::mutants::harness::MODEL {
+        return "`./run.sh model`";
+    }
     cases::find(id).map_or("?", |c| c.id)
 }
 
-/// The cases in the article's order that appear in `ids`.
+/// The cases in the article's order that appear in `ids`, then the other
+/// killers among `ids` (`lab model`), once each.
 fn in_case_order(ids: impl IntoIterator<Item = &'static str>) -> Vec<&'static str> {
-    let ids: Vec<&str> = ids.into_iter().collect();
-    cases::ALL.iter().map(|c| c.id).filter(|id| ids.contains(id)).collect()
+    let ids: Vec<&'static str> = ids.into_iter().collect();
+    let mut order: Vec<&'static str> = cases::ALL.iter().map(|c| c.id).filter(|id| ids.contains(id)).collect();
+    for id in ids {
+        if cases::find(id).is_none() && !order.contains(&id) {
+            order.push(id);
+        }
+    }
+    order
 }
 
 /// `F1（4 个）、F10（1 个）`: how many of `mutations` each case kills.
@@ -144,7 +161,7 @@ fn killers_phrase<'a>(mutations: impl IntoIterator<Item = &'a crate::mutants::Mu
     for m in mutations {
         *count.entry(killer_case(m.killer)).or_default() += 1;
     }
-    let order = in_case_order(count.keys().copied().collect::<Vec<_>>().into_iter().map(|id| cases::find(id).map_or("?", |c| c.id)));
+    let order = in_case_order(count.keys().copied().collect::<Vec<_>>());
     listed(&order.iter().map(|id| format!("{id}（{} 个）", count[id])).collect::<Vec<_>>())
 }
 
@@ -159,6 +176,7 @@ fn group_anchor(group: Group) -> &'static str {
         Group::Chaos => "chaos",
         Group::Etcd => "etcd",
         Group::Faults => "faults",
+        Group::Model => "model",
     }
 }
 
@@ -190,7 +208,7 @@ fn code_facts() -> Vec<Fact> {
     }
     let phrase: Vec<String> = by_count.iter().map(|(n, ids)| format!("{} 各 {n} 个", listed(ids))).collect();
     f.add("mutations-beyond", phrase.join("，"));
-    let groups = [Group::Acquire, Group::RenewRelease, Group::Fence, Group::Client, Group::Failover, Group::Chaos, Group::Etcd, Group::Faults];
+    let groups = [Group::Acquire, Group::RenewRelease, Group::Fence, Group::Client, Group::Failover, Group::Chaos, Group::Etcd, Group::Faults, Group::Model];
     for group in groups {
         let of: Vec<_> = MUTATIONS.iter().filter(|m| m.group == group).collect();
         f.add(format!("exercises-{}", group_anchor(group)), of.len());
@@ -446,6 +464,30 @@ fn chaos_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     f.add("f15-faults", number_before(f15, " faults scheduled", F15)?);
     f.add("f15-aimed", number_before(f15, " of them aimed at the writer", F15)?);
     f.add("f15-pause-long", need(f15, "pause-long ", |c: char| !c.is_ascii_digit(), F15)?);
+    Ok(f.0)
+}
+
+/// The model checker's totals, and how many mutations it catches.
+fn model_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
+    use crate::model::mutation::{COUNTERPARTS, NO_COUNTERPART};
+    const FILE: &str = "evidence/26/model.md";
+    const MUTANTS: &str = "evidence/26/model-mutants.md";
+    let mut f = Facts(Vec::new());
+    f.add("configurations", number_before(&inputs.model, " configurations", FILE)?);
+    f.add("states", number_before(&inputs.model, " states in all", FILE)?);
+    f.add("seconds", format!("{} s", need(&inputs.model, "states in all, ", |c: char| !(c.is_ascii_digit() || c == '.'), FILE)?));
+    let fenced = inputs.model.lines().find(|l| l.starts_with("| `FENCED_SCOPE` | one server |")).ok_or_else(|| format!("{FILE}: no row for FENCED_SCOPE on one server"))?;
+    f.add("states-fenced-scope", fenced.split('|').nth(4).map(str::trim).unwrap_or_default());
+    // The length of a configuration's shortest counterexample, as the
+    // table's paragraph under it says: `(7 steps, chart …`.
+    for (anchor, heading) in [("steps-unfenced", "**`UNFENCED` on one server**"), ("steps-fenced-row", "**`FENCED_ROW` on one server**"), ("steps-async", "**`FENCED_SCOPE` on async standby**")] {
+        let line = inputs.model.lines().find(|l| l.starts_with(heading)).ok_or_else(|| format!("{FILE}: no counterexample under {heading}"))?;
+        f.add(anchor, number_before(line, " steps, chart", FILE)?);
+    }
+    f.add("caught", number_before(&inputs.model_mutants, " of ", MUTANTS)?);
+    f.add("counterparts", COUNTERPARTS.len());
+    f.add("no-counterpart", NO_COUNTERPART.len());
+    f.add("mutations", MUTATIONS.len());
     Ok(f.0)
 }
 

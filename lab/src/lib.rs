@@ -41,7 +41,11 @@
 //!   stop, immediate stop), its credentials, and a run's ownership of it;
 //!   `cluster/replica.rs`: F14's lease store on a primary and its streaming
 //!   standby beside it (the same lifecycle, twice, plus a base backup and a
-//!   promotion), tied to the run.
+//!   promotion), tied to the run; [`cluster::etcd`]: the second lease
+//!   store's server, the three-member etcd cluster `etcd-26` (lifecycle,
+//!   members, status, authentication on), with the client of etcd's JSON
+//!   gateway and its typed replies, which the lifecycle itself needs to ask
+//!   for the leader (so it sits here, below the lease that uses it too).
 //! - [`db`]: how every client reaches a server (as the role `lab`), the
 //!   schema each case starts from, and the superuser's setup;
 //!   `db/replication.rs`: F14's replication setup, fault and checks in SQL.
@@ -49,7 +53,9 @@
 //! Faults injected from outside, the way a real one happens:
 //! - [`fault`]: `DelayProxy`, a TCP proxy on the wire between a holder and
 //!   the resource's database that holds a request in flight (F12) or delays
-//!   every chunk for a span (a holder slot's link in the chaos run).
+//!   every chunk for a span (a holder slot's link in the chaos run);
+//!   [`fault::clock`]: libfaketime on a process (a slow clock for a holder,
+//!   a jumping one for the server: F13).
 //!
 //! The lease side (database `lease26`):
 //! - [`lease`]: `LeaseStore` (acquire, renew, release: single autocommit
@@ -76,8 +82,8 @@
 //! - [`holder_guard`]: the parent's guard on one holder process: signals,
 //!   `/proc` state, bounded reads, and no holder outliving its case.
 //! - [`report_files`]: the files a measured run leaves for the book (`lab
-//!   chaos`, `lab bench`): a table, a CSV beside it, a chart per resource
-//!   mode, each written whole.
+//!   chaos`, `lab bench`): a table, a CSV beside it, its charts, each
+//!   written whole.
 //! - [`chaos`]: the chaos run (F15, `lab chaos`): the fault schedule from a
 //!   seed, the workload (holder slots, each the one owner of its holder
 //!   processes, each behind a link of its own, a `DelayProxy`), the nemesis
@@ -106,6 +112,10 @@
 //!   `bench::command`).
 //! - [`mutants`]: every guard proven: the mutation table, the scratch copy
 //!   each mutant is built and judged in, and the reader's `try` exercises.
+//! - [`model`]: every interleaving, not only the staged ones: the lease
+//!   store, the holders and each resource mode as a model that stateright
+//!   checks whole (`lab model`), the same against the mutations, its
+//!   Explorer, and each counterexample replayed against the real cluster.
 //! - [`suite`]: the whole test suite in parallel (`./run.sh test`): its
 //!   groups (test binaries, slices of the cases, the book's chapters), each
 //!   in an environment of its own, the longest first, with progress and a
@@ -149,6 +159,7 @@ pub mod lease_stores;
 pub mod cases;
 pub mod bench;
 pub mod mutants;
+pub mod model;
 pub mod suite;
 pub mod facts;
 pub mod cli;

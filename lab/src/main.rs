@@ -34,9 +34,15 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(cli::holder_bin().map_err(Into::into).and_then(|bin| cases::command::run(&args.request(bin))).map(verdict))
         }
-        Command::Bench { seconds, runs, out } => {
-            interrupt::install();
+        Command::Bench { seconds, runs, out, redraw } => {
             let out = out.unwrap_or_else(|| paths::evidence_dir().join("bench.md"));
+            if redraw {
+                return report(bench::report::redraw(&out).map(|written| {
+                    written.iter().for_each(|path| println!("bench: drew {}", path.display()));
+                    ExitCode::SUCCESS
+                }));
+            }
+            interrupt::install();
             report(bench::command(&bench::Options { seconds, runs, out }).map(|()| ExitCode::SUCCESS))
         }
         Command::Suite { workers, only } => {
@@ -61,6 +67,12 @@ fn dispatch(command: Command) -> ExitCode {
         Command::Chaos(args) => {
             interrupt::install();
             report(cli::holder_bin().map_err(Into::into).and_then(|bin| chaos::command::run(&args.options(bin))).map(verdict))
+        }
+        Command::Model(args) => {
+            if args.starts_processes() {
+                interrupt::install();
+            }
+            report(args.run().map(verdict))
         }
         Command::Timeline { case } => report(commands::timeline(&case).map(|()| ExitCode::SUCCESS)),
         Command::Stress { case, runs, mode } => {

@@ -17,13 +17,14 @@ use crate::db;
 use crate::error::{Result, ResultExt};
 use crate::events::{self, ParentEvent};
 use crate::paths;
+use crate::safe_dir::SafeDir;
 use std::fmt::Write;
 use std::path::PathBuf;
 use parking_lot::Mutex;
 
 /// One change of the lease row, as `lease_event` recorded it.
 #[derive(Clone, Debug)]
-struct LeaseEvent {
+pub struct LeaseEvent {
     /// When, in ms since the epoch, by the server's clock.
     at_ms: f64,
     /// The holder named in the row.
@@ -38,7 +39,7 @@ struct LeaseEvent {
 
 /// One write attempt, as `write_attempt` recorded it.
 #[derive(Clone, Debug)]
-struct WriteEvent {
+pub struct WriteEvent {
     /// When, by the server's clock.
     at_ms: f64,
     /// Who wrote.
@@ -55,6 +56,29 @@ pub struct Timeline {
     lease: Vec<LeaseEvent>,
     writes: Vec<WriteEvent>,
     parent: Vec<ParentEvent>,
+}
+
+impl LeaseEvent {
+    /// A change of the lease row at `at_ms`: `kind` is `acquire`, `renew`
+    /// or `release`; `expires_ms` the row's `expires_at` after it.
+    pub fn new(at_ms: f64, holder: &str, token: i64, kind: &str, expires_ms: f64) -> LeaseEvent {
+        LeaseEvent { at_ms, holder: holder.to_owned(), token, kind: kind.to_owned(), expires_ms }
+    }
+}
+
+impl WriteEvent {
+    /// A write attempt at `at_ms`, and whether the resource accepted it.
+    pub fn new(at_ms: f64, writer: &str, token: i64, accepted: bool) -> WriteEvent {
+        WriteEvent { at_ms, writer: writer.to_owned(), token, accepted }
+    }
+}
+
+impl Timeline {
+    /// A timeline of events from elsewhere than a run's tables: the model's
+    /// counterexamples are drawn with the same chart as the cases' runs.
+    pub fn from_events(lease: Vec<LeaseEvent>, writes: Vec<WriteEvent>, parent: Vec<ParentEvent>) -> Timeline {
+        Timeline { lease, writes, parent }
+    }
 }
 
 /// Rows of a case saved before a reset dropped them.
@@ -209,10 +233,11 @@ pub fn discard(name: &str) -> Result<()> {
 
 /// Saves a case's chart as `<dir>/<name>.mmd`.
 pub fn save(name: &str, gantt: &str) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir())?;
-    let path = dir().join(format!("{name}.mmd"));
-    std::fs::write(&path, gantt).with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
+    // A folder of the lab's own (in a private cluster's place, or target/lab).
+    let folder = SafeDir::own_folder(&dir())?;
+    let file = format!("{name}.mmd");
+    folder.write_whole(&file, gantt, 0o644).with_context(|| format!("writing {}", dir().join(&file).display()))?;
+    Ok(dir().join(file))
 }
 
 /// A page that draws a saved chart with the book's mermaid.js (written by
@@ -226,7 +251,7 @@ pub fn page(name: &str) -> Result<PathBuf> {
         "<!doctype html><meta charset=\"utf-8\"><title>{name}</title>\n<pre class=\"mermaid\">\n{chart}</pre>\n<script src=\"file://{}\"></script>\n<script>mermaid.initialize({{startOnLoad: true}});</script>\n",
         script.display()
     );
-    std::fs::write(&path, html)?;
+    SafeDir::own_folder(&dir())?.write_whole(&format!("{name}.html"), &html, 0o644)?;
     Ok(path)
 }
 

@@ -60,13 +60,21 @@ fn a_one_second_bench_writes_the_whole_table() {
     assert!(lines[1..=expected.len()].iter().all(|l| l.starts_with("write,") && l.split(',').count() == 11), "{csv}");
     assert!(lines.last().unwrap().starts_with("acquire,,16,"), "{csv}");
 
-    // One chart per fenced mode, six bars each (the cells), in mermaid's xychart.
-    for mode in MODES.into_iter().skip(1) {
-        let chart = std::fs::read_to_string(out.with_file_name(format!("bench-{mode}.mmd"))).unwrap();
-        assert!(chart.starts_with("xychart-beta\n"), "{chart}");
-        let bars = chart.lines().find_map(|l| l.trim().strip_prefix("bar [")).unwrap_or_else(|| panic!("no bars:\n{chart}"));
-        assert_eq!(bars.trim_end_matches(']').split(", ").count(), 6, "{chart}");
+    // One figure per writer count: a bar per fenced mode and scope count
+    // (two each), and the legend's swatch.
+    for writers in ["1", "4", "16"] {
+        let figure = std::fs::read_to_string(out.with_file_name(format!("bench-writers-{writers}.svg"))).unwrap();
+        assert!(figure.starts_with("<svg ") && figure.contains(&format!("{writers} 个写入者")), "{figure}");
+        for mode in ["FENCED_ROW", "FENCED_SCOPE", "FENCED_SCOPE_CTE", "FENCED_SCOPE_SHARED"] {
+            assert_eq!(figure.matches(&format!("data-series=\"{mode}\"")).count(), 3, "{mode} in {figure}");
+        }
     }
+    // --redraw draws the same figures again from the CSV, measuring nothing.
+    let figure = out.with_file_name("bench-writers-4.svg");
+    let drawn = std::fs::read_to_string(&figure).unwrap();
+    std::fs::remove_file(&figure).unwrap();
+    assert_exit(&cluster.lab(&["bench", "--redraw", "--out", out.to_str().unwrap()]), 0, "lab bench --redraw");
+    assert_eq!(std::fs::read_to_string(&figure).unwrap(), drawn, "the redrawn figure differs from the measured run's");
 
     // Progress: one line per group of cells (2 scope counts × 3 writer counts) and one for the acquires.
     assert!(stderr(&run).contains("[7/7]"), "no progress on stderr:\n{}", stderr(&run));

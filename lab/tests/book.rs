@@ -21,6 +21,8 @@
 //! Why this file stays whole (~430 lines): every check of the book's text,
 //! sharing one reader of its chapters and includes.
 
+mod common;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -140,7 +142,7 @@ fn includes_resolve_to_text() {
             }
             match resolve(&inc) {
                 // A transcript include must start at the case header, not inside insta's metadata.
-                Ok(body) if inc.path.ends_with(".snap") && !body.starts_with("CASE F") => {
+                Ok(body) if inc.path.ends_with(".snap") && !body.starts_with("CASE ") => {
                     problems.push(format!("{}: {} does not start at the CASE line (insta header not skipped?)", inc.at, inc.path))
                 }
                 Ok(_) => {}
@@ -293,6 +295,7 @@ const VOCABULARY: &[(&str, &str)] = &[
     ("日志字节", "WAL 字节"),
     ("百分位", "中位数（p50）、p90、p99"),
     ("50 分位", "中位数（p50）"),
+    ("模型验证器", "模型检查器"),
 ];
 
 /// Uses of rejected variants in the prose of `text` (code fences and inline
@@ -364,21 +367,49 @@ fn facts_are_up_to_date() {
 #[test]
 fn a_planted_stale_fact_is_named() {
     let files = lab::facts::compute(&lab::facts::Inputs::read().unwrap()).unwrap();
-    let dir = std::env::temp_dir().join(format!("lab-book-facts-{}", std::process::id()));
-    fs::create_dir_all(&dir).unwrap();
+    // A fresh folder of a random name (never one computed from the pid,
+    // which another account could have placed first).
+    let folder = tempfile::Builder::new().prefix("lab-book-facts-").tempdir().unwrap();
+    let dir = folder.path();
     for file in &files {
         fs::write(dir.join(file.name), file.render()).unwrap();
     }
-    assert!(lab::facts::differences(&files, &dir).is_empty());
+    assert!(lab::facts::differences(&files, dir).is_empty());
     let code = files.iter().find(|f| f.name == "code.md").unwrap();
     let real = &code.facts.iter().find(|f| f.anchor == "mutations").unwrap().text;
     let planted = code.render().replace(&format!("mutations -->\n{real}\n"), "mutations -->\n35\n");
     assert_ne!(planted, code.render());
     fs::write(dir.join("code.md"), planted).unwrap();
-    let stale = lab::facts::differences(&files, &dir);
-    let _ = fs::remove_dir_all(&dir);
+    let stale = lab::facts::differences(&files, dir);
     assert_eq!(stale.len(), 1, "{stale:?}");
     assert!(stale[0].contains("facts/code.md is stale") && stale[0].contains("`35`") && stale[0].contains(&format!("`{real}`")), "{}", stale[0]);
+}
+
+/// The cost chapter's figures (`evidence/26/bench-writers-*.svg`) are what
+/// `lab/src/bench/chart.rs` draws from the committed `bench.csv`, and no
+/// other chart of the bench lies beside them: a figure typed or edited by
+/// hand, or left over from an older drawing, is named.
+#[test]
+fn bench_figures_are_drawn_from_the_csv() {
+    let evidence = root().join("evidence/26");
+    let table = evidence.join("bench.md");
+    let rows = lab::bench::report::rows_from_csv(&fs::read_to_string(table.with_extension("csv")).unwrap()).unwrap();
+    let figures = lab::report_files::charts_placed(&table, lab::bench::chart::figures(&rows)).unwrap();
+    assert!(figures.len() >= 3, "only {} figures drawn", figures.len());
+    let mut problems = Vec::new();
+    for (path, drawn) in &figures {
+        if fs::read_to_string(path).ok().as_ref() != Some(drawn) {
+            problems.push(format!("{} is not what bench.csv draws (run ./run.sh bench --redraw)", path.display()));
+        }
+    }
+    for entry in fs::read_dir(&evidence).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let chart = name.starts_with("bench-") && (name.ends_with(".svg") || name.ends_with(".mmd"));
+        if chart && !figures.iter().any(|(p, _)| p == &entry.path()) {
+            problems.push(format!("evidence/26/{name} is no figure the bench draws now: remove it"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 // Exercise answers ----------------------------------------------------------
@@ -633,7 +664,7 @@ fn book_builds_and_renders() {
         assert!(!html.contains("{{#include"), "{} shows a raw {{{{#include", page.path().display());
     }
 
-    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|c| which(c)) else {
+    let Some(chromium) = common::chromium() else {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must run the rendered-diagram check: install chromium");
         loudly("NOT RUN: headless Chromium is not installed, so the rendered-diagram check (c) did not run. Install it: apt-get install chromium");
         return;
@@ -707,31 +738,16 @@ fn a_planted_stray_space_is_found() {
     assert!(stray_cjk_spaces("<p>用 <code>psql</code> 查看</p>").is_empty());
 }
 
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(program)).find(|p| p.is_file())
-}
-
 /// The page's DOM after its scripts ran, from headless Chromium.
 fn dump_dom(chromium: &Path, page: &Path) -> String {
-    let profile = std::env::temp_dir().join(format!("lab-chromium-{}", std::process::id()));
+    let profile = tempfile::Builder::new().prefix("lab-chromium-").tempdir().unwrap();
     let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=20000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(common::HEADLESS_CHROMIUM)
+        .args(["--virtual-time-budget=20000", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
-    let _ = fs::remove_dir_all(&profile);
     assert!(out.status.success(), "chromium failed on {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -44,9 +44,11 @@
 //!   acquire statement run. The tokens issued must equal the grants counted.
 //!
 //! Files: [`writers`] (one write cell), [`acquirers`] (the acquire cell),
-//! [`report`] (the machine's facts, the table, the files).
+//! [`report`] (the machine's facts, the table, the files), [`chart`] (the
+//! figures: every mode against `unfenced`, one per writer count).
 
 pub mod acquirers;
+pub mod chart;
 pub mod report;
 pub mod writers;
 
@@ -188,7 +190,7 @@ pub fn run(options: &Options) -> Result<Results> {
 }
 
 /// `lab bench`: runs the whole bench, prints the table and writes its
-/// files (the markdown at `options.out`, the CSV and the charts beside it).
+/// files (the markdown at `options.out`, the CSV and the figures beside it).
 pub fn command(options: &Options) -> Result<()> {
     let results = run(options)?;
     print!("{}", report::markdown(&results));

@@ -1,8 +1,9 @@
 //! The bench's output: the facts of the machine and the server it ran on,
-//! the table of medians with each mode's ratio to `unfenced`, and the two
-//! files the book reads (markdown to include, CSV to chart).
+//! the table of medians with each mode's ratio to `unfenced`, and the files
+//! the book reads: markdown to include, the CSV, and the figures drawn from
+//! it ([`chart`]), which `lab bench --redraw` draws again from the CSV.
 
-use super::{Cell, Results, ACQUIRERS, MODES, SCOPES, WRITERS};
+use super::{chart, Cell, Results, ACQUIRERS, MODES, SCOPES, WRITERS};
 use crate::cluster::Cluster;
 use crate::error::{Result, ResultExt};
 use crate::resource::FenceMode;
@@ -238,31 +239,64 @@ pub fn csv(results: &Results) -> String {
     out
 }
 
-/// One chart per fenced mode (mermaid's xychart draws no legend, so one
-/// mode a chart): its writes per second relative to `unfenced` in each cell,
-/// labelled `作用域×写入者`. The same rows as the table.
-pub fn charts(results: &Results) -> Vec<(FenceMode, String)> {
-    let rows = rows(results);
-    // Every mode the bench measures but the baseline.
-    MODES
-        .into_iter()
-        .filter(|mode| *mode != FenceMode::Unfenced)
-        .map(|mode| {
-            let mine: Vec<&Row> = rows.iter().filter(|r| r.cell.mode == mode).collect();
-            let labels: Vec<String> = mine.iter().map(|r| format!("\"{}×{}\"", r.cell.scopes, r.cell.writers)).collect();
-            let ratios: Vec<String> = mine.iter().map(|r| format!("{:.2}", r.ratio)).collect();
-            let chart = format!(
-                "xychart-beta\n    title \"{mode}：相对 unfenced 的写入吞吐\"\n    x-axis [{}]\n    y-axis \"相对 unfenced\" 0 --> 1.1\n    bar [{}]\n",
-                labels.join(", "),
-                ratios.join(", ")
-            );
-            (mode, chart)
-        })
-        .collect()
+/// The table's rows read back from its CSV ([`csv`]): what the figures
+/// are drawn from when they are redrawn without measuring again.
+pub fn rows_from_csv(text: &str) -> Result<Vec<Row>> {
+    use clap::ValueEnum;
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    let columns: Vec<&str> = header.split(',').collect();
+    let at = |name: &str| columns.iter().position(|c| *c == name).ok_or_else(|| format!("the CSV has no column {name}: {header}"));
+    let (kind, mode, writers, scopes) = (at("kind")?, at("mode")?, at("writers")?, at("scopes")?);
+    let (per_second, ratio, p50, p99, wal, refused) = (at("per_second")?, at("ratio_to_unfenced")?, at("p50_ms")?, at("p99_ms")?, at("wal_bytes_per_write")?, at("refused")?);
+    let mut rows = Vec::new();
+    for (n, line) in lines.enumerate() {
+        let cells: Vec<&str> = line.split(',').collect();
+        if cells.get(kind) != Some(&"write") {
+            continue;
+        }
+        let wrong = |what: &str| format!("line {} of the CSV: {what}: {line}", n + 2);
+        let cell = |i: usize| cells.get(i).copied().ok_or_else(|| wrong("too few columns"));
+        let number = |i: usize| -> Result<f64> { cell(i)?.parse::<f64>().map_err(|_| wrong("not a number").into()) };
+        let millis = |i: usize| -> Result<Duration> { Ok(Duration::from_secs_f64(number(i)? / 1000.0)) };
+        rows.push(Row {
+            cell: Cell {
+                mode: FenceMode::from_str(cell(mode)?, false).map_err(|_| wrong("no such mode"))?,
+                writers: cell(writers)?.parse().map_err(|_| wrong("writers"))?,
+                scopes: cell(scopes)?.parse().map_err(|_| wrong("scopes"))?,
+            },
+            per_second: number(per_second)?,
+            ratio: number(ratio)?,
+            p50: millis(p50)?,
+            p99: millis(p99)?,
+            refused: cell(refused)?.parse().map_err(|_| wrong("refused"))?,
+            wal_per_write: number(wal)?,
+        });
+    }
+    if rows.is_empty() {
+        return Err("the CSV holds no write row".into());
+    }
+    Ok(rows)
 }
 
-/// Writes the markdown to `out`, the CSV and one chart per fenced mode
-/// beside it (`bench-fenced-scope.mmd` …), each whole.
+/// Writes the markdown to `out`, the CSV and the figures (one per writer
+/// count, see [`chart`]) beside it (`bench-writers-4.svg` …), each whole.
+/// The figures are drawn from the CSV's text, as [`redraw`] draws them:
+/// one source, so a redraw gives the very same files.
 pub fn write_files(results: &Results, out: &Path) -> Result<()> {
-    report_files::write(out, markdown(results), vec![("csv", csv(results))], charts(results))
+    let csv = csv(results);
+    let figures = chart::figures(&rows_from_csv(&csv)?);
+    report_files::write(out, markdown(results), vec![("csv", csv)], figures)
+}
+
+/// `lab bench --redraw`: draws the figures again from the CSV beside `out`,
+/// measuring nothing; returns the files written.
+pub fn redraw(out: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let source = out.with_extension("csv");
+    let text = std::fs::read_to_string(&source).with_context(|| format!("reading {}", source.display()))?;
+    let rows = rows_from_csv(&text).with_context(|| format!("reading {}", source.display()))?;
+    let files = report_files::charts_placed(out, chart::figures(&rows))?;
+    let written = files.iter().map(|(path, _)| path.clone()).collect();
+    report_files::write_all(files)?;
+    Ok(written)
 }

@@ -129,7 +129,8 @@ pub fn charts(runs: &[ModeRun]) -> Vec<(FenceMode, String)> {
 /// Writes the table to `out` and one chart per mode beside it
 /// (`chaos-fenced-scope.mmd` …), each whole.
 pub fn write_files(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine: &str, out: &Path) -> Result<()> {
-    report_files::write(out, markdown(config, schedule, runs, machine), Vec::new(), charts(runs))
+    let charts = charts(runs).into_iter().map(|(mode, chart)| (format!("{}.mmd", mode.cli_name()), chart)).collect();
+    report_files::write(out, markdown(config, schedule, runs, machine), Vec::new(), charts)
 }
 
 #[cfg(test)]

@@ -65,6 +65,9 @@ pub enum Command {
         /// The table's markdown file (a CSV is written beside it) [default: evidence/26/bench.md].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Measure nothing: draw the figures again from the CSV beside --out.
+        #[arg(long)]
+        redraw: bool,
     },
     /// The whole test suite, its groups in parallel (what `./run.sh test` and CI run).
     Suite {
@@ -92,8 +95,11 @@ pub enum Command {
     },
     /// The chaos run: holders under a seeded nemesis, judged by the history checker.
     Chaos(ChaosArgs),
-    /// Draw what happened in a case's last run (F4, F5, F10-F13): a page that
-    /// shows each holder's holdings, pauses and writes on one time axis.
+    /// The model checker: every interleaving of the lease and each resource mode; its verdicts as a table.
+    Model(ModelArgs),
+    /// Draw what happened in a case's last run (one with holder processes:
+    /// F4, F5, F10–F13, F15, F16): a page that shows each holder's holdings,
+    /// pauses and writes on one time axis.
     Timeline {
         /// The case or variant, e.g. F4 or F4-unfenced.
         #[arg(value_parser = run_name)]
@@ -176,6 +182,54 @@ pub struct ChaosArgs {
     /// Print every holder's protocol lines and every fault on stderr as they happen.
     #[arg(long)]
     trace: bool,
+}
+
+#[derive(Args)]
+pub struct ModelArgs {
+    /// Also write the table to this file (the book's evidence/26/model.md; with --mutants, model-mutants.md), and each counterexample's chart beside it; with --replay, the redacted transcript.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Check the model with each mutation of mutants/ that has a counterpart in it.
+    #[arg(long, conflicts_with_all = ["replay", "explore"])]
+    mutants: bool,
+    /// Replay MODE's counterexample (and the same schedule in fenced-scope) against the real cluster.
+    #[arg(long, value_enum, hide_possible_values = true, conflicts_with = "explore")]
+    replay: Option<FenceMode>,
+    /// Serve stateright's Explorer for MODE (default fenced-scope) on 127.0.0.1.
+    #[arg(long, value_enum, hide_possible_values = true, num_args = 0..=1, default_missing_value = "fenced-scope")]
+    explore: Option<FenceMode>,
+    /// The lease store of --explore and --replay: single, sync or async.
+    #[arg(long, default_value = "single", value_parser = store_kind)]
+    store: crate::model::StoreKind,
+}
+
+fn store_kind(text: &str) -> std::result::Result<crate::model::StoreKind, String> {
+    crate::model::StoreKind::ALL.into_iter().find(|s| s.cli_name() == text).ok_or_else(|| "the stores are single, sync, async".to_owned())
+}
+
+impl ModelArgs {
+    /// Whether the command needs the interrupt handler (a replay starts
+    /// holders and servers; the checker and the Explorer start nothing).
+    pub fn starts_processes(&self) -> bool {
+        self.replay.is_some()
+    }
+
+    /// Runs `lab model`: the Explorer, a replay, the mutants' table or the
+    /// table; true when its verdict held.
+    pub fn run(&self) -> crate::Result<bool> {
+        use crate::model::{explore, replay, table, Config};
+        if let Some(mode) = self.explore {
+            explore::serve(Config::new(mode, self.store))?;
+            return Ok(true);
+        }
+        if let Some(mode) = self.replay {
+            return replay::run(mode, self.store, holder_bin()?, self.out.as_deref());
+        }
+        if self.mutants {
+            return table::run_mutants(self.out.as_deref());
+        }
+        table::run(self.out.as_deref())
+    }
 }
 
 /// `--mode`: one mode, or every mode.

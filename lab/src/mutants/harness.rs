@@ -68,21 +68,22 @@ fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
     if let Err(stderr) = scratch.build()? {
         return Ok(Verdict::Broken(format!("the mutant does not build:\n{stderr}")));
     }
-    // The table's case first; then, if it missed, every other case.
+    // The table's case first; then, if it missed, every other case. A
+    // guard of the model is judged by `lab model` alone: no case runs it.
     let mut tries: Vec<Vec<&str>> = vec![m.killer.to_vec()];
-    tries.extend(cases::ALL.iter().filter(|c| c.id != m.killer[0]).map(|c| vec![c.id]));
+    if m.killer[0] != MODEL {
+        tries.extend(cases::ALL.iter().filter(|c| c.id != m.killer[0]).map(|c| vec![c.id]));
+    }
     for args in tries {
-        let mut run_args = vec!["run"];
-        run_args.extend(&args);
-        let out = scratch.lab(&run_args)?;
+        let out = scratch.lab(&command(&args))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         match read_run(&stdout) {
             // Cut short (a signal, an error of the lab itself): it proves
             // nothing and is never locked.
             Reading::CutShort => {
                 return Ok(Verdict::Broken(format!(
-                    "lab run {} ended early ({}) without a SUMMARY line:\n{}",
-                    args.join(" "),
+                    "lab {} ended early ({}) without a SUMMARY line:\n{}",
+                    command(&args).join(" "),
                     out.status,
                     String::from_utf8_lossy(&out.stderr).trim_end()
                 )))
@@ -96,14 +97,28 @@ fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
         }
         if !out.status.success() {
             return Ok(Verdict::Broken(format!(
-                "lab run {} exited {} without a FAIL line:\n{}",
-                args.join(" "),
+                "lab {} exited {} without a FAIL line:\n{}",
+                command(&args).join(" "),
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim_end()
             )));
         }
     }
     Ok(Verdict::Survived)
+}
+
+/// The killer of a guard of the model: `lab model`, whose stdout is a
+/// transcript like a case's (`evidence/26/model.snap`).
+pub const MODEL: &str = "model";
+
+/// The `lab` arguments that run `killer`: `lab model …` for the model,
+/// `lab run …` for a case.
+fn command<'a>(killer: &[&'a str]) -> Vec<&'a str> {
+    if killer.first() == Some(&MODEL) {
+        killer.to_vec()
+    } else {
+        std::iter::once("run").chain(killer.iter().copied()).collect()
+    }
 }
 
 /// What one `lab run` of a mutant showed, read from its transcript.

@@ -29,7 +29,8 @@ pub struct Mutation {
     pub group: Group,
     /// What the guard protects, in one line.
     pub guards: &'static str,
-    /// The `lab run` arguments of the case that must catch it.
+    /// The `lab run` arguments of the case that must catch it; for a
+    /// guard of the model, `["model"]`: `lab model` (`harness::MODEL`).
     pub killer: &'static [&'static str],
     /// The exercise's question: what will happen? (Chinese, like the book.)
     pub question: &'static str,
@@ -58,6 +59,9 @@ pub enum Group {
     /// clock): a case that judges the fence under a fault that never
     /// happened proves nothing, so each checks that its fault took hold.
     Faults,
+    /// The model checker's own checks (`lab model`): a property that
+    /// cannot fail would call every mode safe.
+    Model,
 }
 
 /// Every mutation, in the book's order.
@@ -355,6 +359,13 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "F13's fault is real: libfaketime is preloaded into the holder, so its clocks (monotonic included) run slow",
         killer: &["F13"],
         question: "F13 给持有者的环境里只有 FAKETIME=\"+0 x0.6\"，没有 LD_PRELOAD：没有哪个库去读这个变量。x0.9 和 x0.6 两段各会打印什么？",
+    },
+    Mutation {
+        name: "model-blind-to-stale",
+        group: Group::Model,
+        guards: "the model's I3 fails on a state where a write took effect below a token that already had: blind, the model calls the broken modes safe",
+        killer: &["model"],
+        question: "模型的 I3 不再看状态里的过期写入，条件永远成立。`./run.sh model` 的表里，UNFENCED、FENCED_ROW、CHECK_THEN_WRITE 会被判成什么？判定行里哪几行会失败？异步备库上的几行呢？",
     },
 ];
 

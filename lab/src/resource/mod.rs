@@ -23,7 +23,7 @@
 
 pub mod view;
 
-pub use view::{PartRow, ResourceView};
+pub use view::{Attempt, PartRow, ResourceView};
 
 use crate::db;
 use crate::error::{Result, ResultExt};

@@ -75,6 +75,18 @@ impl ResourceView {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
+    /// Every write attempt on `scope`, in the order they were recorded
+    /// (`id`; for accepted writes, the order of acceptance: see
+    /// RECORD_ATTEMPT): who wrote which part with which token, whether it
+    /// was accepted, and the floor the attempt saw (`floor_after`).
+    pub fn history(&mut self, scope: &str) -> Result<Vec<Attempt>> {
+        let rows = self
+            .client
+            .query("SELECT writer, part, token, accepted, floor_after FROM write_attempt WHERE scope = $1 ORDER BY id", &[&scope])
+            .context("reading write_attempt")?;
+        Ok(rows.iter().map(|r| Attempt { writer: r.get(0), part: r.get(1), token: r.get(2), accepted: r.get(3), floor_after: r.get(4) }).collect())
+    }
+
     /// The server process of `who`'s session on `res26` (its
     /// `application_name`), as `pg_stat_activity` lists it; `None` once the
     /// session is gone.
@@ -180,4 +192,19 @@ impl ResourceView {
             .context("reading pg_blocking_pids")?;
         Ok(row.get(0))
     }
+}
+
+/// One row of `write_attempt`, as [`ResourceView::history`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    /// Who wrote, e.g. `holder-a`.
+    pub writer: String,
+    /// Which part.
+    pub part: String,
+    /// With which token.
+    pub token: i64,
+    /// Whether the resource accepted it.
+    pub accepted: bool,
+    /// The scope's floor as the attempt saw it (NULL: no floor row).
+    pub floor_after: Option<i64>,
 }

@@ -53,6 +53,13 @@ pub fn needs_scratch(commands: &[BookCommand]) -> bool {
     })
 }
 
+/// Whether every command of a chapter is an exercise run on its own
+/// (`./run.sh try NAME`): none depends on another, so the chapter may be
+/// cut into slices that run side by side.
+pub fn only_exercises(commands: &[BookCommand]) -> bool {
+    !commands.is_empty() && commands.iter().all(|c| matches!(c.line.split_whitespace().collect::<Vec<_>>().as_slice(), ["./run.sh", "try", _]))
+}
+
 /// Whether a chapter's commands change the project's files (`git apply`):
 /// no other chapter may run in the same checkout copy meanwhile.
 pub fn edits_files(commands: &[BookCommand]) -> bool {
@@ -84,6 +91,9 @@ mod tests {
         assert!(needs_scratch(&list("./run.sh try fence-accepts-any-token")));
         assert!(needs_scratch(&list("./run.sh mutants renew-ignores-token")));
         assert!(!needs_scratch(&list("./run.sh try\n./run.sh F4")));
+        assert!(only_exercises(&list("./run.sh try a\n./run.sh try b")));
+        assert!(!only_exercises(&list("./run.sh try a\n./run.sh F4")));
+        assert!(!only_exercises(&list("./run.sh try")));
         assert!(edits_files(&list("git apply mutants/x.patch")));
         assert!(!edits_files(&list("git diff evidence/26/output.txt")));
     }

@@ -74,6 +74,10 @@ const CASE_SLICES: &[&[&str]] = &[
     &["F16"],
 ];
 
+/// The most exercises (`./run.sh try NAME`, about ten seconds each) one
+/// group runs: a page of thirteen would otherwise be the suite's longest.
+const EXERCISES_PER_SLICE: usize = 5;
+
 /// Guesses, in seconds, for groups the suite has not timed yet.
 fn guess(name: &str) -> f64 {
     match name {
@@ -81,6 +85,7 @@ fn guess(name: &str) -> f64 {
         n if n.starts_with("book ") => 40.0,
         n if n.starts_with("cases ") => 45.0,
         "etcd" | "privacy" | "cli" | "bench" | "book" => 40.0,
+        "visual" => 70.0,
         _ => 10.0,
     }
 }
@@ -112,9 +117,20 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
                     if commands.is_empty() {
                         continue;
                     }
-                    let env = vec![("LAB_BOOK_CHAPTERS".to_owned(), chapter.clone())];
-                    // --nocapture: its progress and its count reach the log.
-                    add(format!("book {chapter}"), program, vec!["--nocapture".into()], env, book::needs_scratch(&commands));
+                    // A page of many exercises (each a build and a case run)
+                    // is cut into slices of at most EXERCISES_PER_SLICE.
+                    let slices = if book::only_exercises(&commands) { commands.len().div_ceil(EXERCISES_PER_SLICE) } else { 1 };
+                    for i in 0..slices {
+                        let mut env = vec![("LAB_BOOK_CHAPTERS".to_owned(), chapter.clone())];
+                        let name = if slices == 1 {
+                            format!("book {chapter}")
+                        } else {
+                            env.push(("LAB_BOOK_SLICE".to_owned(), format!("{i}/{slices}")));
+                            format!("book {chapter} {}/{slices}", i + 1)
+                        };
+                        // --nocapture: its progress and its count reach the log.
+                        add(name, program, vec!["--nocapture".into()], env, book::needs_scratch(&commands));
+                    }
                 }
             }
             "lib" => add("unit".into(), program, vec![], vec![], false),
@@ -129,4 +145,27 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
     }
     out.sort_by(|a, b| b.estimate.total_cmp(&a.estimate));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every case runs in some slice, every book chapter with commands is a
+    /// group, and a long page of exercises is cut into slices.
+    #[test]
+    fn the_groups_cover_the_cases_and_the_book() {
+        let fake = PathBuf::from("/nonexistent/test-binary");
+        let binaries = TestBinaries([("cases".to_owned(), fake.clone()), ("book_commands".to_owned(), fake.clone()), ("lib".to_owned(), fake)].into());
+        let all = groups(&binaries, &BTreeMap::new()).unwrap();
+        let names: Vec<&str> = all.iter().map(|g| g.name.as_str()).collect();
+        for case in cases::ALL {
+            assert!(all.iter().any(|g| g.name.starts_with("cases ") && g.args.iter().any(|a| a == case.id)), "{} in no slice: {names:?}", case.id);
+        }
+        assert!(names.contains(&"cases variants") && names.contains(&"unit"), "{names:?}");
+        assert!(names.iter().any(|n| n.starts_with("book try-03-fence.md 1/")), "{names:?}");
+        assert!(names.contains(&"book 07-lease-not-enough.md"), "{names:?}");
+        // Longest first.
+        assert!(all.windows(2).all(|w| w[0].estimate >= w[1].estimate));
+    }
 }

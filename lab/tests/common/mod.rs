@@ -135,3 +135,30 @@ pub fn leftovers(cluster_dir: &str) -> Vec<String> {
     }
     found
 }
+
+/// Headless Chromium's flags for every test that opens a page in it: no
+/// sandbox (root), no GPU, and none of the browser's own first-run, sync,
+/// update or background traffic. A test adds how it reads the page
+/// (`--dump-dom`, or the DevTools protocol).
+pub const HEADLESS_CHROMIUM: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+];
+
+/// Headless Chromium on this machine, if any: Debian's `chromium`, or
+/// another build's name for it.
+pub fn chromium() -> Option<PathBuf> {
+    which(&["chromium", "chromium-browser", "google-chrome"])
+}
+
+/// The first of `programs` found on PATH.
+pub fn which(programs: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    programs.iter().find_map(|program| std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file()))
+}
