@@ -14,8 +14,9 @@ usage: ./run.sh [command]
   (no command)       build, run F1-F19, write evidence/26/output.txt (and the facts
                      read from it); exit 0 only if failed=0
   F1 … F19 [flags]   run some cases; each case's transcript is saved for `diff`
-                     flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-row|
-                                    unfenced|check-then-write; F6/F7: fenced-scope|fenced-scope-cte)
+                     flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-scope-shared|
+                                    fenced-row|unfenced|check-then-write;
+                                    F6/F7: fenced-scope|fenced-scope-cte|fenced-scope-shared)
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap
   timeline F4        draw the last run of a case: holdings, pauses, writes on one axis
@@ -28,7 +29,7 @@ usage: ./run.sh [command]
   chaos [--seed S] [--holders K] [--duration D] [--mode M|all] [--out FILE] [--trace]
                      the chaos run: K holders (default 8) under a nemesis whose faults
                      come from the seed (default 1), D per mode (default 120s), one
-                     mode or all five (default); prints the history checker's table
+                     mode or every mode (default); prints the history checker's table
                      (--out evidence/26/chaos.md: the table the book includes, and
                      each mode's history in evidence/26/history/; without it, the
                      histories go to target/lab/history/)
@@ -42,8 +43,9 @@ usage: ./run.sh [command]
                      --replay MODE: MODE's counterexample against the real cluster,
                      and the same schedule fenced; --explore: stateright's Explorer
                      on 127.0.0.1 (a free port, printed)
-  stress F11 [--runs N]
-                     run a case N times (default 20): passes, failures, the slowest run
+  stress F11 [--runs N] [--mode MODE]
+                     run a case N times (default 20), in MODE a locked variant: passes,
+                     failures, the slowest run
   try [NAME]         the "break it" exercises: list them, or break one guard in a
                      scratch copy, run the case that catches it, see what failed
   mutants [NAME…]    break every guard in turn; each must be caught by a case line

@@ -49,7 +49,7 @@ pub struct Inputs {
     pub bench: String,
     /// `evidence/26/lease-stores.md`: one acquire timed on each lease store.
     pub lease_stores: String,
-    /// `evidence/26/chaos.md`: the two-minute chaos run, five modes.
+    /// `evidence/26/chaos.md`: the two-minute chaos run, every mode.
     pub chaos: String,
     /// `evidence/26/model.md`: the model checker's table.
     pub model: String,
@@ -213,6 +213,8 @@ fn code_facts() -> Vec<Fact> {
     f.add("beyond-cases", ids.len() - ARTICLE_CASES);
 
     let variants = cases::variants();
+    f.add("modes", crate::resource::FenceMode::ALL.len());
+    f.add("scope-fences", crate::resource::FenceMode::SCOPE_FENCES.len());
     f.add("variants", variants.len());
     f.add("variant-names", listed(&variants.iter().map(|v| format!("`{}`", v.name())).collect::<Vec<_>>()));
 
@@ -396,12 +398,36 @@ fn bench_facts(bench: &str) -> Result<Vec<Fact>> {
         let wal = |mode| -> Result<i64> { cell("16", writers, mode, 7)?.parse::<i64>().map_err(|e| format!("{FILE}: WAL bytes: {e}").into()) };
         extra.push(wal("fenced-scope-cte")? - wal("unfenced")?);
     }
-    let (lo, hi) = (extra.iter().min().copied().unwrap_or(0), extra.iter().max().copied().unwrap_or(0));
-    f.add("cte-wal-extra", if lo == hi { lo.to_string() } else { format!("{lo}–{hi}") });
+    f.add("cte-wal-extra", span(&extra));
+    // What the reader/writer fence adds to a write's WAL over an unfenced
+    // write, in every cell; and its lowest ratio to UNFENCED over the cells.
+    let (mut extra, mut lowest) = (Vec::new(), Vec::new());
+    for scopes in ["1", "16"] {
+        for writers in ["1", "4", "16"] {
+            let wal = |mode| -> Result<i64> { cell(scopes, writers, mode, 7)?.parse::<i64>().map_err(|e| format!("{FILE}: WAL bytes: {e}").into()) };
+            extra.push(wal("fenced-scope-shared")? - wal("unfenced")?);
+            let ratio = cell(scopes, writers, "fenced-scope-shared", 4)?;
+            let value: f64 = ratio.trim_end_matches('×').parse().map_err(|e| format!("{FILE}: a ratio: {e}"))?;
+            lowest.push((value, ratio));
+        }
+    }
+    f.add("shared-wal-extra", span(&extra));
+    let (_, min) = lowest.iter().cloned().fold((f64::INFINITY, String::new()), |a, b| if b.0 < a.0 { b } else { a });
+    f.add("shared-min-ratio", min);
     if f.0.is_empty() {
         return Err(format!("{FILE}: no rows in the write table").into());
     }
     Ok(f.0)
+}
+
+/// `5` for one value, `3–9` for several.
+fn span(values: &[i64]) -> String {
+    let (lo, hi) = (values.iter().min().copied().unwrap_or(0), values.iter().max().copied().unwrap_or(0));
+    if lo == hi {
+        lo.to_string()
+    } else {
+        format!("{lo}–{hi}")
+    }
 }
 
 /// Medians from the lease stores' table, and how they compare.

@@ -79,8 +79,9 @@
 //!   store.
 //!
 //! The resource side (database `res26`), which never reads the lease table:
-//! - [`resource`]: `ResourceStore::write` in the fenced mode and the three
-//!   broken modes kept for the negative controls; `ResourceView` observes.
+//! - [`resource`]: `ResourceStore::write` in the three forms of the scope
+//!   fence and the three broken modes kept for the negative controls;
+//!   `ResourceView` observes.
 //! - [`publish`]: F9's stand-in for an external publisher that takes no token.
 //!
 //! Processes:

@@ -76,9 +76,9 @@ fn dispatch(command: Command) -> ExitCode {
         }
         Command::Timeline { case } => report(commands::timeline(&case).map(|()| ExitCode::SUCCESS)),
         Command::History { run } => report(commands::history(&run).map(|()| ExitCode::SUCCESS)),
-        Command::Stress { case, runs } => {
+        Command::Stress { case, runs, mode } => {
             interrupt::install();
-            report(cli::holder_bin().map_err(Into::into).and_then(|bin| cases::command::stress(&case, runs, bin)).map(verdict))
+            report(cli::holder_bin().map_err(Into::into).and_then(|bin| cases::command::stress(&case, runs, mode, bin)).map(verdict))
         }
         Command::ServerBin => report(lab::cluster::Cluster::locate().map(|c| {
             println!("{}", c.bin_dir().display());

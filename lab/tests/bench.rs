@@ -7,7 +7,7 @@ mod common;
 use common::{assert_exit, leftovers, stderr, stdout, PrivateCluster};
 
 /// The modes as the table names them, baseline first.
-const MODES: [&str; 4] = ["unfenced", "fenced-row", "fenced-scope", "fenced-scope-cte"];
+const MODES: [&str; 5] = ["unfenced", "fenced-row", "fenced-scope", "fenced-scope-cte", "fenced-scope-shared"];
 
 /// A one-second, one-run bench writes the markdown and the CSV with every
 /// cell once, every write accepted, the durability settings read from the
@@ -50,7 +50,8 @@ fn a_one_second_bench_writes_the_whole_table() {
     }
     assert!(rows.iter().filter(|r| r[2] == "unfenced").all(|r| r[4] == "1.00×"), "the baseline's ratio is 1");
     assert!(md.contains("| 16 |") && md.contains("尝试/秒"), "the acquire table is missing:\n{md}");
-    assert_eq!(md.matches("目标 ≥").count(), 2, "both targets are reported:\n{md}");
+    // Issue 14's two targets, and issue 23's in each of the six cells.
+    assert_eq!(md.matches("目标 ≥").count(), 2 + 6, "every target is reported:\n{md}");
 
     let csv = std::fs::read_to_string(out.with_extension("csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
@@ -64,7 +65,7 @@ fn a_one_second_bench_writes_the_whole_table() {
     for writers in ["1", "4", "16"] {
         let figure = std::fs::read_to_string(out.with_file_name(format!("bench-writers-{writers}.svg"))).unwrap();
         assert!(figure.starts_with("<svg ") && figure.contains(&format!("{writers} 个写入者")), "{figure}");
-        for mode in ["FENCED_ROW", "FENCED_SCOPE", "FENCED_SCOPE_CTE"] {
+        for mode in ["FENCED_ROW", "FENCED_SCOPE", "FENCED_SCOPE_CTE", "FENCED_SCOPE_SHARED"] {
             assert_eq!(figure.matches(&format!("data-series=\"{mode}\"")).count(), 3, "{mode} in {figure}");
         }
     }

@@ -29,7 +29,7 @@
 //!   mostly writing and flushing WAL. The table shows the WAL bytes each
 //!   mode's write generates (the WAL insert position before and after each
 //!   slice), which is where a fence's price shows.
-//! - **Fair order.** The four modes of one concurrency are measured
+//! - **Fair order.** The modes of one concurrency are measured
 //!   together: each has its own team of writers, and the teams take turns in
 //!   slices of a quarter of a second until each has written for the cell's
 //!   time (see [`writers`]), so a disk or a neighbour that slows the machine
@@ -71,7 +71,8 @@ pub struct Options {
 }
 
 /// The modes compared, the baseline first.
-pub const MODES: [FenceMode; 4] = [FenceMode::Unfenced, FenceMode::FencedRow, FenceMode::FencedScope, FenceMode::FencedScopeCte];
+pub const MODES: [FenceMode; 5] =
+    [FenceMode::Unfenced, FenceMode::FencedRow, FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedScopeShared];
 
 /// How many writers write at once.
 pub const WRITERS: [usize; 3] = [1, 4, 16];

@@ -4,7 +4,7 @@
 
 use super::runner::{CaseTime, Runner};
 use super::{Case, Options};
-use crate::error::Result;
+use crate::error::{Result, ResultExt};
 use crate::interrupt::QuietAfterStop;
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
@@ -32,8 +32,10 @@ pub fn refusal(cases: &[String], picked: Option<FenceMode>) -> Option<String> {
     let picked = picked?;
     let named = |c: &Case| cases.iter().any(|id| id.eq_ignore_ascii_case(c.id));
     let case = super::select(cases).into_iter().find(|c| named(c) && !c.modes.is_empty() && !c.takes_mode(picked))?;
-    let takes: Vec<String> = case.modes.iter().map(|m| m.cli_name()).collect();
-    Some(format!("{} takes --mode {} only", case.id, takes.join(" or ")))
+    let mut takes: Vec<String> = case.modes.iter().map(|m| m.cli_name()).collect();
+    let last = takes.pop()?;
+    let takes = if takes.is_empty() { last } else { format!("{} or {last}", takes.join(", ")) };
+    Some(format!("{} takes --mode {takes} only", case.id))
 }
 
 /// `lab run`: the cases streamed to stdout, each saved for `lab diff`;
@@ -122,13 +124,19 @@ fn print_times(times: &[(&str, CaseTime)], run: Duration) {
     eprintln!("run    {:>7.2}s {:>8.2}s {:>8.2}s   (cases plus starting, resetting and stopping the cluster)", secs(run), secs(designed), secs(run.saturating_sub(designed)));
 }
 
-/// `lab stress`: one case `runs` times on one cluster. A run passes when it
-/// has no FAIL line and its redacted transcript is the locked one; `true`
-/// when every run passed.
-pub fn stress(id: &str, runs: u32, holder_bin: PathBuf) -> Result<bool> {
+/// `lab stress`: one case `runs` times on one cluster, in `mode` when given
+/// (a variant). A run passes when it has no FAIL line and its redacted
+/// transcript is the locked one (the variant's); `true` when every run
+/// passed.
+pub fn stress(id: &str, runs: u32, mode: Option<FenceMode>, holder_bin: PathBuf) -> Result<bool> {
     let case = super::find(id).ok_or_else(|| format!("unknown case {id}"))?;
-    let runner = Runner::begin(holder_bin, Options::default())?;
-    let locked = std::fs::read_to_string(evidence::snapshot_path(case.id))?;
+    if let Some(why) = refusal(&[case.id.to_owned()], mode) {
+        return Err(why.into());
+    }
+    let options = Options { mode, ..Options::default() };
+    let name = case.run_name(&options);
+    let runner = Runner::begin(holder_bin, options)?;
+    let locked = std::fs::read_to_string(evidence::snapshot_path(&name)).with_context(|| format!("reading the locked transcript of {name}"))?;
     let locked = evidence::snapshot_body(&locked).ok_or("the evidence is not a snapshot")?.trim_end().to_owned();
     let (mut failed, mut slowest) = (Vec::new(), Duration::ZERO);
     for run in 1..=runs {
@@ -139,7 +147,7 @@ pub fn stress(id: &str, runs: u32, holder_bin: PathBuf) -> Result<bool> {
             let text = t.case_text();
             let differs = evidence::redact(&text).trim_end() != locked;
             let verdict = if t.case_failed() > 0 || differs { "FAILED" } else { "ok" };
-            eprintln!("stress {}: run {run}/{runs} {verdict} ({:.1}s)", case.id, elapsed.as_secs_f64());
+            eprintln!("stress {name}: run {run}/{runs} {verdict} ({:.1}s)", elapsed.as_secs_f64());
             if verdict != "ok" {
                 let diff = evidence::unified_diff(&locked, &evidence::redact(&text), "evidence", &format!("run {run}"), false);
                 failed.push(format!("run {run}:\n{diff}"));
@@ -147,7 +155,7 @@ pub fn stress(id: &str, runs: u32, holder_bin: PathBuf) -> Result<bool> {
             Ok(())
         })?;
     }
-    println!("stress {}: {} of {runs} runs passed, {} failed; slowest run {:.1}s", case.id, runs as usize - failed.len(), failed.len(), slowest.as_secs_f64());
+    println!("stress {name}: {} of {runs} runs passed, {} failed; slowest run {:.1}s", runs as usize - failed.len(), failed.len(), slowest.as_secs_f64());
     for f in &failed {
         println!("\n{f}");
     }
@@ -163,7 +171,7 @@ mod tests {
     #[test]
     fn a_named_case_refuses_a_mode_it_cannot_run() {
         let named = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(refusal(&named(&["F6"]), Some(FenceMode::Unfenced)).as_deref(), Some("F6 takes --mode fenced-scope or fenced-scope-cte only"));
+        assert_eq!(refusal(&named(&["F6"]), Some(FenceMode::Unfenced)).as_deref(), Some("F6 takes --mode fenced-scope, fenced-scope-cte or fenced-scope-shared only"));
         assert_eq!(refusal(&named(&["all"]), Some(FenceMode::Unfenced)), None);
         assert_eq!(refusal(&named(&["F4"]), Some(FenceMode::Unfenced)), None);
         assert_eq!(refusal(&named(&["F6"]), None), None);

@@ -81,12 +81,15 @@ pub fn require(held: bool, what: &str) -> Result<()> {
 
 /// Waits until the server process `pid` queues for a lock, as
 /// `pg_stat_activity` shows it; returns the wait event type last seen
-/// (`Lock`, or what it was instead when the bound ran out).
-pub fn wait_for_lock_wait(view: &mut ResourceView, pid: i32) -> Result<String> {
+/// (`Lock`, or what it was instead). It stops early once `returned` says
+/// the write the process runs has come back: a write that did not wait
+/// will never queue (a broken mode), and saying so at once is the answer.
+pub fn wait_for_lock_wait(view: &mut ResourceView, pid: i32, returned: impl Fn() -> bool) -> Result<String> {
     let mut seen = String::new();
     poll::poll_until(poll::BOUND, poll::EVERY, || {
+        let gone = returned();
         seen = view.wait_event_type(pid)?.unwrap_or_else(|| "none".into());
-        Ok::<_, crate::Error>(seen == "Lock")
+        Ok::<_, crate::Error>(seen == "Lock" || gone)
     })?;
     Ok(seen)
 }
@@ -108,14 +111,16 @@ pub fn pause_in_gap(store: ResourceStore) -> (ResourceStore, Arc<Latch>, Arc<Lat
 }
 
 // ANCHOR: part_hold
-/// Takes a part's key with an insert that stays uncommitted: an upsert of the
-/// same (scope, part) by another session cannot choose between INSERT and
-/// UPDATE until this transaction ends, so it waits for it, whatever its own
-/// statement did before. The content and the token 0 never become visible:
-/// the hold ends with a rollback.
+/// Takes a part's key with an upsert that stays uncommitted: a part not yet
+/// written gets an uncommitted row, one already written an uncommitted new
+/// version and its row lock. An upsert of the same (scope, part) by another
+/// session can then neither insert nor update until this transaction ends,
+/// so it waits for it, whatever its own statement did before. The content
+/// and the token 0 never become visible: the hold ends with a rollback.
 const HOLD_PART: &str = "
     INSERT INTO report_part (scope, part, content, writer, token)
-    VALUES ($1, $2, '(held)', 'lab part holder', 0)";
+    VALUES ($1, $2, '(held)', 'lab part holder', 0)
+    ON CONFLICT (scope, part) DO UPDATE SET content = EXCLUDED.content, writer = EXCLUDED.writer, token = EXCLUDED.token";
 // ANCHOR_END: part_hold
 
 /// A session that holds one part's key in an open transaction (see HOLD_PART).
@@ -143,9 +148,10 @@ impl PartHold {
 /// advanced, its row lock held, nothing committed.
 ///
 /// FENCED_SCOPE stops in its gap hook ([`pause_in_gap`]). FENCED_SCOPE_CTE
-/// is one statement, with no place for a hook: a [`PartHold`] takes the
-/// part's key first, so the statement's upsert waits on it after the fence
-/// CTE has run. The write is then stopped inside its statement by a real
+/// and FENCED_SCOPE_SHARED are one statement, with no place for a hook: a
+/// [`PartHold`] takes the part's key first, so the statement's upsert waits
+/// on it after the fence has run (the `fence` CTE, or the scope's advisory
+/// lock and the floor's read, and its raise). The write is then stopped inside its statement by a real
 /// lock, the way a competing session would stop it, and `go` ends the hold.
 pub enum AfterFence {
     /// Stopped in the gap hook, inside the fence before the commit.
@@ -168,7 +174,7 @@ impl AfterFence {
                 let (store, inside, go) = pause_in_gap(store);
                 Ok((store, AfterFence::Gap { inside, go }))
             }
-            FenceMode::FencedScopeCte => Ok((store, AfterFence::Held(Box::new(PartHold::begin(part)?)))),
+            FenceMode::FencedScopeCte | FenceMode::FencedScopeShared => Ok((store, AfterFence::Held(Box::new(PartHold::begin(part)?)))),
             other => Err(format!("{other} has no fence to stop after").into()),
         }
     }
@@ -182,7 +188,7 @@ impl AfterFence {
                 Ok(None)
             }
             AfterFence::Held(_) => {
-                let waited = wait_for_lock_wait(view, pid)?;
+                let waited = wait_for_lock_wait(view, pid, || false)?;
                 require(waited == "Lock", "the first writer never queued on the held part")?;
                 Ok(Some(view.blocked_by(pid)?))
             }

@@ -4,7 +4,8 @@
 //! has no old token on that row to compare with and accepts the stale write;
 //! the per-scope fence refuses it. A second scope, which nobody writes,
 //! shows the scope fence's other half: it moves only its own scope's floor.
-//! `--mode fenced-scope-cte` runs the scope half with the one-statement form.
+//! `--mode fenced-scope-cte` runs the scope half with the one-statement form,
+//! `--mode fenced-scope-shared` with the reader/writer fence.
 
 use super::common::{acquire, part_write};
 use super::{Case, Lab, Options};
@@ -15,7 +16,7 @@ use crate::params::{LEASE, PART_DETAIL, PART_SUMMARY, SCOPE, SHORT_TTL, TTL};
 use crate::resource::FenceMode;
 use crate::transcript::Transcript;
 
-/// The mode of the scope half unless the reader picks the other scope fence with `--mode`.
+/// The mode of the scope half unless the reader picks another scope fence with `--mode`.
 const MODE: FenceMode = FenceMode::FencedScope;
 
 /// The case.

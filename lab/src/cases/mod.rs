@@ -136,8 +136,8 @@ pub struct Case {
     /// The resource mode that `--mode` replaces; `None` where it does not apply.
     pub mode: Option<FenceMode>,
     /// The modes `--mode` may pick for this case: every mode for F4 and F5;
-    /// for F6(b) and F7's scope half only the two forms of the scope fence,
-    /// since their timelines need a fence that queues writers on the floor.
+    /// for F6(b) and F7's scope half only the three forms of the scope
+    /// fence, since their timelines need a fence that orders a scope's writers.
     pub modes: &'static [FenceMode],
 }
 
@@ -211,6 +211,10 @@ pub fn variants() -> Vec<Variant> {
         Variant { case: &f4::CASE, options: with(Some(FenceMode::FencedScopeCte), false, params::RACERS), flags: &["--mode", "fenced-scope-cte"] },
         Variant { case: &f6::CASE, options: with(Some(FenceMode::FencedScopeCte), false, params::RACERS), flags: &["--mode", "fenced-scope-cte"] },
         Variant { case: &f7::CASE, options: with(Some(FenceMode::FencedScopeCte), false, params::RACERS), flags: &["--mode", "fenced-scope-cte"] },
+        // The reader/writer fence under the same three (F6 with its two races around a raise).
+        Variant { case: &f4::CASE, options: with(Some(FenceMode::FencedScopeShared), false, params::RACERS), flags: &["--mode", "fenced-scope-shared"] },
+        Variant { case: &f6::CASE, options: with(Some(FenceMode::FencedScopeShared), false, params::RACERS), flags: &["--mode", "fenced-scope-shared"] },
+        Variant { case: &f7::CASE, options: with(Some(FenceMode::FencedScopeShared), false, params::RACERS), flags: &["--mode", "fenced-scope-shared"] },
     ]
 }
 

@@ -1,4 +1,4 @@
-//! `lab chaos`: the same seeded schedule against one mode or all five, the
+//! `lab chaos`: the same seeded schedule against one mode or every mode, the
 //! checker's table, the book's files, and whether every verdict is the one
 //! expected: the scope fences clean, every broken mode caught, and no run
 //! with nothing to judge (a vacuous run is neither, and is never written

@@ -124,6 +124,10 @@ pub enum Command {
         /// How many runs.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
         runs: u32,
+        /// The resource mode, as for `lab run`: each run is then compared
+        /// with the variant's locked transcript (e.g. F6-fenced-scope-shared).
+        #[arg(long, value_enum, hide_possible_values = true)]
+        mode: Option<FenceMode>,
     },
     /// Write the book's facts (counts, case titles, measured figures) to evidence/26/facts/.
     Facts {
@@ -153,8 +157,9 @@ pub struct RunArgs {
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
     /// F4/F5: judge writes with this resource mode instead of the case's own
-    /// (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write);
-    /// F6/F7: the scope fence of (b) and of the scope half (fenced-scope, fenced-scope-cte).
+    /// (fenced-scope, fenced-scope-cte, fenced-scope-shared, fenced-row, unfenced,
+    /// check-then-write); F6/F7: the scope fence of (b) and of the scope half
+    /// (fenced-scope, fenced-scope-cte, fenced-scope-shared).
     #[arg(long, value_enum, hide_possible_values = true)]
     mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its local deadline check instead of after it.
@@ -179,7 +184,7 @@ pub struct ChaosArgs {
     /// How long each mode runs, e.g. 120s, 2m, 500ms.
     #[arg(long, default_value = "120s", value_parser = crate::chaos::run::parse_duration)]
     duration: std::time::Duration,
-    /// The resource mode (fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write), or all five in turn.
+    /// The resource mode (fenced-scope, fenced-scope-cte, fenced-scope-shared, fenced-row, unfenced, check-then-write), or all of them in turn.
     #[arg(long, default_value = "all", value_parser = mode_or_all)]
     mode: ModeChoice,
     /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md), and each mode's history (its JSON lines and its page) in history/ beside it; without it, the histories go to target/lab/history/.
@@ -238,7 +243,7 @@ impl ModelArgs {
     }
 }
 
-/// `--mode`: one mode, or all five.
+/// `--mode`: one mode, or every mode.
 #[derive(Clone, Copy)]
 pub struct ModeChoice(Option<FenceMode>);
 
@@ -378,9 +383,9 @@ mod tests {
         Cli::try_parse_from(std::iter::once("lab").chain(args.iter().copied())).map(|cli| cli.command)
     }
 
-    /// `--mode all` (the default) runs all five modes in turn; one mode runs alone.
+    /// `--mode all` (the default) runs every mode in turn; one mode runs alone.
     #[test]
-    fn chaos_runs_one_mode_or_all_five() {
+    fn chaos_runs_one_mode_or_every_mode() {
         let modes = |args: &[&str]| match parse(args).unwrap() {
             Command::Chaos(chaos) => chaos.options(PathBuf::from("holder")).modes,
             _ => unreachable!(),
@@ -389,7 +394,7 @@ mod tests {
         assert_eq!(modes(&["chaos", "--mode", "all"]), FenceMode::ALL);
         assert_eq!(modes(&["chaos", "--mode", "check-then-write"]), [FenceMode::CheckThenWrite]);
         let refused = parse(&["chaos", "--mode", "FENCED_SCOPE"]).err().expect("not a command-line spelling").to_string();
-        assert!(refused.contains("the modes are fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write, or all"), "{refused}");
+        assert!(refused.contains("the modes are fenced-scope, fenced-scope-cte, fenced-scope-shared, fenced-row, unfenced, check-then-write, or all"), "{refused}");
     }
 
     /// Case ids are accepted in any case and named in the article's form;

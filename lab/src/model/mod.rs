@@ -179,8 +179,9 @@ impl LeaseModel {
     /// left as it is): for a path's description.
     pub fn outcome(&self, state: &State, h: usize, statement: Statement) -> resource::Outcome {
         let Phase::Write { part, mut seen, .. } = state.holders[h].phase else { return resource::Outcome::Next };
+        let Phase::Write { statement: index, .. } = state.holders[h].phase else { return resource::Outcome::Next };
         let (mut resource, mut tx) = (state.resource.clone(), state.holders[h].tx);
-        let w = resource::Write { token: state.holders[h].token, part: self.part(h, part), seen: &mut seen, tx: &mut tx };
+        let w = resource::Write { token: state.holders[h].token, part: self.part(h, part), seen: &mut seen, tx: &mut tx, index };
         resource.execute(self.config.mode, self.config.mutation, statement, w).0
     }
 
@@ -193,7 +194,7 @@ impl LeaseModel {
             s.ghost.set(Flag::StaleAttempted);
         }
         let mut tx = s.holders[h].tx;
-        let w = resource::Write { token, part: self.part(h, part), seen: &mut seen, tx: &mut tx };
+        let w = resource::Write { token, part: self.part(h, part), seen: &mut seen, tx: &mut tx, index };
         let (outcome, effects) = s.resource.execute(self.config.mode, self.config.mutation, statement, w);
         s.holders[h].tx = tx;
         for effect in effects {
@@ -213,6 +214,7 @@ impl LeaseModel {
         }
         s.holders[h].phase = match outcome {
             resource::Outcome::Next => Phase::Write { part, statement: index + 1, seen },
+            resource::Outcome::Goto(at) => Phase::Write { part, statement: at, seen },
             resource::Outcome::Accepted => Holder::after_part(part, self.parts(h)),
             resource::Outcome::Refused => {
                 if token < newest {
@@ -247,7 +249,7 @@ impl Model for LeaseModel {
                     let others: Vec<resource::Tx> = s.holders.iter().enumerate().filter(|(o, _)| *o != h).map(|(_, o)| o.tx).collect();
                     // A statement waiting on a lock is no step: it runs once
                     // the lock is free.
-                    if resource::runnable(statement, self.part(h, part), &others) {
+                    if resource::runnable(statement, self.part(h, part), &others, mutation) {
                         actions.push(Action::Write(h, statement));
                     }
                 }

@@ -39,6 +39,17 @@ pub enum ModelMutation {
     CteWritesWithoutFence,
     /// `row-fence-accepts-any-token`: the conflict branch's compare always holds.
     RowFenceAcceptsAnyToken,
+    /// `shared-fence-accepts-any-token`: `max_token >= token` accepts.
+    SharedFenceAcceptsAnyToken,
+    /// `shared-raise-without-exclusive-lock`: the raise takes the share lock.
+    SharedRaiseWithoutExclusiveLock,
+    /// `shared-raise-ignores-the-floor`: the raise sets the floor whatever it was.
+    SharedRaiseIgnoresTheFloor,
+    /// `shared-equal-write-without-lock`: the first call takes no lock.
+    SharedEqualWriteWithoutLock,
+    /// `shared-reads-floor-in-the-lock-statement`: the first call reads the
+    /// floor in the statement that then waits for the share lock.
+    SharedReadsFloorInLockStatement,
     /// `holder-skips-deadline-check`: the holder writes past its local deadline.
     HolderSkipsDeadlineCheck,
     /// `lease-store-commits-locally`: the sync standby's commits stop waiting for it.
@@ -75,6 +86,11 @@ pub const COUNTERPARTS: &[Counterpart] = &[
     Counterpart { patch: "cte-fence-never-advances", mutation: ModelMutation::CteFenceNeverAdvances, mode: FenceMode::FencedScopeCte, store: StoreKind::Single },
     Counterpart { patch: "cte-writes-without-fence", mutation: ModelMutation::CteWritesWithoutFence, mode: FenceMode::FencedScopeCte, store: StoreKind::Single },
     Counterpart { patch: "row-fence-accepts-any-token", mutation: ModelMutation::RowFenceAcceptsAnyToken, mode: FenceMode::FencedRow, store: StoreKind::Single },
+    Counterpart { patch: "shared-fence-accepts-any-token", mutation: ModelMutation::SharedFenceAcceptsAnyToken, mode: FenceMode::FencedScopeShared, store: StoreKind::Single },
+    Counterpart { patch: "shared-raise-without-exclusive-lock", mutation: ModelMutation::SharedRaiseWithoutExclusiveLock, mode: FenceMode::FencedScopeShared, store: StoreKind::Single },
+    Counterpart { patch: "shared-raise-ignores-the-floor", mutation: ModelMutation::SharedRaiseIgnoresTheFloor, mode: FenceMode::FencedScopeShared, store: StoreKind::Single },
+    Counterpart { patch: "shared-equal-write-without-lock", mutation: ModelMutation::SharedEqualWriteWithoutLock, mode: FenceMode::FencedScopeShared, store: StoreKind::Single },
+    Counterpart { patch: "shared-reads-floor-in-the-lock-statement", mutation: ModelMutation::SharedReadsFloorInLockStatement, mode: FenceMode::FencedScopeShared, store: StoreKind::Single },
     Counterpart { patch: "holder-skips-deadline-check", mutation: ModelMutation::HolderSkipsDeadlineCheck, mode: FenceMode::FencedScope, store: StoreKind::Single },
     Counterpart { patch: "lease-store-commits-locally", mutation: ModelMutation::LeaseStoreCommitsLocally, mode: FenceMode::FencedScope, store: StoreKind::Sync },
     // etcd's acquire txn without its compare is the same guard as ACQUIRE's

@@ -19,6 +19,15 @@
 //! - One autocommit statement (FENCED_SCOPE_CTE, FENCED_ROW, UNFENCED) is
 //!   one step: its row locks last until its own commit, at its end, so no
 //!   other session sees it half done.
+//! - FENCED_SCOPE_SHARED's call of `fenced_write_shared` is several steps,
+//!   because others act between them: the scope's advisory lock (a step
+//!   that waits while another transaction holds a conflicting mode), the
+//!   raise, the statement that reads the floor and writes, and the commit
+//!   that publishes the write and releases the lock. The read is a step of
+//!   its own after the lock, so it sees the floor committed by then: that
+//!   is the statement's fresh snapshot. Its stale-snapshot mutation reads
+//!   in a step *before* the lock, as a statement's snapshot is taken before
+//!   it waits for a lock inside it.
 //!
 //! So the modes differ only in their statements, and the check-then-write
 //! race and the row-versus-scope granularity come out of those, not out of
@@ -39,14 +48,26 @@ pub struct Resource {
     pub parts: [Option<u8>; 2],
 }
 
-/// FENCED_SCOPE's open transaction: what it has written and not committed.
-/// Its floor row lock is held from the fence's UPDATE until its end.
+/// An open transaction (FENCED_SCOPE's, or one call of FENCED_SCOPE_SHARED):
+/// what it has written and not committed, and the locks it holds until its
+/// end. The floor row lock is held from the UPDATE of the floor.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Tx {
     /// The floor this transaction set (`Some`: it holds the floor row lock).
     pub floor: Option<u8>,
     /// The part it upserted, and the token written there.
     pub part: Option<(u8, u8)>,
+    /// The scope's advisory lock, in the mode it holds it (FENCED_SCOPE_SHARED).
+    pub scope_lock: Option<LockMode>,
+}
+
+/// A mode of the scope's advisory lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LockMode {
+    /// `pg_advisory_xact_lock_shared`: many holders at once.
+    Shared,
+    /// `pg_advisory_xact_lock`: one holder, and no shared one.
+    Exclusive,
 }
 
 /// One statement of a write, named as `resource/mod.rs` names it.
@@ -70,10 +91,24 @@ pub enum Statement {
     ReadFloor,
     /// CHECK_THEN_WRITE: `SET_FLOOR`, unconditional.
     SetFloor,
+    /// FENCED_SCOPE_SHARED: the scope's advisory lock in share mode.
+    ShareLock,
+    /// FENCED_SCOPE_SHARED: the scope's advisory lock in exclusive mode.
+    ExclusiveLock,
+    /// FENCED_SCOPE_SHARED: the raise, `UPDATE fence_floor … WHERE max_token < token`.
+    Raise,
+    /// FENCED_SCOPE_SHARED: the statement that reads the floor, decides,
+    /// writes the part and records; under the share lock, a token above the
+    /// floor ends the call ('raise').
+    WriteUnderLock,
+    /// The stale-snapshot mutation: the read of the floor, at the start of
+    /// the statement that then waits for the share lock.
+    ReadFloorBeforeLock,
 }
 
 impl Statement {
-    /// The statement's name in `resource/mod.rs`.
+    /// The statement's name in `resource/mod.rs` (FENCED_SCOPE_SHARED's: a
+    /// step of `fenced_write_shared` in `sql/res26.sql`).
     pub fn sql_name(self) -> &'static str {
         match self {
             Statement::AdvanceFence => "ADVANCE_FENCE",
@@ -84,6 +119,11 @@ impl Statement {
             Statement::UnfencedWrite => "UNFENCED_WRITE",
             Statement::ReadFloor => "READ_FLOOR",
             Statement::SetFloor => "SET_FLOOR",
+            Statement::ShareLock => "SHARE_LOCK",
+            Statement::ExclusiveLock => "EXCLUSIVE_LOCK",
+            Statement::Raise => "RAISE",
+            Statement::WriteUnderLock => "WRITE_UNDER_LOCK",
+            Statement::ReadFloorBeforeLock => "READ_FLOOR_BEFORE_LOCK",
         }
     }
 }
@@ -101,6 +141,12 @@ pub fn statements(mode: FenceMode, mutation: Option<ModelMutation>) -> &'static 
         FenceMode::FencedRow => &[UpsertIfRowToken],
         FenceMode::Unfenced => &[UnfencedWrite],
         FenceMode::CheckThenWrite => &[ReadFloor, SetFloor, Upsert],
+        // The first call (share lock) and, after 'raise', the second
+        // (exclusive lock), each ending with its commit.
+        FenceMode::FencedScopeShared if mutation == Some(ModelMutation::SharedReadsFloorInLockStatement) => {
+            &[ReadFloorBeforeLock, ShareLock, WriteUnderLock, Commit, ExclusiveLock, Raise, WriteUnderLock, Commit]
+        }
+        FenceMode::FencedScopeShared => &[ShareLock, WriteUnderLock, Commit, ExclusiveLock, Raise, WriteUnderLock, Commit],
     }
 }
 // ANCHOR_END: model_statements
@@ -114,6 +160,9 @@ pub enum Outcome {
     Accepted,
     /// The write is over and was refused.
     Refused,
+    /// The write goes on at this statement (FENCED_SCOPE_SHARED's 'raise':
+    /// the first call ends, the second begins).
+    Goto(u8),
 }
 
 /// A committed change, for the properties.
@@ -133,19 +182,27 @@ pub struct Write<'a> {
     pub part: u8,
     /// CHECK_THEN_WRITE: the floor its read returned.
     pub seen: &'a mut u8,
-    /// FENCED_SCOPE: its open transaction.
+    /// FENCED_SCOPE, FENCED_SCOPE_SHARED: its open transaction.
     pub tx: &'a mut Tx,
+    /// The index of the statement being run, in [`statements`].
+    pub index: u8,
 }
 
 /// Whether `statement` can run now, or waits on a lock held by another
 /// writer's open transaction (`others`).
-pub fn runnable(statement: Statement, part: u8, others: &[Tx]) -> bool {
+pub fn runnable(statement: Statement, part: u8, others: &[Tx], mutation: Option<ModelMutation>) -> bool {
+    let share_is_free = || others.iter().all(|tx| tx.scope_lock != Some(LockMode::Exclusive));
     match statement {
         // The UPDATE queues on the floor row lock.
-        Statement::AdvanceFence => others.iter().all(|tx| tx.floor.is_none()),
+        Statement::AdvanceFence | Statement::Raise => others.iter().all(|tx| tx.floor.is_none()),
         // The upsert queues on the part's key, held by an uncommitted
         // insert or update of the same part.
-        Statement::Upsert => others.iter().all(|tx| tx.part.is_none_or(|(p, _)| p != part)),
+        Statement::Upsert | Statement::WriteUnderLock => others.iter().all(|tx| tx.part.is_none_or(|(p, _)| p != part)),
+        // Share mode waits only for an exclusive holder.
+        Statement::ShareLock => mutation == Some(ModelMutation::SharedEqualWriteWithoutLock) || share_is_free(),
+        // Exclusive mode waits for every holder, in either mode.
+        Statement::ExclusiveLock if mutation == Some(ModelMutation::SharedRaiseWithoutExclusiveLock) => share_is_free(),
+        Statement::ExclusiveLock => others.iter().all(|tx| tx.scope_lock.is_none()),
         _ => true,
     }
 }
@@ -241,6 +298,57 @@ impl Resource {
                 // Unconditional: it can move the floor backwards (F6a).
                 effects.push(self.set_floor(t));
                 Outcome::Next
+            }
+            Statement::ShareLock => {
+                if mutation != Some(M::SharedEqualWriteWithoutLock) {
+                    w.tx.scope_lock = Some(LockMode::Shared);
+                }
+                Outcome::Next
+            }
+            Statement::ExclusiveLock => {
+                let exclusive = mutation != Some(M::SharedRaiseWithoutExclusiveLock);
+                w.tx.scope_lock = Some(if exclusive { LockMode::Exclusive } else { LockMode::Shared });
+                Outcome::Next
+            }
+            Statement::Raise => {
+                // WHERE max_token < $token, on the committed row; the raise
+                // holds the floor row until its commit.
+                if self.floor < t || mutation == Some(M::SharedRaiseIgnoresTheFloor) {
+                    w.tx.floor = Some(t);
+                }
+                Outcome::Next
+            }
+            Statement::ReadFloorBeforeLock => {
+                *w.seen = self.floor;
+                Outcome::Next
+            }
+            Statement::WriteUnderLock => {
+                // The floor this statement reads: its own call's raise, or
+                // the committed one at this step (after the lock); under the
+                // stale-snapshot mutation, in share mode, the one read before
+                // the lock.
+                let list = statements(mode, mutation);
+                let exclusive_at = list.iter().position(|s| *s == Statement::ExclusiveLock).expect("the exclusive call") as u8;
+                // The first call, under the share lock (or none, mutated).
+                let share = w.index < exclusive_at;
+                let floor = match w.tx.floor {
+                    Some(own) => own,
+                    None if share && mutation == Some(M::SharedReadsFloorInLockStatement) => *w.seen,
+                    None => self.floor,
+                };
+                let accepted = if mutation == Some(M::SharedFenceAcceptsAnyToken) { floor >= t } else { floor == t };
+                if accepted {
+                    w.tx.part = Some((p, t));
+                    Outcome::Next
+                } else if floor > t || !share {
+                    // Refused: the transaction ends, its locks with it.
+                    *w.tx = Tx::default();
+                    Outcome::Refused
+                } else {
+                    // 'raise': this call ends; the next one asks exclusively.
+                    *w.tx = Tx::default();
+                    Outcome::Goto(exclusive_at)
+                }
             }
         };
         (outcome, effects)

@@ -106,7 +106,7 @@ pub fn check(config: Config) -> Verdict {
 // ANCHOR: expected
 /// What the cases and the chaos run say of `mode` on `store`: the
 /// invariants that break there (empty: safe). The scope fences keep every
-/// one (F4, F6b, F7, and clean chaos runs); UNFENCED lets a stale write
+/// one (F4, F6b, F7, and clean chaos runs: the reader/writer form too); UNFENCED lets a stale write
 /// through (F5); CHECK_THEN_WRITE too, and moves the floor back (F6a);
 /// FENCED_ROW keeps each part's order but not the scope's (F7); an
 /// asynchronous standby, promoted, issues a token again (F14), whatever
@@ -117,7 +117,7 @@ pub fn expected(mode: FenceMode, store: StoreKind) -> &'static [&'static str] {
         (_, FenceMode::Unfenced) => &[name::I3],
         (_, FenceMode::CheckThenWrite) => &[name::I3, name::FLOOR],
         (_, FenceMode::FencedRow) => &[name::I3],
-        (_, FenceMode::FencedScope | FenceMode::FencedScopeCte) => &[],
+        (_, FenceMode::FencedScope | FenceMode::FencedScopeCte | FenceMode::FencedScopeShared) => &[],
     }
 }
 // ANCHOR_END: expected
@@ -184,7 +184,10 @@ pub fn step_text(model: &LeaseModel, before: &State, action: &Action, after: &St
             let token = before.holders[h].token;
             let verdict = match model.outcome(before, h, statement) {
                 Outcome::Next if statement == super::Statement::ReadFloor => format!("floor={}", after.resource.floor),
+                Outcome::Next if statement == super::Statement::ReadFloorBeforeLock => format!("floor={}", after.resource.floor),
                 Outcome::Next => "ok".to_owned(),
+                // FENCED_SCOPE_SHARED's first call found its token above the floor.
+                Outcome::Goto(_) => "raise".to_owned(),
                 Outcome::Accepted => "accepted".to_owned(),
                 Outcome::Refused => "refused".to_owned(),
             };
@@ -315,6 +318,17 @@ pub fn mutants_markdown(rows: &[MutantVerdict], took: Duration) -> String {
     for (patch, why) in NO_COUNTERPART {
         let _ = writeln!(out, "| `{patch}` | {why} |");
     }
+    out.push_str("\nThe shortest counterexample that caught each patch, step by step (its chart: `model-mutants/<patch>.mmd`):\n");
+    for r in rows {
+        let Some((property, len)) = r.caught_by.first() else { continue };
+        let (_, path) = r.verdict.broken.iter().find(|(n, _)| n == property).expect("caught by a broken invariant");
+        let model = LeaseModel::new(r.verdict.config);
+        let _ = writeln!(out, "\n<!-- ANCHOR: {0} -->\n<details>\n<summary><code>{0}</code>: {property}, {len} steps</summary>\n", r.patch);
+        for (i, step) in steps(&model, path).iter().enumerate() {
+            let _ = writeln!(out, "{}. {step}", i + 1);
+        }
+        let _ = writeln!(out, "\n</details>\n<!-- ANCHOR_END: {} -->", r.patch);
+    }
     out
 }
 
@@ -336,7 +350,7 @@ pub fn run(out: Option<&std::path::Path>) -> crate::Result<bool> {
     }
     let took = started.elapsed();
     let mut t = crate::transcript::Transcript::streaming(std::io::stdout());
-    t.case("MODEL", "模型检查：五种资源端模式在三种租约库上，界限之内的每一种交错，结论与用例、混沌运行对照");
+    t.case("MODEL", &format!("模型检查：{} 种资源端模式在三种租约库上，界限之内的每一种交错，结论与用例、混沌运行对照", FenceMode::ALL.len()));
     print!("{}", markdown(&verdicts, None));
     if let Some(out) = out {
         crate::paths::write_whole(out, &markdown(&verdicts, Some(took)))?;
@@ -361,7 +375,10 @@ pub fn run(out: Option<&std::path::Path>) -> crate::Result<bool> {
 // ANCHOR_END: run
 
 /// `lab model --mutants`: the model against every mutation that has a
-/// counterpart; true when every one is caught.
+/// counterpart; true when every one is caught. With `out`, writes the
+/// table there and, in a folder of the same name beside it, the chart of
+/// the shortest counterexample that caught each mutation
+/// (`model-mutants/<patch>.mmd`).
 pub fn run_mutants(out: Option<&std::path::Path>) -> crate::Result<bool> {
     let started = Instant::now();
     let rows = mutants();
@@ -369,7 +386,15 @@ pub fn run_mutants(out: Option<&std::path::Path>) -> crate::Result<bool> {
     print!("{table}");
     if let Some(out) = out {
         crate::paths::write_whole(out, &table)?;
-        eprintln!("model: table written to {}", out.display());
+        let dir = out.with_extension("");
+        for r in &rows {
+            let Some((property, _)) = r.caught_by.first() else { continue };
+            let (_, path) = r.verdict.broken.iter().find(|(n, _)| n == property).expect("caught by a broken invariant");
+            let model = LeaseModel::new(r.verdict.config);
+            let title = format!("{} · {} · {property}", r.patch, r.verdict.config.mode);
+            crate::paths::write_whole(&dir.join(format!("{}.mmd", r.patch)), &super::timeline::gantt(&model, path, &title))?;
+        }
+        eprintln!("model: table written to {}, a chart per caught mutation in {}", out.display(), dir.display());
     }
     Ok(rows.iter().all(|r| !r.caught_by.is_empty() && r.verdict.states > 0))
 }

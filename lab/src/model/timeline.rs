@@ -67,7 +67,7 @@ pub fn events(model: &LeaseModel, path: &Path<State, Action>) -> Timeline {
                 let accepted = match model.outcome(before, h, statement) {
                     Outcome::Accepted => true,
                     Outcome::Refused => false,
-                    Outcome::Next => continue,
+                    Outcome::Next | Outcome::Goto(_) => continue,
                 };
                 writes.push(WriteEvent::new(at(step), &name(h), i64::from(before.holders[h].token), accepted));
             }

@@ -89,17 +89,65 @@ pub fn mirror(to: &Path, keep: &[&str]) -> Result<()> {
 /// dependency's files are named by the hash of everything it was built
 /// from, so the seeded folder only ever adds files beside them, never
 /// rewrites one in place.
+///
+/// The project's own crate is the exception, and is never shared (see
+/// [`unshare_own_units`]): a workspace member's hash leaves out its path,
+/// so the copy's `lab` units have the very names of the project's, and
+/// cargo rewrites a unit's fingerprint files in place. Shared, they would
+/// be one file for two trees; and the fingerprint names by absolute path
+/// the files outside the crate's folder that the crate includes (the
+/// schemas in `sql/`), so a seeded copy would judge its own `sql/` by the
+/// project's and never rebuild for a patch there.
 pub fn seed_build(from: &Path, to: &Path) -> Result<()> {
-    let (from, to) = (from.join("debug"), to.join("debug"));
-    if to.exists() || !from.join("deps").is_dir() {
-        return Ok(());
+    let (from_debug, to_debug) = (from.join("debug"), to.join("debug"));
+    if !to_debug.exists() && from_debug.join("deps").is_dir() {
+        link_all(&from_debug, &to_debug)?;
     }
-    std::fs::create_dir_all(&to)?;
+    unshare_own_units(&to_debug)
+}
+
+/// Hard-links `from`'s compiled units into `to` (see [`seed_build`]).
+fn link_all(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
     for part in ["deps", "build", ".fingerprint"] {
         if from.join(part).is_dir() {
             let out = Command::new("cp").arg("-al").arg(from.join(part)).arg(&to).output().context("running cp -al")?;
             if !out.status.success() {
                 return Err(format!("seeding {} from {}: {}", to.display(), from.display(), String::from_utf8_lossy(&out.stderr)).into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes from the build folder `debug` every unit of the project's own
+/// package (`lab`: its library, binaries and tests) that is still a hard
+/// link shared with another folder: its fingerprint (`.fingerprint/lab-*`)
+/// and its outputs (the files in `deps/` and `build/` named with the same
+/// hash). Cargo then builds those units here, into files of this folder's
+/// own. Idempotent, and it heals a folder seeded before this rule.
+fn unshare_own_units(debug: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let shared = |path: &Path| std::fs::symlink_metadata(path).map(|m| m.nlink() > 1).unwrap_or(false);
+    let Ok(units) = std::fs::read_dir(debug.join(".fingerprint")) else { return Ok(()) };
+    let mut hashes = Vec::new();
+    for unit in units.flatten() {
+        let name = unit.file_name().to_string_lossy().into_owned();
+        let Some(hash) = name.strip_prefix("lab-") else { continue };
+        let files: Vec<PathBuf> = std::fs::read_dir(unit.path())?.flatten().map(|f| f.path()).collect();
+        if files.iter().any(|f| shared(f)) {
+            std::fs::remove_dir_all(unit.path()).with_context(|| format!("unsharing {}", unit.path().display()))?;
+            hashes.push(format!("-{hash}"));
+        }
+    }
+    for part in ["deps", "build"] {
+        let Ok(entries) = std::fs::read_dir(debug.join(part)) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if hashes.iter().any(|h| name.contains(h.as_str())) {
+                let path = entry.path();
+                if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) }
+                    .with_context(|| format!("unsharing {}", path.display()))?;
             }
         }
     }
@@ -324,4 +372,36 @@ fn read_all(pipe: &mut impl Read) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     pipe.read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A seeded folder keeps the dependencies' units as shared links and
+    /// gets its own crate's units removed, so cargo builds them itself.
+    #[test]
+    fn seeding_shares_dependencies_and_never_the_own_crate() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("from"), dir.path().join("to"));
+        for (folder, file) in [
+            (".fingerprint/lab-1234", "lib-lab"),
+            (".fingerprint/serde-99", "lib-serde"),
+            ("deps", "liblab-1234.rlib"),
+            ("deps", "holder-1234"),
+            ("deps", "libserde-99.rlib"),
+        ] {
+            std::fs::create_dir_all(from.join("debug").join(folder)).unwrap();
+            std::fs::write(from.join("debug").join(folder).join(file), file).unwrap();
+        }
+        seed_build(&from, &to).unwrap();
+        let there = |p: &str| to.join("debug").join(p).exists();
+        assert!(there(".fingerprint/serde-99/lib-serde") && there("deps/libserde-99.rlib"), "the dependencies are seeded");
+        assert!(!there(".fingerprint/lab-1234") && !there("deps/liblab-1234.rlib") && !there("deps/holder-1234"), "the own crate is not");
+        // Once the copy has built its own crate, its files are its own and stay.
+        std::fs::create_dir_all(to.join("debug/.fingerprint/lab-1234")).unwrap();
+        std::fs::write(to.join("debug/.fingerprint/lab-1234/lib-lab"), "own").unwrap();
+        seed_build(&from, &to).unwrap();
+        assert!(there(".fingerprint/lab-1234/lib-lab"));
+    }
 }

@@ -9,12 +9,15 @@
 //! session to the lock service.
 //!
 //! `FenceMode::FencedScope` is the real design, and `FencedScopeCte` is the
-//! same guarantee in one statement. The other three are broken on purpose
-//! and exist so that the negative controls really run them: F5
-//! (`Unfenced`), F6(a) (`CheckThenWrite`), F7 (`FencedRow`). [`view`] holds
-//! the read-only queries with which a case observes the resource.
+//! same guarantee in one statement. `FencedScopeShared` keeps it without
+//! queueing writes under one token: a reader/writer discipline on the
+//! scope's advisory lock (`fenced_write_shared` in sql/res26.sql). The other
+//! three are broken on purpose and exist so that the negative controls
+//! really run them: F5 (`Unfenced`), F6(a) (`CheckThenWrite`), F7
+//! (`FencedRow`). [`view`] holds the read-only queries with which a case
+//! observes the resource.
 //!
-//! Why this file stays whole (~450 lines): the real fence and every broken
+//! Why this file stays whole (~520 lines): the real fences and every broken
 //! mode are written side by side, statement beside statement, so that the
 //! differences the negative controls rest on are read in one place.
 
@@ -43,6 +46,10 @@ pub enum FenceMode {
     /// The same compare, advance and data write as `FencedScope`, in one
     /// autocommit statement (a data-modifying CTE): one round trip.
     FencedScopeCte,
+    /// The same guarantee with writes under the floor's own token in
+    /// parallel: they share the scope's advisory lock, and a raise of the
+    /// floor takes it exclusively, waiting for them to commit.
+    FencedScopeShared,
     /// Compares the token only with the row being overwritten (F7: a new row
     /// has nothing to compare with).
     FencedRow,
@@ -53,18 +60,25 @@ pub enum FenceMode {
 }
 
 impl FenceMode {
-    /// Every mode, the real one first.
-    pub const ALL: [FenceMode; 5] =
-        [FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedRow, FenceMode::Unfenced, FenceMode::CheckThenWrite];
+    /// Every mode, the real ones first.
+    pub const ALL: [FenceMode; 6] = [
+        FenceMode::FencedScope,
+        FenceMode::FencedScopeCte,
+        FenceMode::FencedScopeShared,
+        FenceMode::FencedRow,
+        FenceMode::Unfenced,
+        FenceMode::CheckThenWrite,
+    ];
 
-    /// The modes that fence the whole scope: the two forms of the real design.
-    pub const SCOPE_FENCES: [FenceMode; 2] = [FenceMode::FencedScope, FenceMode::FencedScopeCte];
+    /// The modes that fence the whole scope: the three forms of the real design.
+    pub const SCOPE_FENCES: [FenceMode; 3] = [FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedScopeShared];
 
     /// The name transcripts and `write_attempt.mode` use: what `Display` writes.
     pub fn name(self) -> &'static str {
         match self {
             FenceMode::FencedScope => "FENCED_SCOPE",
             FenceMode::FencedScopeCte => "FENCED_SCOPE_CTE",
+            FenceMode::FencedScopeShared => "FENCED_SCOPE_SHARED",
             FenceMode::FencedRow => "FENCED_ROW",
             FenceMode::Unfenced => "UNFENCED",
             FenceMode::CheckThenWrite => "CHECK_THEN_WRITE",
@@ -109,6 +123,9 @@ pub struct PartWrite<'a> {
 /// `FencedScopeCte` has no such point: its fence and data write are one
 /// statement, so F6 stops it from outside (see `cases::common::PartHold`),
 /// and a store in that mode refuses to run with a gap installed.
+/// `FencedScopeShared` is one statement too, stopped the same way inside
+/// it; its gap lies between its two calls, when the first found its token
+/// above the floor and nothing is held (F6 races a raise into it).
 pub type Gap = Box<dyn FnMut() + Send>;
 // ANCHOR_END: gap
 
@@ -226,6 +243,45 @@ const UPSERT_IF_ROW_TOKEN: &str = "
             (SELECT max_token FROM fence_floor WHERE scope = $1))
     RETURNING accepted";
 // ANCHOR_END: row_fence_sql
+
+// ANCHOR: shared_sql
+/// FENCED_SCOPE_SHARED: one call of `fenced_write_shared` (sql/res26.sql),
+/// one autocommit statement, one round trip: the scope's advisory lock in
+/// share mode (`$7` false) or exclusive mode (`$7` true, with the raise),
+/// then the read of the floor, the decision, the data write and the record
+/// in one statement that starts after the lock is granted. The function
+/// returns what it decided ([`SharedOutcome`]); the statement's commit
+/// releases the lock. Nothing here is in the calling statement but the
+/// call: what the function's own statements see is decided inside it, each
+/// with a snapshot of its own (the function is VOLATILE).
+const WRITE_SHARED: &str = "SELECT fenced_write_shared($1, $2, $3, $4, $5, $6, $7)";
+// ANCHOR_END: shared_sql
+
+/// What one call of `fenced_write_shared` decided, as it returns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedOutcome {
+    /// `accepted`: the token is the floor (or became it by this call's
+    /// raise, under the exclusive lock); written and recorded.
+    Accepted,
+    /// `refused`: the token is below the floor (or the scope has no floor
+    /// row); recorded, nothing written.
+    Refused,
+    /// `raise`: the token is above the floor and the call held only the
+    /// share lock: nothing written or recorded; ask again exclusively.
+    Raise,
+}
+
+impl std::str::FromStr for SharedOutcome {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<SharedOutcome, String> {
+        match text {
+            "accepted" => Ok(SharedOutcome::Accepted),
+            "refused" => Ok(SharedOutcome::Refused),
+            "raise" => Ok(SharedOutcome::Raise),
+            other => Err(format!("fenced_write_shared returned {other:?}, none of accepted, refused, raise")),
+        }
+    }
+}
 
 /// UNFENCED: UPSERT with no fence before it, and its audit record, in one
 /// autocommit statement. The token is stored but never compared: the last
@@ -355,6 +411,7 @@ impl ResourceStore {
         let result = match self.mode {
             FenceMode::FencedScope => self.write_fenced_scope(w),
             FenceMode::FencedScopeCte => self.write_fenced_scope_cte(w),
+            FenceMode::FencedScopeShared => self.write_fenced_scope_shared(w),
             FenceMode::FencedRow => self.write_fenced_row(w),
             FenceMode::Unfenced => self.write_unfenced(w),
             FenceMode::CheckThenWrite => self.write_check_then_write(w),
@@ -401,6 +458,40 @@ impl ResourceStore {
         Ok(row.get(0))
     }
     // ANCHOR_END: fenced_scope_cte
+
+    // ANCHOR: fenced_scope_shared
+    fn write_fenced_scope_shared(&mut self, w: &PartWrite) -> Result<bool> {
+        // First as a reader of the floor (share lock): the normal path, one
+        // round trip, whatever the token.
+        match self.call_shared(w, false)? {
+            SharedOutcome::Accepted => return Ok(true),
+            SharedOutcome::Refused => return Ok(false),
+            SharedOutcome::Raise => {}
+        }
+        // The token is above the floor. That call's statement has ended, and
+        // its share lock with it: nothing is held here, and another writer
+        // may raise the floor before the next call (F6 stops here).
+        if let Some(gap) = self.gap.as_mut() {
+            gap();
+        }
+        // Now as a writer of the floor, in a transaction of its own (never
+        // an upgrade: see the function), deciding afresh.
+        match self.call_shared(w, true)? {
+            SharedOutcome::Accepted => Ok(true),
+            SharedOutcome::Refused => Ok(false),
+            SharedOutcome::Raise => Err("fenced_write_shared asked for a raise under the exclusive lock, which it holds".into()),
+        }
+    }
+    // ANCHOR_END: fenced_scope_shared
+
+    /// One call of `fenced_write_shared`, in share mode or exclusively.
+    fn call_shared(&mut self, w: &PartWrite, exclusive: bool) -> Result<SharedOutcome> {
+        let statement = self.prepared(WRITE_SHARED)?;
+        let args: [&(dyn postgres::types::ToSql + Sync); 7] =
+            [&w.scope, &w.part, &w.content, &w.writer, &w.token, &FenceMode::FencedScopeShared.name(), &exclusive];
+        let decided: String = self.client.query_one(&statement, &args)?.get(0);
+        Ok(decided.parse()?)
+    }
 
     fn write_fenced_row(&mut self, w: &PartWrite) -> Result<bool> {
         // One autocommit statement, the write and its record; `accepted` is

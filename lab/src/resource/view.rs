@@ -159,6 +159,40 @@ impl ResourceView {
         Ok(row.and_then(|r| r.get(0)))
     }
 
+    /// The wait of a server process as `pg_stat_activity` shows it,
+    /// `wait_event_type/wait_event`: `Lock/advisory` while it queues for an
+    /// advisory lock, `Lock/transactionid` while it waits for the
+    /// transaction that holds a row it needs; `none` when it waits for
+    /// nothing.
+    pub fn wait_event(&mut self, pid: i32) -> Result<String> {
+        let row = self
+            .client
+            .query_opt("SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE pid = $1", &[&pid])
+            .context("reading pg_stat_activity")?;
+        Ok(row.and_then(|r| r.get(0)).unwrap_or_else(|| "none".into()))
+    }
+
+    /// Who holds and who waits for the scope's advisory lock (the lock of
+    /// FENCED_SCOPE_SHARED), as `pg_locks` shows it, by `application_name`:
+    /// `holder-a ShareLock granted, holder-b ExclusiveLock waiting`, the
+    /// holders first; `none` when nobody does. The lock's key is
+    /// `(fence_lock_space(), hashtext(scope))`, which `pg_locks` shows as
+    /// `classid`, `objid` and `objsubid = 2` (the two-key form).
+    pub fn scope_lock(&mut self, scope: &str) -> Result<String> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT coalesce(string_agg(a.application_name || ' ' || l.mode || CASE WHEN l.granted THEN ' granted' ELSE ' waiting' END,
+                                            ', ' ORDER BY l.granted DESC, a.application_name), 'none')
+                   FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                  WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND l.classid = fence_lock_space()::oid AND l.objid = hashtext($1)::oid AND l.objsubid = 2",
+                &[&scope],
+            )
+            .context("reading pg_locks")?;
+        Ok(row.get(0))
+    }
+
     /// The sessions that block server process `pid`, by `application_name`
     /// (`holder-a`, `lab part holder`), as `pg_blocking_pids` sees them;
     /// `none` when nothing blocks it.
