@@ -9,7 +9,7 @@
 //! incident table's commands) must be.
 //!
 //! Each chapter starts as a fresh checkout does: the project's files as
-//! they are (a copy under `target/book-commands/tree`, synced before every
+//! they are (a copy under `target/book-commands/`, synced before every
 //! chapter, so a command that edits files — the exercises' `git apply` —
 //! never touches the developer's own tree), and no cluster. The commands
 //! run against a private cluster (`LAB_CLUSTER_DIR`, `LAB_PORT`, which every
@@ -19,9 +19,11 @@
 //! `LAB_BOOK_CHAPTERS=07-lease-not-enough.md,…` runs those chapters only:
 //! the suite (`./run.sh test`) runs each chapter as a group of its own, in
 //! parallel. The chapters share one checkout copy: each holds a shared lock
-//! on it while it runs, and a chapter that changes the project's files
-//! (`git apply`) holds it alone. A chapter that breaks guards (`./run.sh
-//! try`) uses the scratch copy `LAB_SCRATCH_DIR` names.
+//! on it while it runs (the copy's first making holds it alone, and only
+//! for the making). A chapter that changes the project's files (`git
+//! apply`) runs in a copy of its own, so it never stops the others. A
+//! chapter that breaks guards (`./run.sh try`) uses the scratch copy
+//! `LAB_SCRATCH_DIR` names.
 
 use lab::suite::book::{chapters, commands, edits_files, only_exercises};
 use nix::fcntl::{Flock, FlockArg};
@@ -89,8 +91,8 @@ impl Drop for PrivateCluster {
 /// ignore). Only files that differ are rewritten, so the copy's own
 /// `target/` builds incrementally from one run to the next. The pinned book
 /// tools are shared through a link rather than installed again.
-fn checkout_copy() -> PathBuf {
-    let copy = root().join("target/book-commands/tree");
+fn checkout_copy(name: &str) -> PathBuf {
+    let copy = root().join("target/book-commands").join(name);
     std::fs::create_dir_all(&copy).unwrap();
     // Its own build, its own repository and the link to the book tools stay.
     lab::mutants::scratch::mirror(&copy, &["target", ".git", ".tools"]).unwrap();
@@ -99,7 +101,7 @@ fn checkout_copy() -> PathBuf {
     // A repository of its own: git commands in the copy (the exercises'
     // `git apply`, the mutation harness's `git ls-files`) must find the
     // copy, never the developer's repository around it.
-    // (Made under the copy's lock held alone, see `lock_copy`.)
+    // (Made under the copy's lock held alone, see `locked_copy`.)
     if !copy.join(".git").exists() {
         let init = Command::new("git").args(["init", "-q"]).current_dir(&copy).output().unwrap();
         assert!(init.status.success(), "git init in {}: {}", copy.display(), String::from_utf8_lossy(&init.stderr));
@@ -145,15 +147,26 @@ fn tail(bytes: &[u8]) -> String {
     lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
-/// A lock on the checkout copy: shared while a chapter runs, alone for a
-/// chapter that changes the project's files and for the copy's first
-/// making (its repository and its link to the book tools).
-fn lock_copy(alone: bool) -> Flock<std::fs::File> {
+/// The copy a chapter runs in, locked for it: the shared copy `tree`
+/// under a shared lock, or, for a chapter that changes the project's files,
+/// `edit-tree`, a copy of its own held alone. The shared copy's first
+/// making (its repository, its link to the book tools) holds its lock
+/// alone, and only for the making: a chapter that waited for a whole other
+/// chapter to end would hold up every group behind it.
+fn locked_copy(edits: bool) -> (PathBuf, Flock<std::fs::File>) {
+    let name = if edits { "edit-tree" } else { "tree" };
     let dir = root().join("target/book-commands");
     std::fs::create_dir_all(&dir).unwrap();
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("copy.lock")).unwrap();
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(format!("{name}.lock"))).unwrap();
+    let alone = edits || !dir.join(name).join(".git").exists();
     let how = if alone { FlockArg::LockExclusive } else { FlockArg::LockShared };
-    Flock::lock(file, how).map_err(|(_, e)| e).unwrap()
+    let lock = Flock::lock(file, how).map_err(|(_, e)| e).unwrap();
+    let copy = checkout_copy(name);
+    if alone && !edits {
+        // Made: from here on the copy is shared like any other chapter's.
+        lock.relock(FlockArg::LockShared).unwrap();
+    }
+    (copy, lock)
 }
 
 /// The chapters' commands, run in reading order, each exit status as the book says.
@@ -183,11 +196,10 @@ fn book_commands_behave_as_the_book_says() {
             assert!(only_exercises(&list) && i < n, "LAB_BOOK_SLICE={slice} on {chapter}, which is not a page of exercises only");
             list = list.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, c)| c).collect();
         }
-        let _copy = lock_copy(edits_files(&list) || !root().join("target/book-commands/tree/.git").exists());
         let start = Instant::now();
-        eprintln!("book commands: {chapter} ({} commands)", list.len());
+        let (copy, _lock) = locked_copy(edits_files(&list));
+        eprintln!("book commands: {chapter} ({} commands, its copy ready in {:.1}s)", list.len(), start.elapsed().as_secs_f64());
         cluster.reset();
-        let copy = checkout_copy();
         for command in list {
             let began = Instant::now();
             let out = run(&command.line, &copy, &cluster);

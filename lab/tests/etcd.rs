@@ -309,7 +309,10 @@ fn a_leader_change_restarts_the_countdown(cluster: &EtcdCluster, store: &EtcdLea
     let old = cluster.leader().unwrap().expect("a leader");
     let t = Instant::now();
     cluster.kill_member(old.index).unwrap();
-    let new = cluster.wait_for_leader().unwrap();
+    // A leader after the old one, in a later term: etcd reports the term a
+    // member has applied, so a leader elected a moment ago may still show
+    // the old one (see `wait_for_leader_after`).
+    let new = cluster.wait_for_leader_after(&old).unwrap();
     let elected_in = t.elapsed();
     assert_ne!(new.id, old.id, "the killed leader is still the leader");
     assert!(new.term > old.term);
@@ -340,7 +343,7 @@ fn the_acquire_after_a_leader_kill_succeeds_with_a_larger_token(
     let b = store.acquire("report-job", "holder-b", TTL, MARGIN).unwrap().expect("the lease is free");
     eprintln!("acquire right after killing leader {}: {:?}, token {}", old.name, t.elapsed(), b.grant.token);
     tokens.larger(b.grant.token, "B after the leader kill");
-    let new = cluster.wait_for_leader().unwrap();
+    let new = cluster.wait_for_leader_after(&old).unwrap();
     assert_ne!(new.id, old.id);
     assert!(store.release(&b).unwrap());
     cluster.restart_member(old.index).unwrap();

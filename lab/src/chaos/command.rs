@@ -106,22 +106,10 @@ mod tests {
     use super::*;
     use crate::chaos::checker::{check, Attempt, Fault, FinalPart, GrantRecord, History};
     use crate::chaos::schedule::FaultKind;
-    use std::time::Duration;
 
     /// A run of `mode` that the checker judged from `history`.
     fn judged(mode: FenceMode, history: &History) -> ModeRun {
-        ModeRun {
-            mode,
-            verdict: check(history),
-            missed: Default::default(),
-            uncut: 0,
-            started: 0,
-            failed: 0,
-            first_failure: None,
-            took: Duration::ZERO,
-            accepted_tokens: Vec::new(),
-            record: crate::history::Record::empty("chaos-test", mode.name()),
-        }
+        ModeRun::judged(mode, check(history), Vec::new())
     }
 
     /// One holding, one accepted write with its floor, one fault: a history

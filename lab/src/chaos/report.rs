@@ -160,24 +160,12 @@ pub fn write_files(config: &Config, schedule: &Schedule, runs: &[ModeRun], machi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     /// A chart is the accepted tokens in the order given, one chart per
     /// mode, its axes sized to them.
     #[test]
     fn a_chart_draws_the_accepted_tokens_in_order() {
-        let run = ModeRun {
-            mode: FenceMode::Unfenced,
-            verdict: Default::default(),
-            missed: Default::default(),
-            uncut: 0,
-            started: 0,
-            failed: 0,
-            first_failure: None,
-            took: Duration::ZERO,
-            accepted_tokens: vec![1, 3, 2, 4],
-            record: crate::history::Record::empty("chaos-unfenced", "UNFENCED"),
-        };
+        let run = ModeRun::judged(FenceMode::Unfenced, Default::default(), vec![1, 3, 2, 4]);
         let charts = charts(&[run]);
         assert_eq!(charts.len(), 1);
         let (mode, chart) = &charts[0];

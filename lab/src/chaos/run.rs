@@ -94,6 +94,26 @@ pub struct ModeRun {
     pub record: Record,
 }
 
+#[cfg(test)]
+impl ModeRun {
+    /// A run of `mode` that found `verdict` and accepted `accepted_tokens`,
+    /// with nothing else measured: what the report's unit tests draw.
+    pub fn judged(mode: FenceMode, verdict: Verdict, accepted_tokens: Vec<i64>) -> ModeRun {
+        ModeRun {
+            mode,
+            verdict,
+            missed: Default::default(),
+            uncut: 0,
+            started: 0,
+            failed: 0,
+            first_failure: None,
+            took: Duration::ZERO,
+            accepted_tokens,
+            record: Record::empty(&format!("chaos-{}", mode.cli_name()), mode.name()),
+        }
+    }
+}
+
 /// How often a run reports its progress.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 

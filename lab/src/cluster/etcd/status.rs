@@ -107,7 +107,9 @@ impl EtcdCluster {
         // and the target campaigns at once (raft's leadership transfer).
         let request = serde_json::json!({ "targetID": target.to_string() });
         self.gateway.only(leader.index).call("/v3/maintenance/transfer-leadership", &request)?.map_err(|s| format!("moving etcd's leadership to {}: {s}", self.member(to).name))?;
-        let moved = self.wait_for_leader()?;
+        // The target, in the term its campaign began: a status read a
+        // moment after the transfer may still name the old leader.
+        let moved = self.wait_for_leader_after(&leader)?;
         if moved.index != to {
             return Err(format!("etcd's leader is {} after moving the leadership to {}", moved.name, self.member(to).name).into());
         }
