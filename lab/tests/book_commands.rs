@@ -18,9 +18,8 @@
 //!
 //! `LAB_BOOK_CHAPTERS=07-lease-not-enough.md,…` runs those chapters only:
 //! the suite (`./run.sh test`) runs each chapter as a group of its own, in
-//! parallel. The chapters share one checkout copy: each holds a shared lock
-//! on it while it runs (the copy's first making holds it alone, and only
-//! for the making). A chapter that changes the project's files (`git
+//! parallel. The chapters share one checkout copy, made and synced by one
+//! chapter at a time. A chapter that changes the project's files (`git
 //! apply`) runs in a copy of its own, so it never stops the others. A
 //! chapter that breaks guards (`./run.sh try`) uses the scratch copy
 //! `LAB_SCRATCH_DIR` names.
@@ -101,7 +100,7 @@ fn checkout_copy(name: &str) -> PathBuf {
     // A repository of its own: git commands in the copy (the exercises'
     // `git apply`, the mutation harness's `git ls-files`) must find the
     // copy, never the developer's repository around it.
-    // (Made under the copy's lock held alone, see `locked_copy`.)
+    // (Made by one chapter at a time, see `locked_copy`.)
     if !copy.join(".git").exists() {
         let init = Command::new("git").args(["init", "-q"]).current_dir(&copy).output().unwrap();
         assert!(init.status.success(), "git init in {}: {}", copy.display(), String::from_utf8_lossy(&init.stderr));
@@ -147,26 +146,25 @@ fn tail(bytes: &[u8]) -> String {
     lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
-/// The copy a chapter runs in, locked for it: the shared copy `tree`
-/// under a shared lock, or, for a chapter that changes the project's files,
-/// `edit-tree`, a copy of its own held alone. The shared copy's first
-/// making (its repository, its link to the book tools) holds its lock
-/// alone, and only for the making: a chapter that waited for a whole other
-/// chapter to end would hold up every group behind it.
-fn locked_copy(edits: bool) -> (PathBuf, Flock<std::fs::File>) {
+/// The copy a chapter runs in: the shared copy `tree`, or, for a chapter
+/// that changes the project's files, `edit-tree`, a copy of its own, held
+/// alone for the whole chapter (the returned lock). Making or syncing a
+/// copy is done by one chapter at a time, under a lock held only for
+/// that: a chapter never waits for another chapter's commands to end,
+/// which would hold up every group behind it.
+fn locked_copy(edits: bool) -> (PathBuf, Option<Flock<std::fs::File>>) {
     let name = if edits { "edit-tree" } else { "tree" };
     let dir = root().join("target/book-commands");
     std::fs::create_dir_all(&dir).unwrap();
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(format!("{name}.lock"))).unwrap();
-    let alone = edits || !dir.join(name).join(".git").exists();
-    let how = if alone { FlockArg::LockExclusive } else { FlockArg::LockShared };
-    let lock = Flock::lock(file, how).map_err(|(_, e)| e).unwrap();
+    let alone = |lock: &str| {
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(lock)).unwrap();
+        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e).unwrap()
+    };
+    let held = edits.then(|| alone(&format!("{name}.lock")));
+    let making = alone(&format!("{name}.making.lock"));
     let copy = checkout_copy(name);
-    if alone && !edits {
-        // Made: from here on the copy is shared like any other chapter's.
-        lock.relock(FlockArg::LockShared).unwrap();
-    }
-    (copy, lock)
+    drop(making);
+    (copy, held)
 }
 
 /// The chapters' commands, run in reading order, each exit status as the book says.
