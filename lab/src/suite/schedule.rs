@@ -5,6 +5,7 @@ use super::groups::{groups, Group, TestBinaries};
 use crate::error::{Result, ResultExt};
 use crate::{interrupt, paths};
 use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -257,16 +258,36 @@ fn stop_live() {
     for (pgid, _) in &live {
         signal_group(*pgid, Signal::SIGINT);
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline && live.iter().any(|(pgid, _)| kill(Pid::from_raw(-pgid), None).is_ok()) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    for (pgid, home) in &live {
+    // Each group cleans up after its own Ctrl-C (holders, servers, hosts);
+    // then whatever is still there is killed, and only once nothing of the
+    // group runs any more (a killed process may still be making a folder)
+    // is its home cleared.
+    wait_until_gone(&live, Duration::from_secs(60));
+    for (pgid, _) in &live {
         signal_group(*pgid, Signal::SIGKILL);
+    }
+    wait_until_gone(&live, Duration::from_secs(10));
+    for (_, home) in &live {
         for what in clear_home(home) {
             eprintln!("suite: stopped what a group left after Ctrl-C: {what}");
         }
     }
+}
+
+/// Waits, at most `bound`, until no process of these groups is left.
+fn wait_until_gone(live: &[(i32, PathBuf)], bound: Duration) {
+    let deadline = Instant::now() + bound;
+    while Instant::now() < deadline && live.iter().any(|(pgid, _)| !group_gone(*pgid)) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Whether no process of the group `pgid` is left. Its leader is this
+/// process's child: reaped here, so that its zombie does not count as alive
+/// (the main thread, which would reap it, is parked during a Ctrl-C).
+fn group_gone(pgid: i32) -> bool {
+    let _ = waitpid(Pid::from_raw(pgid), Some(WaitPidFlag::WNOHANG));
+    kill(Pid::from_raw(-pgid), None).is_err()
 }
 
 /// Sends `signal` to every process of the process group `pgid`.
