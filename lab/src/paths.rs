@@ -11,10 +11,10 @@
 //! can create entries in, named from a hash of the checkout's path so that
 //! two checkouts never share one. Never in `/tmp` or `/var/tmp`: any account
 //! can create a name there first, and a name computed from the checkout's
-//! path is a name anyone can compute (see [`crate::safe_dir`]). Every
-//! process of the lab (the CLI, the tests, each holder) computes the same
-//! answer from the same inputs, and every one checks the place's marker
-//! before it trusts a file in it.
+//! path is a name anyone can compute (see the `safe_dir` module, one layer
+//! up). Every process of the lab (the CLI, the tests, each holder)
+//! computes the same answer from the same inputs, and every one checks the
+//! place's marker before it trusts a file in it.
 
 use nix::unistd::{Gid, Uid, User};
 use std::ffi::CString;
