@@ -55,6 +55,7 @@ mod probe;
 mod record;
 
 pub use probe::{Reach, PROBE_BOUND};
+pub use record::remove_recorded;
 
 use crate::error::Result;
 use crate::events;
@@ -129,18 +130,17 @@ impl Network {
         }
         let record = Record::begin()?;
         let mut network = Network { record: None, switch: None, hosts: Vec::new(), cuts: Mutex::new(Vec::new()) };
-        let switch_name = record.netns_name("switch");
         network.record = Some(record);
         // From here on the drop removes whatever has been made.
-        let switch = Netns::add(&switch_name).map_err(namespace_refused)?;
+        let switch = network.record().add("switch").map_err(namespace_refused)?;
         // A bridge is the switch: it learns which port each host is on and
         // forwards frames between them. STP is off (Linux's default), so a
         // port forwards as soon as it is up.
         switch.ip_batch(&["link add switch type bridge".into(), "link set switch up".into()])?;
         network.switch = Some(switch);
         for (i, name) in names.iter().enumerate() {
-            let netns_name = network.record.as_ref().expect("made above").netns_name(name);
-            let netns = Arc::new(Netns::add(&netns_name)?);
+            let netns_name = network.record().netns_name(name);
+            let netns = Arc::new(network.record().add(name)?);
             let addr = Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], i as u8 + 1);
             let port = partition::port(name);
             // The cable: a veth pair made inside the switch, its other end
@@ -177,6 +177,10 @@ impl Network {
     /// Every host, in the order made.
     pub fn hosts(&self) -> &[Host] {
         &self.hosts
+    }
+
+    fn record(&self) -> &Record {
+        self.record.as_ref().expect("recorded before the first namespace")
     }
 
     fn switch(&self) -> &Netns {

@@ -4,7 +4,7 @@
 //! Every namespace of a network is named `lab26-<id>-<host>`: the lab's
 //! prefix, the network's random id, the host. Before the first namespace
 //! is made, the run records itself as the network's owner in the file
-//! `target/lab/hosts/<id>` (in a folder the lab makes and marks, see
+//! `target/lab/hosts/<id>` (or `$LAB_HOSTS_DIR/<id>`; in a folder the lab makes and marks, see
 //! [`crate::safe_dir`]; written whole or not at all). Three nets remove the namespaces again: the
 //! network's drop (the end of a case, an error, a panic), the interrupt
 //! cleanup (Ctrl-C), and, for a run killed outright, the next run, which
@@ -12,7 +12,7 @@
 //! network. A namespace named with the prefix but with no record in this
 //! checkout is not this checkout's: it is left alone.
 
-use super::netns;
+use super::netns::{self, Netns};
 use crate::error::{Result, ResultExt};
 use crate::owner::{self, Owner};
 use crate::safe_dir::SafeDir;
@@ -39,8 +39,10 @@ pub struct Record {
 
 /// The records' folder, made (and marked) the first time.
 fn records() -> Result<SafeDir> {
-    std::fs::create_dir_all(paths::build_dir()).context("creating target/lab")?;
-    let dir = paths::build_dir().join("hosts");
+    let dir = paths::hosts_records_dir();
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
     // Two runs making their first network at once: one makes the folder,
     // the other may find it a moment before its marker is written. Asked
     // again for a little while before that counts as someone else's folder.
@@ -81,10 +83,31 @@ impl Record {
         format!("{PREFIX}{}-{host}", self.id)
     }
 
+    /// Makes this network's namespace for `host`, unless a stop signal has
+    /// come: under the list's lock, so that the interrupt cleanup, which
+    /// removes what it finds and then ends the process, never misses a
+    /// namespace made while it works.
+    pub fn add(&self, host: &str) -> Result<Netns> {
+        let _live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        if interrupt::requested() {
+            return Err("interrupted: no new host is made after a stop signal".into());
+        }
+        Netns::add(&self.netns_name(host))
+    }
+
     /// Removes every namespace of this network and then the record.
+    ///
+    /// The list of live networks stays locked until the namespaces are
+    /// gone: the interrupt cleanup takes the same lock, so a Ctrl-C that
+    /// lands during this removal waits for it instead of ending the process
+    /// in its middle. (Taken off the list first, a chaos network was left
+    /// half removed: the cleanup found nothing to do and exited while this
+    /// thread had deleted one host of six.)
     pub fn end(self) -> Result<()> {
-        LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|id| *id != self.id);
+        let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
         remove_network(&self.id)?;
+        live.retain(|id| *id != self.id);
+        drop(live);
         self.records.remove_file(&self.id)
     }
 }
@@ -116,10 +139,12 @@ fn remove_network(id: &str) -> Result<()> {
 /// How long a network's removal is retried before it is reported.
 const REMOVE_BOUND: Duration = Duration::from_secs(5);
 
-/// The interrupt cleanup: every network of this process, gone.
+/// The interrupt cleanup: every network of this process, gone. It holds the
+/// list's lock throughout, so a network's own removal ([`Record::end`]) is
+/// either finished before it starts or never starts.
 fn remove_live() {
-    let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
-    for id in live {
+    let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    for id in std::mem::take(&mut *live) {
         let _ = remove_network(&id);
         if let Ok(records) = records() {
             let _ = records.remove_file(&id);
@@ -151,6 +176,30 @@ fn sweep(records: &SafeDir) -> Result<Vec<String>> {
         }
     }
     Ok(removed)
+}
+
+/// Removes every network recorded in `dir`, whoever made it, with its
+/// record; returns the namespaces that were still there. For the test
+/// suite, once a group has ended: any record left is a network that the
+/// group's runs did not remove. A folder that is missing holds none; one
+/// without the lab's marker is refused.
+pub fn remove_recorded(dir: &std::path::Path) -> Result<Vec<String>> {
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let records = SafeDir::open(dir)?;
+    let mut left = Vec::new();
+    for entry in std::fs::read_dir(records.path())?.flatten() {
+        let Some(id) = entry.file_name().to_str().map(str::to_owned) else { continue };
+        if id.starts_with('.') || id.contains('.') {
+            continue;
+        }
+        let names = netns::listed(&format!("{PREFIX}{id}-"));
+        remove_network(&id)?;
+        records.remove_file(&id)?;
+        left.push(if names.is_empty() { format!("the record of network {id}, its namespaces gone") } else { names.join(", ") });
+    }
+    Ok(left)
 }
 
 /// The records' folder, for the tests that plant a dead run's record.

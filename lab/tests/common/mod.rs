@@ -136,6 +136,22 @@ pub fn leftovers(cluster_dir: &str) -> Vec<String> {
     found
 }
 
+/// [`leftovers`] once the lab has exited: asked again for up to five
+/// seconds while anything is listed, since a child the lab had forked and
+/// not yet exec'd when it was stopped (still under the lab's command line)
+/// ends on its own a moment later (it was tied to the lab, see
+/// `interrupt::tie_to_lab`). What is still there then is a leftover.
+pub fn leftovers_after_exit(cluster_dir: &str) -> Vec<String> {
+    let start = std::time::Instant::now();
+    loop {
+        let left = leftovers(cluster_dir);
+        if left.is_empty() || start.elapsed() > std::time::Duration::from_secs(5) {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Headless Chromium's flags for every test that opens a page in it: no
 /// sandbox (root), no GPU, and none of the browser's own first-run, sync,
 /// update or background traffic. A test adds how it reads the page
