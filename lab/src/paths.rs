@@ -38,6 +38,17 @@ pub fn build_dir() -> PathBuf {
     root().join("target").join("lab")
 }
 
+/// Where the runs record the networks they make (`hosts/record.rs`):
+/// `LAB_HOSTS_DIR`, else `target/lab/hosts`. The test suite gives each
+/// group a folder of its own, so that a network a group leaves behind is
+/// found, and charged to that group, when it ends.
+pub fn hosts_records_dir() -> PathBuf {
+    match std::env::var_os("LAB_HOSTS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => build_dir().join("hosts"),
+    }
+}
+
 /// Where each case's last transcript is saved for `lab diff`: inside a
 /// private cluster's place (`LAB_CLUSTER_DIR`, as the tests use), so that a
 /// test never replaces the reader's own transcripts.

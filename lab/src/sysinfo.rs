@@ -99,6 +99,8 @@ pub struct ProcStat {
     pub state: char,
     /// The parent's pid (field 4).
     pub ppid: u32,
+    /// Its process group (field 5).
+    pub pgrp: u32,
     /// When it started, in clock ticks since boot (field 22): with the pid,
     /// it names one process, never a later one given the same pid.
     pub start_time: u64,
@@ -108,14 +110,16 @@ pub struct ProcStat {
 /// "pid (comm) S ppid … starttime …". The command name may hold spaces
 /// and parentheses, so it ends at the *last* ')', and the fields are
 /// counted after it: the state is the first of them, the parent the
-/// second, the start time (field 22) the twentieth.
+/// second, the process group the third, the start time (field 22) the
+/// twentieth.
 pub fn parse_stat(stat: &str) -> Option<ProcStat> {
     let (head, rest) = stat.rsplit_once(')')?;
     let comm = head.split_once('(')?.1.to_owned();
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
     let ppid = fields.next()?.parse().ok()?;
-    Some(ProcStat { comm, state, ppid, start_time: fields.nth(17)?.parse().ok()? })
+    let pgrp = fields.next()?.parse().ok()?;
+    Some(ProcStat { comm, state, ppid, pgrp, start_time: fields.nth(16)?.parse().ok()? })
 }
 
 /// A process's [`ProcStat`], or `None` if it is gone.
@@ -143,7 +147,7 @@ mod tests {
     /// follow it; a line cut short or garbled is none.
     #[test]
     fn stat_fields_follow_the_last_parenthesis() {
-        let stat = |comm: &str, state| Some(ProcStat { comm: comm.into(), state, ppid: 1, start_time: 9876 });
+        let stat = |comm: &str, state| Some(ProcStat { comm: comm.into(), state, ppid: 1, pgrp: 4242, start_time: 9876 });
         assert_eq!(parse_stat(&stat_line("holder", 'T')), stat("holder", 'T'));
         assert_eq!(parse_stat(&stat_line("a) b (c", 'S')), stat("a) b (c", 'S'));
         assert_eq!(parse_stat("4242 (holder) T 1 4242"), None);

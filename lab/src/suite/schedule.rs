@@ -63,6 +63,9 @@ struct Ended {
     name: String,
     /// How long it ran.
     took: Duration,
+    /// The processor time it used (user and system), with every process
+    /// of it that was reaped within it: what it cost the machine.
+    cpu: Duration,
     /// Whether it passed (and left nothing running).
     ok: bool,
     /// Its log.
@@ -129,18 +132,19 @@ pub fn run(options: &Options) -> Result<bool> {
             if overdue {
                 signal_group(running[i].child.id() as i32, Signal::SIGINT);
             }
-            if let Some(status) = running[i].child.try_wait()? {
+            if let Some((success, cpu)) = reap(running[i].child.id() as i32)? {
                 let r = running.remove(i);
                 if let Some(s) = r.scratch {
                     scratch_free[s] = true;
                 }
-                let e = finish(r, status.success() && !overdue)?;
+                let e = finish(r, success && !overdue, cpu)?;
                 println!(
-                    "[{:>2}/{total}] {:<5} {:<40} {:>6.1}s   (elapsed {})",
+                    "[{:>2}/{total}] {:<5} {:<40} {:>6.1}s cpu {:>5.1}s  (elapsed {})",
                     ended.len() + 1,
                     if e.ok { "ok" } else { "FAIL" },
                     e.name,
                     e.took.as_secs_f64(),
+                    e.cpu.as_secs_f64(),
                     clock(started.elapsed())
                 );
                 ended.push(e);
@@ -179,6 +183,9 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
         // they leave (a test killed by Ctrl-C runs no Drop) escapes clear_home.
         .env("LAB_TEST_TMP", &home)
         .env("LAB_ETCD_DIR", home.join("etcd-26"))
+        // Its runs record the networks they make here: one left when the
+        // group ends is found by clear_home, and fails the group.
+        .env("LAB_HOSTS_DIR", home.join("hosts"))
         .env("LAB_FREE_PORTS", format!("{low}-{high}"))
         .env("LAB_PORT", crate::cluster::free_ports_in(low, high, 3)?.to_string())
         .env("LAB_ETCD_PORT_BASE", crate::cluster::free_ports_in(low, high, 14)?.to_string())
@@ -196,10 +203,32 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
 
 /// Judges a group that ended: its exit status, and what it left running in
 /// its folder (a server, etcd members), which is stopped and fails it.
-fn finish(r: Running, passed: bool) -> Result<Ended> {
+fn finish(r: Running, passed: bool, cpu: Duration) -> Result<Ended> {
     LIVE.lock().retain(|(pid, _)| *pid != r.child.id() as i32);
-    let leftovers = clear_home(&r.home);
-    Ok(Ended { name: r.group.name, took: r.started.elapsed(), ok: passed && leftovers.is_empty(), log: r.log, leftovers })
+    let mut leftovers = stop_strays(r.child.id() as i32);
+    leftovers.extend(clear_home(&r.home));
+    Ok(Ended { name: r.group.name, took: r.started.elapsed(), cpu, ok: passed && leftovers.is_empty(), log: r.log, leftovers })
+}
+
+/// Kills the processes still in the process group `pgid` once its leader
+/// has ended (a test's child that outlived it); returns what they were.
+/// Holders and servers run in process groups of their own: a holder dies
+/// with its lab (`interrupt::tie_to_lab`), a server is found by clear_home.
+fn stop_strays(pgid: i32) -> Vec<String> {
+    let mut strays = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Some(stat) = crate::sysinfo::proc_stat(pid) else { continue };
+        if stat.pgrp == pgid as u32 && stat.state != 'Z' {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            strays.push(format!("process {pid} ({})", String::from_utf8_lossy(&cmdline).replace('\0', " ").trim()));
+        }
+    }
+    if !strays.is_empty() {
+        signal_group(pgid, Signal::SIGKILL);
+        wait_until_gone(&[(pgid, PathBuf::new())], Duration::from_secs(10));
+    }
+    strays
 }
 
 /// Stops what a group left running in its folder and removes the folder;
@@ -227,6 +256,11 @@ fn clear_home(home: &Path) -> Vec<String> {
             left.push(format!("etcd members in {}", dir.display()));
             let _ = ask("LAB_ETCD_DIR", &["etcd", "stop"]);
         }
+    }
+    // After the servers: a network's hosts may hold them.
+    match crate::hosts::remove_recorded(&home.join("hosts")) {
+        Ok(networks) => left.extend(networks.into_iter().map(|n| format!("a network it did not remove: {n}"))),
+        Err(e) => left.push(format!("its networks' records: {}", crate::error::chain(e.as_ref()))),
     }
     if let Err(e) = std::fs::remove_dir_all(home) {
         left.push(format!("its folder {} ({e})", home.display()));
@@ -282,6 +316,27 @@ fn wait_until_gone(live: &[(i32, PathBuf)], bound: Duration) {
     }
 }
 
+/// Reaps the group leader `pid` if it has ended: whether it exited with 0,
+/// and the processor time it and the processes it reaped used (`wait4`
+/// reports that; std's `Child` does not).
+fn reap(pid: i32) -> Result<Option<(bool, Duration)>> {
+    use nix::libc;
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain integers, for which all zeroes is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 writes only into the two locals it is given.
+    let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+    if reaped == 0 {
+        return Ok(None);
+    }
+    if reaped < 0 {
+        return Err(format!("waiting for group process {pid}: {}", std::io::Error::last_os_error()).into());
+    }
+    let time = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    let success = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    Ok(Some((success, time(usage.ru_utime) + time(usage.ru_stime))))
+}
+
 /// Whether no process of the group `pgid` is left. Its leader is this
 /// process's child: reaped here, so that its zombie does not count as alive
 /// (the main thread, which would reap it, is parked during a Ctrl-C).
@@ -318,19 +373,21 @@ fn report(ended: &[Ended], wall: Duration, built: Duration) -> bool {
     }
     let mut slowest: Vec<&Ended> = ended.iter().collect();
     slowest.sort_by_key(|e| std::cmp::Reverse(e.took));
-    println!("\nslowest groups:");
+    println!("\nslowest groups:     (took: wall time; cpu: processor time, user + system)");
     for e in slowest.iter().take(12) {
-        println!("  {:>7.1}s  {}", e.took.as_secs_f64(), e.name);
+        println!("  {:>7.1}s  cpu {:>6.1}s  {}", e.took.as_secs_f64(), e.cpu.as_secs_f64(), e.name);
     }
     let busy: f64 = ended.iter().map(|e| e.took.as_secs_f64()).sum();
+    let cpu: f64 = ended.iter().map(|e| e.cpu.as_secs_f64()).sum();
     let counts = counts(ended);
     println!(
-        "\nsuite: {} groups, {} failed; {} wall ({} building), {:.0} s of group time\nchecked: {counts}",
+        "\nsuite: {} groups, {} failed; {} wall ({} building), {:.0} s of group time, {:.0} s of processor time\nchecked: {counts}",
         ended.len(),
         failed.len(),
         clock(wall),
         clock(built),
-        busy
+        busy,
+        cpu
     );
     let _ = std::io::stdout().flush();
     failed.is_empty()
