@@ -133,6 +133,51 @@ cargo_install_tool() {
     cargo install --locked --root "$root" "$@"
 }
 
+# A folder of this account's own for built tools, shared by its checkouts:
+# $HOME/.cache/lease-fencing-lab/tools. Each folder on the way is made 0700
+# if missing and used only if it is a real folder (not a link), owned by
+# this account and writable by nobody else: no other account can have
+# placed it or anything in it. Prints the folder; fails if it cannot be used.
+tool_cache() {
+  local dir="${HOME:-}" part
+  [ -n "$dir" ] || return 1
+  for part in "" .cache lease-fencing-lab tools; do
+    dir="${dir%/}${part:+/$part}"
+    [ -e "$dir" ] || mkdir -m 700 "$dir" 2>/dev/null || return 1
+    [ -d "$dir" ] && [ ! -L "$dir" ] || return 1
+    [ "$(stat -c %u "$dir")" = "$(id -u)" ] || return 1
+    [ $(( 0$(stat -c %a "$dir") & 022 )) = 0 ] || return 1
+  done
+  echo "$dir"
+}
+
+# Installs the tool NAME into .tools/bin: copied from the account's tool
+# cache when it holds one answering `--version` with WANT (a file of this
+# account's, writable by nobody else), else built with `cargo install ARGS…`
+# and then kept in the cache for the next checkout. A new clone thus builds
+# the book's tools once per machine, not once per clone (two minutes on a
+# busy 2-core machine).
+install_book_tool() {
+  local name=$1 want=$2 key=$3; shift 3
+  local cache cached
+  if cache=$(tool_cache); then
+    cached="$cache/$key"
+    if [ -f "$cached" ] && [ ! -L "$cached" ] && [ "$(stat -c %u "$cached")" = "$(id -u)" ] \
+       && [ $(( 0$(stat -c %a "$cached") & 022 )) = 0 ] && [ "$("$cached" --version 2>/dev/null)" = "$want" ]; then
+      mkdir -p .tools/bin && cp "$cached" ".tools/bin/$name.partial" && mv ".tools/bin/$name.partial" ".tools/bin/$name"
+      echo "run.sh: $want copied from $cache (built there by an earlier checkout)" >&2
+      return 0
+    fi
+  fi
+  echo "run.sh: installing $want into .tools/ (once per machine; about a minute)…" >&2
+  cargo_install_tool .tools "$@"
+  if [ -n "${cache:-}" ]; then
+    # Written under a name of its own, then renamed: whole or not at all.
+    cp ".tools/bin/$name" "$cache/$key.partial.$$" && chmod 0755 "$cache/$key.partial.$$" && mv "$cache/$key.partial.$$" "$cache/$key" \
+      || rm -f "$cache/$key.partial.$$"
+  fi
+}
+
 # The pinned mdbook (with only the search feature: `book` needs no server)
 # and mdbook-mermaid, in a project-local .tools/ folder, and mermaid.js
 # (bundled in mdbook-mermaid) for diagrams that render offline.
@@ -140,12 +185,12 @@ ensure_book_tools() {
   ensure_rust
   export PATH="$PWD/.tools/bin:$PATH"
   if [ "$(mdbook --version 2>/dev/null)" != "mdbook v$MDBOOK_VERSION" ]; then
-    echo "run.sh: installing mdbook $MDBOOK_VERSION into .tools/ (once; about a minute)…" >&2
-    cargo_install_tool .tools --version "=$MDBOOK_VERSION" --no-default-features --features search mdbook
+    install_book_tool mdbook "mdbook v$MDBOOK_VERSION" "mdbook-$MDBOOK_VERSION-search" \
+      --version "=$MDBOOK_VERSION" --no-default-features --features search mdbook
   fi
   if [ "$(mdbook-mermaid --version 2>/dev/null)" != "mdbook-mermaid $MERMAID_VERSION" ]; then
-    echo "run.sh: installing mdbook-mermaid $MERMAID_VERSION into .tools/ (once)…" >&2
-    cargo_install_tool .tools --version "=$MERMAID_VERSION" mdbook-mermaid
+    install_book_tool mdbook-mermaid "mdbook-mermaid $MERMAID_VERSION" "mdbook-mermaid-$MERMAID_VERSION" \
+      --version "=$MERMAID_VERSION" mdbook-mermaid
   fi
   if [ ! -s target/mermaid/mermaid.min.js ] || [ .tools/bin/mdbook-mermaid -nt target/mermaid/mermaid.min.js ]; then
     local scratch=target/mermaid-scratch
