@@ -203,6 +203,8 @@ fn book_commands_behave_as_the_book_says() {
             let out = run(&command.line, &copy, &cluster);
             let took = began.elapsed();
             ran += 1;
+            // In the group's log: which command of a slow chapter is slow.
+            eprintln!("book commands: {:>6.1}s  {}", took.as_secs_f64(), command.line);
             if let Some(bound) = command.within.filter(|b| took > *b) {
                 problems.push(format!("{}: `{}` took {:.0} s, the book says it is done within {} s", command.at, command.line, took.as_secs_f64(), bound.as_secs()));
             }
