@@ -155,20 +155,13 @@ fn remove_live() {
 /// Removes the networks of runs that no longer exist; returns their ids.
 fn sweep(records: &SafeDir) -> Result<Vec<String>> {
     let mut removed = Vec::new();
-    for entry in std::fs::read_dir(records.path())?.flatten() {
-        let Some(id) = entry.file_name().to_str().map(str::to_owned) else { continue };
-        // The marker, and a whole-write's leftover `<id>.partial`, are not records.
-        if id.starts_with('.') || id.contains('.') {
-            continue;
-        }
+    for id in recorded_ids(records)? {
         let gone = match owner::read_in(records, &id)? {
             Some(run @ Owner::Run { .. }) => run.is_dead_run(),
             Some(Owner::Reader) | None => false,
         };
         if gone {
-            let names = netns::listed(&format!("{PREFIX}{id}-"));
-            remove_network(&id)?;
-            records.remove_file(&id)?;
+            let names = remove_with_record(records, &id)?;
             if !names.is_empty() {
                 eprintln!("lab: removed the network namespaces that a run which died left behind: {}", names.join(", "));
             }
@@ -189,17 +182,33 @@ pub fn remove_recorded(dir: &std::path::Path) -> Result<Vec<String>> {
     }
     let records = SafeDir::open(dir)?;
     let mut left = Vec::new();
-    for entry in std::fs::read_dir(records.path())?.flatten() {
-        let Some(id) = entry.file_name().to_str().map(str::to_owned) else { continue };
-        if id.starts_with('.') || id.contains('.') {
-            continue;
-        }
-        let names = netns::listed(&format!("{PREFIX}{id}-"));
-        remove_network(&id)?;
-        records.remove_file(&id)?;
+    for id in recorded_ids(&records)? {
+        let names = remove_with_record(&records, &id)?;
         left.push(if names.is_empty() { format!("the record of network {id}, its namespaces gone") } else { names.join(", ") });
     }
     Ok(left)
+}
+
+/// The ids of the networks recorded in `records`.
+fn recorded_ids(records: &SafeDir) -> Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(records.path())?.flatten() {
+        let Some(id) = entry.file_name().to_str().map(str::to_owned) else { continue };
+        // The marker, and a whole-write's leftover `<id>.partial`, are not records.
+        if !id.starts_with('.') && !id.contains('.') {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+/// Removes network `id`'s namespaces and then its record; returns the
+/// namespaces that were there.
+fn remove_with_record(records: &SafeDir, id: &str) -> Result<Vec<String>> {
+    let names = netns::listed(&format!("{PREFIX}{id}-"));
+    remove_network(id)?;
+    records.remove_file(id)?;
+    Ok(names)
 }
 
 /// The records' folder, for the tests that plant a dead run's record.
