@@ -178,8 +178,8 @@ fn remove_strays(to: &Path, at: &Path, wanted: &std::collections::BTreeSet<PathB
 static CLUSTER: Mutex<Option<LabAt>> = Mutex::new(None);
 
 impl Scratch {
-    /// Copies the project into the scratch tree, builds it unmutated, and
-    /// starts the private cluster.
+    /// Copies the project into the scratch tree and starts the private
+    /// cluster; each mutant is built by [`Scratch::build`].
     pub fn prepare() -> Result<Scratch> {
         let base = match std::env::var_os("LAB_SCRATCH_DIR") {
             Some(dir) => PathBuf::from(dir),
@@ -199,10 +199,17 @@ impl Scratch {
         };
         scratch.sync()?;
         seed_build(&paths::root().join("target"), &scratch.target)?;
-        scratch.build()?.map_err(|e| format!("the unmutated scratch copy does not build:\n{e}"))?;
-        *CLUSTER.lock() = Some((scratch.lab_bin(), scratch.env()));
+        // No unmutated build here: the mutant's build (`harness::judge`)
+        // takes the last run's revert and this run's patch in one
+        // incremental build; a build before it would double every `try`.
+        // The private cluster is started and stopped by this very binary,
+        // the reader's unmutated lab, never by a mutant.
+        let unmutated = std::env::current_exe().context("finding the running lab binary")?;
+        *CLUSTER.lock() = Some((unmutated.clone(), scratch.env()));
         interrupt::on_stop(stop_cluster);
-        let out = scratch.lab(&["cluster", "start"])?;
+        let mut start = Command::new(unmutated);
+        start.args(["cluster", "start"]).envs(scratch.env());
+        let out = run_child(start)?;
         if !out.status.success() {
             return Err(format!("cannot start the mutants' cluster: {}", String::from_utf8_lossy(&out.stderr)).into());
         }
