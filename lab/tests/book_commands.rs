@@ -24,6 +24,9 @@
 //! chapter that breaks guards (`./run.sh try`) uses the scratch copy
 //! `LAB_SCRATCH_DIR` names.
 
+#[path = "common/bench_table.rs"]
+mod bench_table;
+
 use lab::suite::book::{chapters, commands, edits_files, only_exercises};
 use nix::fcntl::{Flock, FlockArg};
 use std::path::{Path, PathBuf};
@@ -207,6 +210,13 @@ fn book_commands_behave_as_the_book_says() {
             eprintln!("book commands: {:>6.1}s  {}", took.as_secs_f64(), command.line);
             if let Some(bound) = command.within.filter(|b| took > *b) {
                 problems.push(format!("{}: `{}` took {:.0} s, the book says it is done within {} s", command.at, command.line, took.as_secs_f64(), bound.as_secs()));
+            }
+            // The bench is measured here only (tests/bench.rs measures
+            // nothing): what it wrote must be the whole table.
+            if let Some(table) = bench_table::measured_table(&command.line).filter(|_| out.status.success()) {
+                if let Err(why) = bench_table::check(&copy.join(table), &String::from_utf8_lossy(&out.stdout), &String::from_utf8_lossy(&out.stderr)) {
+                    problems.push(format!("{}: `{}` wrote an incomplete bench: {why}", command.at, command.line));
+                }
             }
             if out.status.code() != Some(command.exit) {
                 problems.push(format!(
