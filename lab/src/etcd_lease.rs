@@ -214,6 +214,10 @@ impl EtcdLeaseStore {
         if ttl.subsec_nanos() != 0 {
             return Err(format!("etcd lease TTLs are whole seconds, not {ttl:?}").into());
         }
+        // A holder's first call logs in, and etcd checks the password with
+        // bcrypt: on a busy machine that alone can outlast the margin. It is
+        // no part of the lease, so it is done before the clock is read.
+        self.gateway.log_in()?;
         // Read the monotonic clock before the grant leaves: the leader's
         // countdown starts later (see grant_request).
         let sent = Instant::now();
