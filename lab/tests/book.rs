@@ -756,6 +756,8 @@ fn dump_dom(chromium: &Path, page: &Path) -> String {
         .args(common::HEADLESS_CHROMIUM)
         .args(["--virtual-time-budget=20000", "--dump-dom"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
+        // Its own scratch folders (org.chromium.Chromium.*) go with `profile`.
+        .env("TMPDIR", profile.path())
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();

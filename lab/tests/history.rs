@@ -182,6 +182,8 @@ fn open(chromium: &Path, page: &Path, fragment: &str) -> Seen {
             "--dump-dom",
         ])
         .arg(format!("--user-data-dir={}", scratch.path().join("profile").display()))
+        // Its own scratch folders (org.chromium.Chromium.*) go with `scratch`.
+        .env("TMPDIR", scratch.path())
         .arg(format!("--log-net-log={}", net_log.display()))
         .arg(format!("file://{}{fragment}", page.display()))
         .output()

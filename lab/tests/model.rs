@@ -83,6 +83,8 @@ fn explorer_renders_the_initial_state() {
         .arg(format!("--proxy-server=http://127.0.0.1:{trap_port}"))
         .arg("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
         .arg(format!("--user-data-dir={}", profile.path().display()))
+        // Its own scratch folders (org.chromium.Chromium.*) go with `profile`.
+        .env("TMPDIR", profile.path())
         // The initial state selected, as a reader's first click selects it.
         .arg(format!("{url}#/steps/0"))
         .output()

@@ -62,6 +62,8 @@ impl Browser {
             .args(super::common::HEADLESS_CHROMIUM)
             .args(["--force-device-scale-factor=1", "--remote-debugging-pipe"])
             .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
+            // Its own scratch folders (org.chromium.Chromium.*) go with `dir`.
+            .env("TMPDIR", dir.path())
             .arg(format!("--window-size={width},{height}"))
             .arg("about:blank")
             .stdin(Stdio::null())
