@@ -230,7 +230,7 @@ fn stop_strays(pgid: i32) -> Vec<String> {
     }
     if !strays.is_empty() {
         signal_group(pgid, Signal::SIGKILL);
-        wait_until_gone(&[(pgid, PathBuf::new())], Duration::from_secs(10));
+        wait_until_gone(&[pgid], Duration::from_secs(10));
     }
     strays
 }
@@ -293,6 +293,7 @@ fn lab_folders(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
 /// their own cleanup, SIGKILL for what is still there, then their folders.
 fn stop_live() {
     let live: Vec<(i32, PathBuf)> = LIVE.lock().clone();
+    let groups: Vec<i32> = live.iter().map(|(pgid, _)| *pgid).collect();
     for (pgid, _) in &live {
         signal_group(*pgid, Signal::SIGINT);
     }
@@ -300,11 +301,11 @@ fn stop_live() {
     // then whatever is still there is killed, and only once nothing of the
     // group runs any more (a killed process may still be making a folder)
     // is its home cleared.
-    wait_until_gone(&live, Duration::from_secs(60));
+    wait_until_gone(&groups, Duration::from_secs(60));
     for (pgid, _) in &live {
         signal_group(*pgid, Signal::SIGKILL);
     }
-    wait_until_gone(&live, Duration::from_secs(10));
+    wait_until_gone(&groups, Duration::from_secs(10));
     for (_, home) in &live {
         for what in clear_home(home) {
             eprintln!("suite: stopped what a group left after Ctrl-C: {what}");
@@ -312,10 +313,10 @@ fn stop_live() {
     }
 }
 
-/// Waits, at most `bound`, until no process of these groups is left.
-fn wait_until_gone(live: &[(i32, PathBuf)], bound: Duration) {
+/// Waits, at most `bound`, until no process of these process groups is left.
+fn wait_until_gone(groups: &[i32], bound: Duration) {
     let deadline = Instant::now() + bound;
-    while Instant::now() < deadline && live.iter().any(|(pgid, _)| !group_gone(*pgid)) {
+    while Instant::now() < deadline && groups.iter().any(|pgid| !group_gone(*pgid)) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
