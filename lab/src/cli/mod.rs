@@ -72,9 +72,9 @@ pub enum Command {
     /// The whole test suite, its groups in parallel (what `./run.sh test` and CI run).
     Suite {
         /// How many groups run at once. Their time is mostly designed
-        /// waiting, and beside other busy work a group gets its share of
-        /// the cores per process. Four on 2 cores: at eight, a saturated machine once made F16 miss its 1.6 s deadline budget.
-        #[arg(long, default_value_t = 4)]
+        /// waiting (and the disk's flushes), and beside other busy work a
+        /// group gets its share of the cores per process: six on 2 cores.
+        #[arg(long, default_value_t = 6)]
         workers: usize,
         /// Only the groups whose name contains one of these (e.g. `cases`, `book 07`).
         only: Vec<String>,

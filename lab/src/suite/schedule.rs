@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub struct Options {
     /// How many groups run at once. Their time is mostly waiting, so more
-    /// than the machine's cores: 4 on 2 cores. More do not finish sooner:
-    /// beside two busy loops 6 took 15:40 and 8 took 15:51 (the cores are
-    /// the limit), and at 8 an idle run once made F16's holder miss its
-    /// deadline budget (DEADLINE_PASSED) on a saturated machine.
+    /// than the machine's cores: 6 on 2 cores. Beside two busy loops, 4
+    /// took 17:19 with the cores not full (each busy loop got under half a
+    /// core): the groups were waiting, and 4 at a time left too few to
+    /// overlap. Before the exercises built each mutant once, 6 and 8 were
+    /// alike (15:40, 15:51): the cores were the limit then.
     pub workers: usize,
     /// Only the groups whose name contains one of these (all when empty).
     pub only: Vec<String>,
@@ -31,7 +32,7 @@ pub struct Options {
 
 /// How many scratch copies the mutation exercises share: the exercises are
 /// most of the suite's longest work, and a copy costs one seeded build. On
-/// 4 workers, 3 leave one worker for the other groups at all times.
+/// 6 workers, 3 leave three workers for the other groups at all times.
 const SCRATCH_COPIES: usize = 3;
 
 /// The ports the suite's groups pick from: one range per worker slot,
