@@ -14,7 +14,9 @@
 //! never touches the developer's own tree), and no cluster. The commands
 //! run against a private cluster (`LAB_CLUSTER_DIR`, `LAB_PORT`, which every
 //! process of the lab inherits), so they never touch the reader's own, and
-//! it is removed afterwards whatever happened.
+//! it is removed afterwards whatever happened. The one release build a
+//! command makes (`./run.sh bench`) is left unoptimised
+//! (`CARGO_PROFILE_RELEASE_OPT_LEVEL=0`): a test never judges its figures.
 //!
 //! `LAB_BOOK_CHAPTERS=07-lease-not-enough.md,…` runs those chapters only:
 //! the suite (`./run.sh test`) runs each chapter as a group of its own, in
@@ -121,6 +123,13 @@ fn run(line: &str, copy: &Path, cluster: &PrivateCluster) -> Output {
     cmd.args(["-c", line]).current_dir(copy).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // Colours would only get in the way of the messages.
     cmd.env("NO_COLOR", "1");
+    // `./run.sh bench` builds an optimised client, so that the client's own
+    // CPU does not blur the figures a reader measures. A test never judges
+    // the figures (bench_table.rs checks the table's shape), so here the
+    // release build is left unoptimised: the same code and the same cfg
+    // (no debug assertions, no overflow checks), compiled in 55 s of
+    // processor time instead of 143 s.
+    cmd.env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0");
     cluster.env(&mut cmd);
     let child = cmd.spawn().unwrap();
     let pid = child.id();
