@@ -21,6 +21,10 @@ static LIFECYCLE: Mutex<()> = Mutex::new(());
 /// How long a start may take, as `pg_ctl start -t 60` allows.
 const START_BOUND: Duration = Duration::from_secs(60);
 
+/// How long the postmaster may still run after `pg_ctl stop` returned: it
+/// has only to finish exiting.
+const STOP_BOUND: Duration = Duration::from_secs(10);
+
 /// Who runs the postmaster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Launch {
@@ -171,6 +175,15 @@ impl Cluster {
     }
     // ANCHOR_END: launch_tied
 
+    /// The running postmaster, from the first line of `postmaster.pid`:
+    /// its pid and start time (with the pid, one process, never a later
+    /// one given the same pid). `None` when there is no such process.
+    fn postmaster(&self) -> Option<(u32, u64)> {
+        let text = self.read_server_file("data/postmaster.pid").ok()??;
+        let pid: u32 = text.lines().next()?.trim().parse().ok()?;
+        crate::sysinfo::proc_stat(pid).map(|stat| (pid, stat.start_time))
+    }
+
     /// The status line of `postmaster.pid` (`starting`, `ready`, `standby`,
     /// `stopping`) when the file belongs to the postmaster `pid`.
     fn pid_file_status(&self, pid: u32) -> Option<String> {
@@ -210,6 +223,11 @@ impl Cluster {
         if !self.is_running()? {
             return Ok(());
         }
+        // pg_ctl returns once postmaster.pid is gone, and the postmaster
+        // removes it a moment before it exits: on a busy machine it is
+        // still seen running after pg_ctl has returned. So the stop also
+        // waits for that very process (its pid and start time, read first).
+        let postmaster = self.postmaster();
         let out = self
             .server_command("pg_ctl")
             .args(["stop", "-w", "-t", "60", "-s", "-m", mode, "-D"])
@@ -217,6 +235,14 @@ impl Cluster {
             .output()?;
         if !out.status.success() {
             return Err(diagnose::command_error(&format!("pg_ctl stop -m {mode}"), &out, Some(self)).into());
+        }
+        if let Some((pid, started)) = postmaster {
+            let ended = || {
+                crate::sysinfo::proc_stat(pid).is_none_or(|now| now.state == 'Z' || now.start_time != started)
+            };
+            if !poll::poll_until(STOP_BOUND, poll::EVERY, || Ok::<_, std::convert::Infallible>(ended())).unwrap_or(false) {
+                return Err(format!("{}: pg_ctl stop -m {mode} returned, but the postmaster (pid {pid}) still runs after {STOP_BOUND:?}", self.name).into());
+            }
         }
         if clear_owner {
             owner::clear(&self.dir)?;
