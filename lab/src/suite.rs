@@ -15,7 +15,8 @@
 //! - chapters that break guards in a scratch copy (`./run.sh try`) take one
 //!   of three scratch copies, which stay warm between groups and between runs;
 //! - the longest groups start first (by how long each took the last time on
-//!   this machine, else by `times.tsv`: a run on an idle 2-core machine);
+//!   this machine, else by `times.tsv`: a run on a 2-core machine beside
+//!   two busy loops);
 //! - progress is printed as groups start and end, and every minute; at the
 //!   end, a table of the slowest groups and the counts of what was checked.
 //!

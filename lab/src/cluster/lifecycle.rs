@@ -179,18 +179,22 @@ impl Cluster {
     /// its pid and start time (with the pid, one process, never a later
     /// one given the same pid). `None` when there is no such process.
     fn postmaster(&self) -> Option<(u32, u64)> {
-        let text = self.read_server_file("data/postmaster.pid").ok()??;
-        let pid: u32 = text.lines().next()?.trim().parse().ok()?;
+        let pid: u32 = self.pid_file_lines()?.first()?.parse().ok()?;
         crate::sysinfo::proc_stat(pid).map(|stat| (pid, stat.start_time))
     }
 
     /// The status line of `postmaster.pid` (`starting`, `ready`, `standby`,
     /// `stopping`) when the file belongs to the postmaster `pid`.
     fn pid_file_status(&self, pid: u32) -> Option<String> {
-        let text = self.read_server_file("data/postmaster.pid").ok()??;
-        let lines: Vec<&str> = text.lines().collect();
+        let lines = self.pid_file_lines()?;
         // Line 1: the pid; line 8: the status (pidfile.h, LOCK_FILE_LINE_PM_STATUS).
-        (lines.first()?.trim() == pid.to_string()).then(|| lines.get(7).map(|s| s.trim().to_owned()))?
+        (*lines.first()? == pid.to_string()).then(|| lines.get(7).cloned())?
+    }
+
+    /// The lines of `postmaster.pid`, trimmed; `None` when there is none.
+    fn pid_file_lines(&self) -> Option<Vec<String>> {
+        let text = self.read_server_file("data/postmaster.pid").ok()??;
+        Some(text.lines().map(|l| l.trim().to_owned()).collect())
     }
 
     /// Stops the server cleanly (`-m fast`: a checkpoint, then exit); does
