@@ -420,11 +420,19 @@ case "$cmd" in
     shift
     # --redraw measures nothing: it draws the figures again from the CSV.
     case " $* " in *" --redraw "*) build; exec "$LAB" bench "$@" ;; esac
-    ensure_postgres; guard_cluster
     # An optimised client: a debug build's own CPU time, spent on the same
     # two cores as the server's, would blur the differences being measured.
-    cargo build --release --quiet --bin lab
-    target/release/lab bench "$@"
+    # The test suite alone sets LAB_BENCH_CLIENT=debug: it judges the
+    # table's shape, never the figures, and the debug client is built
+    # already, where the release build costs minutes of a busy machine.
+    client=${LAB_BENCH_CLIENT:-release}
+    [ "$client" = release ] || [ "$client" = debug ] || die "LAB_BENCH_CLIENT is release (the default) or debug, not '$client'"
+    ensure_postgres; guard_cluster
+    if [ "$client" = debug ]; then
+      build; "$LAB" bench "$@"
+    else
+      cargo build --release --quiet --bin lab; target/release/lab bench "$@"
+    fi
     ;;
   accept)
     [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"
