@@ -45,7 +45,9 @@ const HOLDERS: usize = 8;
 /// about twenty long pauses (most aimed at the writer, half of those in
 /// F4's window) and several slow links of the writer, each of which can let
 /// a stale write in; 14 s once let UNFENCED through with none in a stress
-/// run under load. Short enough for the suite.
+/// run under load. Short enough for the suite. Each long pause of the
+/// writer lasts until its successor has written (`OUTLAST_BOUND`): 20 s
+/// once let UNFENCED through with none beside two busy loops before that.
 const DURATION: Duration = Duration::from_secs(20);
 
 // ANCHOR: f15_run

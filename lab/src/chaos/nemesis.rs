@@ -3,7 +3,11 @@
 //!
 //! - a pause is a real SIGSTOP and, after its length, SIGCONT, sent by the
 //!   target slot's own thread (the one owner of that holder; the nemesis
-//!   only orders it, see `workload.rs` and `workload/`);
+//!   only orders it, see `workload.rs` and `workload/`); a long pause of a
+//!   holder that holds the lease also waits, after its length, for a
+//!   newer holding's first accepted write (at most `OUTLAST_BOUND` more,
+//!   in `workload/slot_thread.rs`), so that the holder wakes into F4's
+//!   timeline however busy the machine;
 //! - a kill is a real SIGKILL, sent the same way, after which the slot
 //!   starts a new incarnation;
 //! - a delay slows the target slot's link, the

@@ -8,7 +8,7 @@ use crate::chaos::checker::GrantRecord;
 use crate::error::panic_message;
 use crate::chaos::schedule::FaultKind;
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicI64, AtomicUsize};
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
@@ -108,6 +108,10 @@ impl FaultLog {
 pub struct Tally {
     /// Every successful acquire, as the holders reported it.
     pub grants: Mutex<Vec<GrantRecord>>,
+    /// The largest token of any write a holder reported accepted (0
+    /// before the first): a long pause of a holder outlasts its successor's
+    /// first accepted write (see `slot_thread.rs`).
+    pub newest_accepted: AtomicI64,
     /// Holder processes started.
     pub started: AtomicUsize,
     /// Holder processes that failed on their own (not killed by the

@@ -66,6 +66,7 @@ impl Slot {
             log: Arc::clone(log),
             tally: Arc::clone(tally),
             start,
+            token: Default::default(),
         };
         let thread_name = format!("slot {name}");
         let recorder = Arc::clone(tally);

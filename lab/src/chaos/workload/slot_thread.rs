@@ -13,6 +13,7 @@ use crate::holder::Step;
 use crate::hosts::Host;
 use crate::holder_guard::{HolderGuard, Output};
 use crate::interrupt;
+use std::cell::Cell;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
@@ -40,6 +41,17 @@ pub const BEFORE_WRITE: Duration = Duration::from_micros(1500);
 /// holder is quiet: the precision of the pauses' lengths.
 const TICK: Duration = Duration::from_millis(10);
 
+/// How much longer than its length a long pause of a holding holder waits
+/// for a newer holding's first accepted write (two ttls): the lease
+/// expires one ttl into the pause, a bystander polls for it and then
+/// works before its first part. Without the wait, on a busy machine the
+/// paused holder woke before its successor had written, and its write
+/// met no newer token: F15's negative control once saw no stale write
+/// in a whole run. After the bound the holder wakes anyway: a pause never
+/// hangs on a successor that does not come (every other slot stopped,
+/// cut off, or the server restarting).
+pub const OUTLAST_BOUND: Duration = Duration::from_millis(3000);
+
 /// A slot's thread and everything it owns.
 pub(super) struct SlotThread {
     /// Which slot, for its stream of the seed.
@@ -65,6 +77,8 @@ pub(super) struct SlotThread {
     pub(super) tally: Arc<Tally>,
     /// The run's start, for the fault log's times.
     pub(super) start: Instant,
+    /// The token of the current holding, while its holder holds the lease.
+    pub(super) token: Cell<Option<i64>>,
 }
 
 /// How one holder process ended.
@@ -84,8 +98,13 @@ enum Pause {
     /// Stop the holder at its next write (`into_write`), or at
     /// `until` at the latest.
     Armed { kind: FaultKind, length: Duration, into_write: Duration, until: Instant },
-    /// Stopped; SIGCONT at `until`, which ends `fault` in the log.
-    Stopped { until: Instant, fault: FaultId },
+    /// Stopped; SIGCONT at `until`, which ends `fault` in the log. A long
+    /// pause of a holder that holds the lease with token `outlast` waits
+    /// after `until` (up to [`OUTLAST_BOUND`]) until a write with a larger
+    /// token has been accepted: the article's F4, where B has written
+    /// before A wakes, forced by the holders' own reports, not by the
+    /// pause's length.
+    Stopped { until: Instant, fault: FaultId, outlast: Option<i64> },
 }
 
 impl SlotThread {
@@ -110,6 +129,7 @@ impl SlotThread {
             self.set(|v| v.live = true);
             let ended = self.drive(&mut holder, incarnation, &mut holding);
             self.set(|v| (v.live, v.holding, v.written) = (false, false, false));
+            self.token.set(None);
             match ended {
                 Ok(Ended::Exited(status)) if matches!(status.code(), Some(0) | Some(crate::holder::EXIT_NOT_ACQUIRED)) => {}
                 Ok(Ended::Exited(_)) => {
@@ -154,7 +174,7 @@ impl SlotThread {
                 return Ok(Ended::Stopped);
             }
             match pause {
-                Pause::Stopped { until, fault } if now >= until => {
+                Pause::Stopped { until, fault, outlast } if now >= until && self.outlasted(outlast, until, now) => {
                     holder.resume()?;
                     self.log.ended(self.start, fault);
                     pause = Pause::Off;
@@ -257,7 +277,20 @@ impl SlotThread {
         }
         let fault = self.log.begun(self.start, kind, Some(&self.name));
         self.set(|v| v.live = false);
-        Ok(Pause::Stopped { until: Instant::now() + length, fault })
+        // Only a long pause of a holding holder outlasts its successor: a
+        // short one ends inside the lease, and a bystander has no token.
+        let outlast = if kind == FaultKind::PauseLong { self.token.get() } else { None };
+        Ok(Pause::Stopped { until: Instant::now() + length, fault, outlast })
+    }
+
+    /// Whether a pause whose length ran out at `until` may end now: it
+    /// outlasts nobody, a write with a token larger than `outlast` has
+    /// been accepted, or it has waited [`OUTLAST_BOUND`] for one.
+    fn outlasted(&self, outlast: Option<i64>, until: Instant, now: Instant) -> bool {
+        match outlast {
+            None => true,
+            Some(token) => self.tally.newest_accepted.load(Ordering::SeqCst) > token || now >= until + OUTLAST_BOUND,
+        }
     }
 
     /// Takes note of one protocol line: a grant, a write (answered or
@@ -269,11 +302,21 @@ impl SlotThread {
         match *step {
             Step::Acquired { token } => {
                 *holding += 1;
+                self.token.set(Some(token));
                 self.tally.grants.lock().push(GrantRecord { holder: self.name.clone(), incarnation, holding: *holding, token });
                 self.set(|v| (v.holding, v.written) = (true, false));
             }
-            Step::Write { .. } | Step::WriteFailed { .. } => self.set(|v| v.written = true),
-            Step::DeadlinePassed | Step::Released | Step::ReleaseRefused | Step::LeaseLost => self.set(|v| (v.holding, v.written) = (false, false)),
+            Step::Write { accepted, token } => {
+                if accepted {
+                    self.tally.newest_accepted.fetch_max(token, Ordering::SeqCst);
+                }
+                self.set(|v| v.written = true)
+            }
+            Step::WriteFailed { .. } => self.set(|v| v.written = true),
+            Step::DeadlinePassed | Step::Released | Step::ReleaseRefused | Step::LeaseLost => {
+                self.token.set(None);
+                self.set(|v| (v.holding, v.written) = (false, false))
+            }
             Step::NotAcquired | Step::DeadlineOk | Step::Waiting | Step::InFence | Step::RenewAfterWrite { .. } => {}
         }
     }
