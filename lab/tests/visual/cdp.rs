@@ -267,10 +267,59 @@ impl Browser {
 }
 
 impl Drop for Browser {
+    /// Chromium is a tree of processes (zygotes, renderers, the GPU
+    /// process), and its helpers end a moment after the browser does. A
+    /// browser is gone only when all of them are: the suite fails a group
+    /// whose processes outlive it, and once found a helper still exiting
+    /// (`process 21016 ()`) after every test of the group had passed.
     fn drop(&mut self) {
+        let helpers = descendants(self.child.id());
+        // SIGKILL: the page's work is done, nothing of it is kept.
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A helper is its pid and its start time: a pid freed and given to
+        // another process in between is never signalled.
+        let same = |&(pid, start): &(u32, u64)| lab::sysinfo::proc_stat(pid).filter(|s| s.start_time == start);
+        for helper in helpers.iter().filter(|h| same(h).is_some()) {
+            // The same signal to each helper, so none outlives the browser
+            // by waiting for it to notice.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(helper.0 as i32), nix::sys::signal::Signal::SIGKILL);
+        }
+        let deadline = Instant::now() + HELPERS_GONE_BOUND;
+        let alive = || helpers.iter().filter(|h| same(h).is_some_and(|s| s.state != 'Z')).map(|h| h.0).collect::<Vec<u32>>();
+        while !alive().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left = alive();
+        if !left.is_empty() && !std::thread::panicking() {
+            panic!("Chromium's helper processes {left:?} were still running {HELPERS_GONE_BOUND:?} after SIGKILL");
+        }
     }
+}
+
+/// How long killed helpers may take to be gone (a zombie, waiting for
+/// whoever reaps it, counts as gone).
+const HELPERS_GONE_BOUND: Duration = Duration::from_secs(10);
+
+/// Every process below `pid` (children, their children, …), read from
+/// /proc, each as its pid and start time.
+fn descendants(pid: u32) -> Vec<(u32, u64)> {
+    let all: Vec<(u32, lab::sysinfo::ProcStat)> = fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| Some((p, lab::sysinfo::proc_stat(p)?)))
+        .collect();
+    let mut found: Vec<(u32, u64)> = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for (p, stat) in all.iter().filter(|(_, s)| s.ppid == parent) {
+            found.push((*p, stat.start_time));
+            parents.push(*p);
+        }
+    }
+    found
 }
 
 /// A pipe whose two ends are closed on exec (the child gets its copies by
