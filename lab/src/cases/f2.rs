@@ -195,10 +195,14 @@ fn slow_response(lab: &Lab, t: &mut Transcript, leases: &mut LeaseStore) -> Resu
         let waited = ms(wait);
         wait_for_yes(
             leases,
-            // wait_event_type is NULL while the session runs (not yet
-            // queued on the lock, on a busy machine): IS NOT DISTINCT FROM
-            // answers false then, never NULL.
-            "SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' AND clock_timestamp() - xact_start > $2::float8 * interval '1 millisecond'
+            // wait_event_type is NULL while the session runs, and
+            // xact_start is NULL while it is idle. The two are not read at
+            // one moment: the row's fields come from a copy of the session's
+            // status taken once, its wait event from the session itself as
+            // the row is made, so a row can say 'Lock' with no transaction
+            // yet (`true AND NULL`: NULL, once on a busy machine). coalesce:
+            // not yet, never NULL.
+            "SELECT coalesce(wait_event_type = 'Lock' AND clock_timestamp() - xact_start > $2::float8 * interval '1 millisecond', false)
                FROM pg_stat_activity WHERE pid = $1",
             &[&f_pid, &waited],
         )?;
