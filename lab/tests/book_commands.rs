@@ -57,8 +57,8 @@ struct PrivateCluster {
 impl PrivateCluster {
     fn new() -> PrivateCluster {
         use std::os::unix::fs::PermissionsExt;
-        let port = lab::cluster::free_ports(3).unwrap().to_string();
-        let etcd_port_base = lab::cluster::free_ports(14).unwrap().to_string();
+        let port = lab::cluster::free_ports(lab::cluster::PORTS).unwrap().to_string();
+        let etcd_port_base = lab::cluster::free_ports(lab::cluster::etcd::PORTS).unwrap().to_string();
         let builder = tempfile::Builder::new().prefix("lab-book-").to_owned();
         // Under the suite's folder for the group, when it runs in the suite.
         let parent = match std::env::var_os("LAB_TEST_TMP") {

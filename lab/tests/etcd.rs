@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 /// groups side by side, each in a port range of its own).
 fn base() -> u16 {
     static BASE: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
-    *BASE.get_or_init(|| lab::cluster::free_ports(14).unwrap())
+    *BASE.get_or_init(|| lab::cluster::free_ports(lab::cluster::etcd::PORTS).unwrap())
 }
 
 /// The TTL of holders that let their lease run out: etcd's minimum here.
@@ -108,7 +108,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 /// process holds it and starts no member.
 #[test]
 fn a_held_port_is_refused() {
-    let base = lab::cluster::free_ports(14).unwrap();
+    let base = lab::cluster::free_ports(lab::cluster::etcd::PORTS).unwrap();
     let tmp = TempDir::new("etcd-port");
     let dir = tmp.0.join(NAME);
     let squatter = TcpListener::bind(("127.0.0.1", base + 2)).unwrap();
@@ -134,7 +134,7 @@ const KILLED_DIR: &str = "LAB_ETCD_TEST_KILLED_DIR";
 fn a_killed_run_leaves_no_member() {
     let tmp = TempDir::new("etcd-killed");
     let dir = tmp.0.join(NAME);
-    let killed_base = lab::cluster::free_ports(14).unwrap();
+    let killed_base = lab::cluster::free_ports(lab::cluster::etcd::PORTS).unwrap();
     let mut run = Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", "run_that_gets_killed", "--nocapture"])
         .env(KILLED_DIR, &dir)

@@ -314,7 +314,7 @@ fn a_stranger_cannot_touch_the_etcd_lease_key() {
     }
     let tmp = common::TempDir::new("etcd-auth");
     let dir = tmp.0.join("etcd-26");
-    let base = lab::cluster::free_ports(14).unwrap().to_string();
+    let base = lab::cluster::free_ports(lab::cluster::etcd::PORTS).unwrap().to_string();
     let env = [("LAB_ETCD_DIR", dir.to_str().unwrap()), ("LAB_ETCD_PORT_BASE", base.as_str())];
     assert_exit(&common::run(LAB, &["etcd", "start"], &env), 0, "lab etcd start");
     let port = base.parse::<u16>().unwrap() + 1;

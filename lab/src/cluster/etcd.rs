@@ -65,7 +65,7 @@ mod run_members;
 mod status;
 
 pub use config::{
-    default_dir, gateway, gateway_at, min_ttl, port_base, DEFAULT_PORT_BASE, ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, MIN_TTL, NAME,
+    default_dir, gateway, gateway_at, min_ttl, port_base, DEFAULT_PORT_BASE, PORTS, ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, MIN_TTL, NAME,
 };
 pub use member::Member;
 pub use run_members::stop_run_members;

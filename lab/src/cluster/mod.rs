@@ -87,10 +87,14 @@ pub const HOST: &str = "127.0.0.1";
 /// the machine, as a chaos run's own proxies once took F14's 55512.
 pub const DEFAULT_PORT: u16 = 26426;
 
+/// How many consecutive ports a cluster takes from its port on: its own
+/// and F14's primary and standby.
+pub const PORTS: u16 = 3;
+
 /// The first port of `count` consecutive loopback ports that nobody
 /// listens on right now, below the ephemeral range (see [`DEFAULT_PORT`]),
-/// for a private cluster (`LAB_PORT`: 3 ports with F14's two servers) or a
-/// private etcd cluster (`LAB_ETCD_PORT_BASE`: 14). Where the search starts
+/// for a private cluster (`LAB_PORT`: [`PORTS`]) or a private etcd cluster
+/// (`LAB_ETCD_PORT_BASE`: [`etcd::PORTS`]). Where the search starts
 /// depends on the process and the time, so two runs that look at once
 /// rarely pick the same block; a block taken between this look and the
 /// server's start is reported by the cluster's start, never adopted.
@@ -144,13 +148,13 @@ pub fn free_ports_in(low: u32, high: u32, count: u16) -> Result<u16> {
 /// once in the privacy group). Never emptied: a run hands out a few dozen.
 static HANDED_OUT: parking_lot::Mutex<Vec<(u32, u32)>> = parking_lot::Mutex::new(Vec::new());
 
-/// The blocks this process's environment gives its clusters (`LAB_PORT`:
-/// 3 ports, `LAB_ETCD_PORT_BASE`: 14), which may not be bound yet either.
+/// The blocks this process's environment gives its clusters (`LAB_PORT`,
+/// `LAB_ETCD_PORT_BASE`), which may not be bound yet either.
 fn blocks_in_environment() -> Vec<(u32, u32)> {
-    [("LAB_PORT", 3), ("LAB_ETCD_PORT_BASE", 14)]
+    [("LAB_PORT", PORTS), ("LAB_ETCD_PORT_BASE", etcd::PORTS)]
         .into_iter()
         .filter_map(|(var, count)| Some((std::env::var(var).ok()?.parse::<u32>().ok()?, count)))
-        .map(|(base, count)| (base, base + count))
+        .map(|(base, count)| (base, base + u32::from(count)))
         .collect()
 }
 
@@ -450,7 +454,7 @@ mod tests {
     /// of 3 among 97 starts overlap in almost every run.
     #[test]
     fn blocks_handed_out_never_overlap() {
-        let blocks: Vec<u32> = (0..12).map(|_| u32::from(free_ports_in(32600, 32700, 3).unwrap())).collect();
+        let blocks: Vec<u32> = (0..12).map(|_| u32::from(free_ports_in(32600, 32700, PORTS).unwrap())).collect();
         for (i, a) in blocks.iter().enumerate() {
             for b in &blocks[i + 1..] {
                 assert!(a.abs_diff(*b) >= 3, "blocks at {a} and {b} overlap: {blocks:?}");

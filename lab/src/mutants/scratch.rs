@@ -194,8 +194,8 @@ impl Scratch {
             tree: base.join("tree"),
             target: base.join("target"),
             cluster_dir: place.path().join("mutants"),
-            port: crate::cluster::free_ports(3)?,
-            etcd_port_base: crate::cluster::free_ports(14)?,
+            port: crate::cluster::free_ports(crate::cluster::PORTS)?,
+            etcd_port_base: crate::cluster::free_ports(crate::cluster::etcd::PORTS)?,
         };
         scratch.sync()?;
         seed_build(&paths::root().join("target"), &scratch.target)?;

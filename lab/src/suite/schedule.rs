@@ -192,8 +192,8 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
         // group ends is found by clear_home, and fails the group.
         .env("LAB_HOSTS_DIR", home.join("hosts"))
         .env("LAB_FREE_PORTS", format!("{low}-{high}"))
-        .env("LAB_PORT", crate::cluster::free_ports_in(low, high, 3)?.to_string())
-        .env("LAB_ETCD_PORT_BASE", crate::cluster::free_ports_in(low, high, 14)?.to_string())
+        .env("LAB_PORT", crate::cluster::free_ports_in(low, high, crate::cluster::PORTS)?.to_string())
+        .env("LAB_ETCD_PORT_BASE", crate::cluster::free_ports_in(low, high, crate::cluster::etcd::PORTS)?.to_string())
         .envs(group.env.iter().map(|(k, v)| (k, v)));
     if let Some(s) = scratch {
         cmd.env("LAB_SCRATCH_DIR", dir.join(format!("scratch-{s}")));

@@ -73,7 +73,7 @@ impl TempDir {
 /// A port nobody listens on right now, and the two after it (F14's
 /// servers), below the ephemeral range.
 pub fn free_port() -> u16 {
-    lab::cluster::free_ports(3).unwrap()
+    lab::cluster::free_ports(lab::cluster::PORTS).unwrap()
 }
 
 /// A private cluster (its own folder and port) for one test; every `lab`

@@ -25,6 +25,10 @@ pub const HOST: &str = "127.0.0.1";
 /// connections held 55802).
 pub const DEFAULT_PORT_BASE: u16 = 26430;
 
+/// How many consecutive ports the cluster takes from its base on
+/// (base…base+13; the base itself and the gaps stay unused).
+pub const PORTS: u16 = 14;
+
 /// `--heartbeat-interval`: how often the leader tells followers it lives.
 pub const HEARTBEAT: Duration = Duration::from_millis(50);
 
