@@ -68,8 +68,18 @@ impl Record {
         // Registered before the first namespace: Ctrl-C from here on removes
         // whatever of this network exists.
         interrupt::on_stop(remove_live);
-        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(id.clone());
+        // The id is listed and its record written under the list's lock, and
+        // not at all once a stop signal has come: the cleanup then either
+        // runs after both (and removes the record) or has already begun, and
+        // the record is never written behind it as the process exits. (The
+        // signal is marked before the cleanups are read, and the cleanup is
+        // registered above, before the mark is asked.)
+        let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        if interrupt::requested() {
+            return Err("interrupted: no new network is made after a stop signal".into());
+        }
         owner::write_in(&records, &id, &Owner::this_run())?;
+        live.push(id.clone());
         Ok(Record { id, records })
     }
 
@@ -97,18 +107,21 @@ impl Record {
 
     /// Removes every namespace of this network and then the record.
     ///
-    /// The list of live networks stays locked until the namespaces are
-    /// gone: the interrupt cleanup takes the same lock, so a Ctrl-C that
-    /// lands during this removal waits for it instead of ending the process
-    /// in its middle. (Taken off the list first, a chaos network was left
-    /// half removed: the cleanup found nothing to do and exited while this
-    /// thread had deleted one host of six.)
+    /// The list of live networks stays locked until the namespaces and the
+    /// record are gone: the interrupt cleanup takes the same lock, so a
+    /// Ctrl-C that lands during this removal waits for it instead of ending
+    /// the process in its middle. (Taken off the list first, a chaos network
+    /// was left half removed: the cleanup found nothing to do and exited
+    /// while this thread had deleted one host of six. With the lock let go
+    /// before the record's removal, a suite run in CI found the record of a
+    /// chaos network whose namespaces were gone: the cleanup had exited in
+    /// between.)
     pub fn end(self) -> Result<()> {
         let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
         remove_network(&self.id)?;
+        self.records.remove_file(&self.id)?;
         live.retain(|id| *id != self.id);
-        drop(live);
-        self.records.remove_file(&self.id)
+        Ok(())
     }
 }
 
