@@ -123,6 +123,10 @@ fn usage(why: &str) -> ExitCode {
 fn report(outcome: Result<ExitCode>) -> ExitCode {
     match outcome {
         Ok(code) => code,
+        // After a stop signal the interrupt thread is stopping what this
+        // command started (and reaping its children, which fails the
+        // command's own wait): the failure is its work, not news.
+        Err(_) if interrupt::requested() => ExitCode::from(130),
         Err(e) => {
             eprintln!("lab: {}", chain(e.as_ref()));
             ExitCode::from(ENVIRONMENT)

@@ -341,18 +341,19 @@ fn stop_cluster() {
     }
 }
 
-/// Runs a child in its own process group, registered with the interrupt
-/// handler while it runs, and returns its output.
+/// Runs a child (cargo, or the mutant's lab running its case) in its own
+/// process group, registered with the interrupt handler while it runs, and
+/// returns its output.
 fn run_child(mut cmd: Command) -> Result<Output> {
-    if interrupt::requested() {
-        return Err("interrupted".into());
-    }
     // Its own process group: Ctrl-C at the terminal reaches only the lab,
-    // whose interrupt handler then kills the registered children.
+    // whose interrupt handler then passes the SIGINT on to the child and
+    // waits for it. The mutant's lab stops its holders, its servers and its
+    // network hosts itself; killed outright, it left a network behind.
     cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    let mut child = interrupt::spawn_cleaning_child(&mut cmd)
+        .with_context(|| format!("starting {:?}", cmd.get_program()))?
+        .ok_or("interrupted")?;
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    interrupt::register_child(pid);
     let (mut out_pipe, mut err_pipe) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
     let (stdout, stderr, status) = std::thread::scope(|s| {
         let out = s.spawn(move || read_all(&mut out_pipe));
@@ -361,7 +362,7 @@ fn run_child(mut cmd: Command) -> Result<Output> {
         // only then reap: once reaped, the pid may be reused by an unrelated
         // process, which must never receive the interrupt handler's SIGKILL.
         let _ = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT);
-        interrupt::unregister_child(pid);
+        interrupt::unregister_cleaning_child(pid);
         let status = child.wait();
         (out.join(), err.join(), status)
     });

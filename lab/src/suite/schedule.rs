@@ -309,7 +309,9 @@ fn stop_live() {
     wait_until_gone(&groups, Duration::from_secs(10));
     for (_, home) in &live {
         for what in clear_home(home) {
-            eprintln!("suite: stopped what a group left after Ctrl-C: {what}");
+            // Not eprintln!: after SIGHUP the terminal may be gone, and a
+            // panic would leave the other groups' folders.
+            let _ = writeln!(std::io::stderr(), "suite: stopped what a group left after Ctrl-C: {what}");
         }
     }
 }
