@@ -13,6 +13,12 @@ use parking_lot::Mutex;
 /// The cluster this process started and must stop again, if any.
 static OWNED: Mutex<Option<Cluster>> = Mutex::new(None);
 
+/// Held while this process starts the cluster. The interrupt cleanup takes
+/// it before stopping: a `pg_ctl stop` sent while the server is still
+/// starting finds no server yet, and the server then came up after the run
+/// had exited (once, Ctrl-C'd at the suite, with its folder already gone).
+static STARTING: Mutex<()> = Mutex::new(());
+
 /// Holds the cluster for one run of cases: starts it if needed, stops it at
 /// the end if it started it, and keeps other runs out meanwhile.
 pub struct Session {
@@ -35,7 +41,9 @@ impl Session {
             format!("another lab run (pid {holder}) is using the cluster; wait for it to finish")
         })?;
         let started_here = if !cluster.is_running()? {
-            // Registered before starting, so Ctrl-C during the start stops it too.
+            // Registered before starting, so Ctrl-C during the start stops it
+            // too, once the start has ended (STARTING).
+            let _starting = STARTING.lock();
             own(&cluster);
             cluster.start()?;
             true
@@ -107,6 +115,7 @@ const LOCK_FILE: &str = "lock";
 /// claimed it meanwhile with `cluster start`. Called when a session ends and
 /// by the interrupt handler; safe to call twice.
 pub fn stop_owned() {
+    let _started = STARTING.lock();
     let owned = OWNED.lock().take();
     if let Some(cluster) = owned {
         match owner::read(cluster.dir()) {
