@@ -84,7 +84,8 @@ end (Ctrl-C included); a cluster started with `cluster start` stays up.
 Installs what is missing when run as root with apt-get: PostgreSQL, libfaketime
 (F13), etcd-server (F16, F19, `etcd`, `lease-stores`), Chromium (`test`), a font that
 covers Chinese (fonts-wqy-microhei: `book`, `serve`, `test`), iproute2 and
-nftables (the network hosts of F15, F17-F19 and `chaos`, which also need root).
+nftables (the network hosts of F15, F17-F19 and `chaos`). No case needs root: as
+any other account the lab makes the hosts inside a user namespace of its own.
 EOF
 }
 
@@ -334,10 +335,14 @@ ensure_etcd_for() {
 # its own, plugged into a virtual switch, cut apart by nftables rules in
 # the switch. They need `ip` (iproute2) and `nft` (nftables), installed
 # like the packages above when this is root with apt-get; otherwise the
-# lab itself says what is missing (and that only root can make
-# namespaces) when a case needs them.
+# lab itself says what is missing when a case needs them. Debian puts both
+# in /usr/sbin, which an ordinary account's PATH does not name: looked for
+# there too, as the lab does.
+has_program() {
+  command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]
+}
 ensure_hosts() {
-  command -v ip >/dev/null 2>&1 && command -v nft >/dev/null 2>&1 && return 0
+  has_program ip && has_program nft && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "run.sh: installing iproute2 and nftables for the partition cases' network hosts (once)…" >&2
     export DEBIAN_FRONTEND=noninteractive

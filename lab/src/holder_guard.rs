@@ -21,6 +21,8 @@
 
 use crate::error::Result;
 use crate::holder::{HolderArgs, Line, Step, Steps};
+use crate::hosts::Host;
+use crate::safe_dir::{self, SafeDir};
 use crate::{call_log, events, interrupt, sysinfo};
 use crate::paths;
 use nix::sys::signal::{kill, Signal};
@@ -88,19 +90,34 @@ impl HolderGuard {
     /// `LAB_PORT` at a proxy, F13 preloads a fake clock. Its calls are
     /// logged as the next incarnation of its holder.
     pub fn spawn_with_env(bin: &Path, args: &HolderArgs, env: &[(&str, &str)]) -> Result<HolderGuard> {
-        HolderGuard::spawn_as(bin, args, env, None)
+        HolderGuard::spawn_as(bin, args, env, None, None)
+    }
+
+    /// Starts `bin` with `args` on `host` of the lab's network.
+    pub fn spawn_on(host: &Host, bin: &Path, args: &HolderArgs) -> Result<HolderGuard> {
+        HolderGuard::spawn_as(bin, args, &[], None, Some(host))
     }
 
     /// Like [`spawn_with_env`](HolderGuard::spawn_with_env), its calls logged
-    /// as `incarnation` of its holder: the chaos run's slots count their own
-    /// (a new one after a kill or a failure, not after a normal end).
-    pub fn spawn_as(bin: &Path, args: &HolderArgs, env: &[(&str, &str)], incarnation: Option<u32>) -> Result<HolderGuard> {
+    /// as `incarnation` of its holder (the chaos run's slots count their own:
+    /// a new one after a kill or a failure, not after a normal end), on
+    /// `host` when given.
+    pub fn spawn_as(bin: &Path, args: &HolderArgs, env: &[(&str, &str)], incarnation: Option<u32>, host: Option<&Host>) -> Result<HolderGuard> {
         if interrupt::requested() {
             return Err("interrupted".into());
         }
         let argv = args.to_argv();
         let mut cmd = Command::new(bin);
         cmd.args(&argv).envs(env.iter().copied()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        if let Some(host) = host {
+            // Born inside its host, where the lab's account may be mapped in
+            // a user namespace that cannot judge the folders above its
+            // servers' credentials: the lab walks to them here and hands
+            // them down open (see safe_dir::hand_down).
+            let folders = args.credential_folders().iter().filter_map(|dir| SafeDir::open_made(dir).transpose()).collect::<Result<Vec<_>>>()?;
+            let keep = safe_dir::hand_down(&mut cmd, folders);
+            host.enter(&mut cmd, None, keep)?;
+        }
         // Its own process group: a Ctrl-C at the terminal must not stop or
         // kill it behind the lab's back; the lab's cleanup decides.
         cmd.process_group(0);

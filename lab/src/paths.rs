@@ -38,15 +38,11 @@ pub fn build_dir() -> PathBuf {
     root().join("target").join("lab")
 }
 
-/// Where the runs record the networks they make (`hosts/record.rs`):
-/// `LAB_HOSTS_DIR`, else `target/lab/hosts`. The test suite gives each
-/// group a folder of its own, so that a network a group leaves behind is
-/// found, and charged to that group, when it ends.
-pub fn hosts_records_dir() -> PathBuf {
-    match std::env::var_os("LAB_HOSTS_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => build_dir().join("hosts"),
-    }
+/// Makes `target/lab` if a fresh checkout has not got it yet: the default
+/// folders of the cluster and of etcd are made inside it, and their parent
+/// must exist to be judged (`safe_dir`).
+pub fn make_build_dir() -> std::io::Result<()> {
+    std::fs::create_dir_all(build_dir())
 }
 
 /// Where each case's last transcript is saved for `lab diff`: inside a
@@ -103,7 +99,7 @@ pub fn cluster_place() -> &'static ClusterPlace {
         let closed = server_account().and_then(|account| {
             // The folders above the cluster must exist to be judged; the lab
             // creates target/lab itself anyway.
-            let _ = std::fs::create_dir_all(build_dir());
+            let _ = make_build_dir();
             let closed = closed_ancestor(&build_dir(), &account)?;
             let mode = std::fs::metadata(&closed).map(|m| m.mode() & 0o7777).unwrap_or(0);
             Some((account.name, closed, mode))

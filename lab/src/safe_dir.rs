@@ -39,6 +39,9 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
+mod handed_down;
+pub use handed_down::hand_down;
+
 /// The marker file of a folder the lab made for itself.
 pub const MARKER: &str = ".lab-made";
 
@@ -92,9 +95,15 @@ impl SafeDir {
         SafeDir::walk(path, true)
     }
 
-    /// Opens `path` folder by folder from `/`, checking each.
+    /// Opens `path` folder by folder from `/`, checking each; or, for a
+    /// folder the parent walked to, by the descriptor it handed down.
     fn walk(path: &Path, sticky_last: bool) -> Result<SafeDir> {
         let canonical = path.canonicalize().with_context(|| format!("looking up {}", path.display()))?;
+        if !sticky_last {
+            if let Some(handed) = handed_down::find(&canonical) {
+                return handed;
+            }
+        }
         let mut at = PathBuf::from("/");
         let mut fd = openat(cwd(), "/", OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())?;
         let names: Vec<_> = canonical.components().filter_map(|c| if let Component::Normal(n) = c { Some(n.to_owned()) } else { None }).collect();

@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{assert_exit, free_port, leftovers, leftovers_after_exit, run, stderr, stdout, PrivateCluster, TempDir, LAB, HOLDER};
+use common::{assert_exit, free_port, leftovers, leftovers_after_exit, namespaces_alive, namespaces_of, run, stderr, stdout, PrivateCluster, TempDir, LAB, HOLDER};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -223,12 +223,12 @@ fn interrupt_during_a_chaos_run_leaves_nothing_behind() {
     let seen = read_until(child.stderr.take().unwrap(), |line| line.starts_with("chaos UNFENCED 10s/"));
     let during = leftovers(dir.path());
     assert!(during.iter().any(|p| p.contains("holder")), "no holder was running ten seconds into the run:\n{}", during.join("\n"));
-    let networks = networks_of(&during);
-    assert!(!networks.is_empty(), "no holder of the run was on a network host of its own:\n{}", during.join("\n"));
+    let namespaces = namespaces_of(&during);
+    assert!(!namespaces.is_empty(), "no holder of the run was on a network host of its own:\n{}", during.join("\n"));
     let status = exit_after_sigint(&mut child, "lab chaos");
     let left = leftovers_after_exit(dir.path());
     assert!(left.is_empty(), "SIGINT during a chaos run left processes behind:\n{}", left.join("\n"));
-    let hosts_left: Vec<String> = lab_namespaces().into_iter().filter(|n| networks.iter().any(|id| n.starts_with(id.as_str()))).collect();
+    let hosts_left = namespaces_alive(&namespaces);
     assert!(hosts_left.is_empty(), "SIGINT during a chaos run left network namespaces behind: {hosts_left:?}");
     assert_eq!(status.code(), Some(130), "lab chaos after SIGINT: {status}; it printed:\n{seen}");
     let mut out = String::new();
@@ -236,31 +236,6 @@ fn interrupt_during_a_chaos_run_leaves_nothing_behind() {
     assert!(!out.contains("verdict"), "an interrupted run printed a table:\n{out}");
     let status_out = run(LAB, &["cluster", "status"], &env);
     assert_exit(&status_out, 1, "cluster status after SIGINT during a chaos run");
-}
-
-/// The networks (`lab26-<id>-`, as the namespaces' names begin) that the
-/// processes listed by [`leftovers`] (`pid N …`) are on.
-fn networks_of(processes: &[String]) -> Vec<String> {
-    let mut ids = Vec::new();
-    for line in processes {
-        let Some(pid) = line.strip_prefix("pid ").and_then(|rest| rest.split(' ').next()) else { continue };
-        let out = Command::new("ip").args(["netns", "identify", pid]).output().unwrap();
-        for name in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-            // lab26-<eight hex digits>-<host>
-            if let Some(id) = name.get(..15).filter(|p| p.starts_with("lab26-") && p.ends_with('-')) {
-                if !ids.iter().any(|i| i == id) {
-                    ids.push(id.to_owned());
-                }
-            }
-        }
-    }
-    ids
-}
-
-/// The lab's network namespaces on this machine, whoever's.
-fn lab_namespaces() -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/run/netns") else { return Vec::new() };
-    entries.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with("lab26-")).collect()
 }
 
 /// Sends SIGINT to `child`, as a Ctrl-C at the terminal delivers it to the

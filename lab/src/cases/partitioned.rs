@@ -48,7 +48,7 @@ pub fn fresh_resource(resource: &TiedServer) -> Result<()> {
 /// network addresses (it reaches them across the switch, as the host it
 /// runs on does).
 pub fn holder_on(lab: &Lab, host: &Host, args: &HolderArgs) -> Result<HolderGuard> {
-    host.run(|| HolderGuard::spawn(&lab.holder_bin, args))?
+    HolderGuard::spawn_on(host, &lab.holder_bin, args)
 }
 
 /// `args` with its lease store and resource on these servers (their

@@ -146,12 +146,9 @@ impl EtcdCluster {
         self.hosts.as_ref().map_or(std::net::IpAddr::from([127, 0, 0, 1]), |h| h[i].addr().into())
     }
 
-    /// Runs `f` where member `i` lives: inside its host, or right here.
-    fn at_member<R>(&self, i: usize, f: impl FnOnce() -> R) -> Result<R> {
-        match &self.hosts {
-            Some(hosts) => hosts[i].run(f),
-            None => Ok(f()),
-        }
+    /// The host member `i` lives on, if it is on one.
+    fn member_host(&self, i: usize) -> Option<&Host> {
+        self.hosts.as_ref().map(|hosts| &hosts[i])
     }
 
     /// The cluster's folder.

@@ -64,12 +64,7 @@ impl Cluster {
     /// pg_ctl's daemon or was running already.
     pub(super) fn start_as(&self, launch: Launch) -> Result<Option<Child>> {
         let _lifecycle = LIFECYCLE.lock();
-        match &self.host {
-            // Inside its host: the port check binds there, and the
-            // postmaster is born in the host's namespace.
-            Some(host) => host.run(|| self.start_locked(launch, &[]))?,
-            None => self.start_locked(launch, &[]),
-        }
+        self.start_locked(launch, &[])
     }
 
     /// Restarts the server (a clean stop, then a start) with extra variables
@@ -111,7 +106,7 @@ impl Cluster {
         match launch {
             Launch::Daemon => {
                 let out = self
-                    .server_command("pg_ctl")
+                    .host_command("pg_ctl")?
                     .args(["start", "-w", "-t", "60", "-s", "-D"])
                     .arg(self.data_dir())
                     .arg("-l")
@@ -140,7 +135,8 @@ impl Cluster {
         // folder's descriptor (a link there is refused), the server
         // account's file.
         let log = self.server_folder()?.open_file(LOG_NAME, OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT, self.server_owner())?;
-        let mut cmd = self.server_command("postgres");
+        // Born inside its host, when it has one.
+        let mut cmd = self.host_command("postgres")?;
         cmd.arg("-D").arg(self.data_dir()).arg("-p").arg(self.port.to_string());
         if let Some(host) = &self.host {
             // On a host of the lab's network: its address too, so the other
@@ -428,7 +424,13 @@ impl Cluster {
     }
 
     fn check_port_free(&self) -> Result<()> {
-        match TcpListener::bind((HOST, self.port)) {
+        // Where the server will listen: inside its host, when it has one.
+        let at = std::net::SocketAddr::new(HOST.parse().expect("an address"), self.port);
+        let probe = match &self.host {
+            Some(host) => host.listen(at),
+            None => TcpListener::bind(at),
+        };
+        match probe {
             Ok(_probe) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(format!(
                 "port {} on {} is already in use by {}, which is not the lab's cluster ({}). \
@@ -445,11 +447,28 @@ impl Cluster {
 
     /// A server command, run as the server account when the lab is root.
     pub(super) fn server_command(&self, program: &str) -> Command {
-        let mut cmd = Command::new(self.bin.join(program));
+        let mut cmd = self.bare_command(program);
         if let Some(user) = &self.run_as {
             // std drops supplementary groups when it switches from root.
             cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
         }
+        cmd
+    }
+
+    /// A server command that must run where the server lives: inside its
+    /// host, when it has one (the postmaster, `pg_ctl start`, a standby's
+    /// base backup), else [`Self::server_command`]. On a host, the switch
+    /// to the server account comes after the entry (only root may enter).
+    pub(super) fn host_command(&self, program: &str) -> Result<Command> {
+        let Some(host) = &self.host else { return Ok(self.server_command(program)) };
+        let mut cmd = self.bare_command(program);
+        host.enter(&mut cmd, self.run_as.clone(), vec![])?;
+        Ok(cmd)
+    }
+
+    /// `program` from the server's binaries, as the lab's account.
+    fn bare_command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(program));
         // A folder the server account can enter (root's cwd may be closed to it).
         if self.dir.exists() {
             cmd.current_dir(&self.dir);

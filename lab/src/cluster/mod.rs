@@ -212,8 +212,10 @@ impl Cluster {
 
     /// Where clients reach this server, and whose passwords they prove.
     pub fn endpoint(&self) -> Endpoint {
-        // Loopback, from inside the server's host when it has one.
-        Endpoint { name: self.name.clone(), addr: IpAddr::from([127, 0, 0, 1]), port: self.port, dir: self.dir.clone(), from: self.host.clone() }
+        // Loopback; a server on a host through its Unix socket, which no
+        // partition can cut.
+        let socket = self.host.as_ref().map(|_| self.socket_dir());
+        Endpoint { name: self.name.clone(), addr: IpAddr::from([127, 0, 0, 1]), port: self.port, dir: self.dir.clone(), socket }
     }
 
     /// Where the other hosts of the lab's network reach this server (a
@@ -237,6 +239,10 @@ impl Cluster {
             // creates entries in it; 0711 lets the server account pass.
             let (parent, name) = (shared.parent().expect("an absolute path"), shared.file_name().expect("a name"));
             SafeDir::open(parent)?.sub_dir(&name.to_string_lossy(), Owner::me(), 0o711)?;
+        }
+        if self.dir.parent() == Some(paths::build_dir().as_path()) {
+            // The default place's parent, which a fresh checkout has not made yet.
+            paths::make_build_dir().with_context(|| format!("creating {}", paths::build_dir().display()))?;
         }
         SafeDir::open_or_make(&self.dir, self.place_mode())
     }
@@ -393,24 +399,24 @@ pub struct Endpoint {
     pub port: u16,
     /// Its folder, which holds its credentials file.
     pub dir: PathBuf,
-    /// The host a connection is opened from: the server's own, when the lab
-    /// reads a server on a host over that host's loopback (as an operator
-    /// logged into the machine would, so no partition blinds it); `None`:
-    /// from where the calling thread is.
-    pub from: Option<Host>,
+    /// The server's Unix socket folder, when clients reach it there: the
+    /// lab reading a server on a host of its network, as an operator logged
+    /// into that machine would (a file in the lab's own folder, which no
+    /// partition cuts); `None`: over TCP, from wherever the client runs.
+    pub socket: Option<PathBuf>,
 }
 
 impl Endpoint {
     /// The lab's cluster `b3-26`, where this process's `LAB_PORT` and
     /// `LAB_CLUSTER_DIR` put it (no server binaries needed: a holder uses it).
     pub fn lab() -> Result<Endpoint> {
-        Ok(Endpoint { name: NAME.into(), addr: IpAddr::from([127, 0, 0, 1]), port: port()?, dir: paths::cluster_dir(), from: None })
+        Ok(Endpoint { name: NAME.into(), addr: IpAddr::from([127, 0, 0, 1]), port: port()?, dir: paths::cluster_dir(), socket: None })
     }
 
     /// The server at `addr:port` whose credentials are in `dir`, reached
-    /// from where the calling thread is (a holder on its host).
+    /// over TCP from wherever the client runs (a holder on its host).
     pub fn at(name: &str, addr: SocketAddr, dir: PathBuf) -> Endpoint {
-        Endpoint { name: name.into(), addr: addr.ip(), port: addr.port(), dir, from: None }
+        Endpoint { name: name.into(), addr: addr.ip(), port: addr.port(), dir, socket: None }
     }
 
     /// `addr:port`.

@@ -107,7 +107,8 @@ impl FailoverPair {
         credentials::write_file(&place, &credentials::read_file(&self.primary.place()?)?)?;
         self.write_passfile(&place)?;
         let started = Instant::now();
-        let mut backup = standby.server_command("pg_basebackup");
+        // On hosts, from the standby's machine, across the switch.
+        let mut backup = standby.host_command("pg_basebackup")?;
         backup
             .arg("-D")
             .arg(standby.data_dir())
@@ -118,11 +119,7 @@ impl FailoverPair {
             // the primary's processes, not the machine); -w: never a prompt.
             .args(["-X", "stream", "-c", "fast", "--no-sync", "-w"])
             .env("PGPASSFILE", self.passfile());
-        // On hosts, from the standby's machine, across the switch.
-        let out = match standby.host() {
-            Some(host) => host.run(|| backup.output())??,
-            None => backup.output()?,
-        };
+        let out = backup.output()?;
         let took = started.elapsed();
         if !out.status.success() {
             return Err(diagnose::command_error("pg_basebackup", &out, Some(&self.primary)).into());

@@ -2,7 +2,9 @@
 //! lab's cluster, and the schema each case starts from.
 //!
 //! Clients use TCP on 127.0.0.1 rather than the Unix socket, so that a holder
-//! started from any working directory reaches the same server. Every client
+//! started from any working directory reaches the same server; the lab reads
+//! a server on a host of its network through the server's socket instead
+//! ([`Endpoint::socket`]). Every client
 //! proves a password (see [`crate::cluster::credentials`]): the experiments
 //! connect as the ordinary role `lab`; only [`setup`] and the replication
 //! setup in [`replication`] use the superuser.
@@ -62,8 +64,11 @@ pub fn open(server: &Endpoint, role: &str, dbname: &str, who: &str, notices: Opt
     };
     let password = server.password(role).with_context(unreachable)?;
     let mut config = Client::configure();
+    match &server.socket {
+        Some(folder) => config.host_path(folder),
+        None => config.host(&server.addr.to_string()),
+    };
     config
-        .host(&server.addr.to_string())
         .port(port)
         .user(role)
         .password(password)
@@ -79,13 +84,7 @@ pub fn open(server: &Endpoint, role: &str, dbname: &str, who: &str, notices: Opt
             sink.lock().push(text);
         }
     });
-    // Opened from inside the server's host when the endpoint says so: the
-    // socket belongs to the namespace it was created in, and stays there.
-    let client = match &server.from {
-        Some(host) => host.run(|| config.connect(NoTls))?,
-        None => config.connect(NoTls),
-    };
-    client.with_context(unreachable)
+    config.connect(NoTls).with_context(unreachable)
 }
 
 /// Replaces the `public` schema of `dbname` with the schema from `sql/`.

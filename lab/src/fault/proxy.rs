@@ -110,11 +110,12 @@ impl DelayProxy {
     /// (the chaos run's slots: each holder reaches the server across the
     /// switch, where a partition can cut it off). On the lab's subnet only
     /// processes inside the lab's own namespaces can connect, and entering
-    /// one takes root: there is no other account's connection to refuse (and
+    /// one takes root or the account whose user namespace owns them (the
+    /// lab's): there is no other account's connection to refuse (and
     /// the client's socket is in another namespace's table, where this
     /// proxy cannot look it up).
     pub fn start_on(target: SocketAddr, host: &Host) -> Result<DelayProxy> {
-        let listener = host.run(|| TcpListener::bind((host.addr(), 0)))?.with_context(|| format!("the delay proxy cannot listen on {}", host.addr()))?;
+        let listener = host.listen(host.at(0)).with_context(|| format!("the delay proxy cannot listen on {}", host.addr()))?;
         DelayProxy::serve(listener, target, false)
     }
 

@@ -226,6 +226,23 @@ impl HolderArgs {
     // ANCHOR_END: validate
 }
 
+impl HolderArgs {
+    /// The folders whose credentials this holder reads: its lease store's
+    /// and its resource's servers (the lab's cluster unless named), and the
+    /// etcd cluster's when the lease lives there.
+    pub fn credential_folders(&self) -> Vec<PathBuf> {
+        let cluster = || crate::paths::cluster_dir();
+        let mut folders = vec![self.resource_server_dir.clone().unwrap_or_else(cluster)];
+        match self.lease_backend {
+            LeaseBackend::Postgres => folders.push(self.lease_server_dir.clone().unwrap_or_else(cluster)),
+            LeaseBackend::Etcd => folders.push(crate::cluster::etcd::default_dir()),
+        }
+        folders.sort();
+        folders.dedup();
+        folders
+    }
+}
+
 /// A server named on the command line, or the lab's cluster.
 fn endpoint(what: &str, server: Option<SocketAddr>, dir: &Option<PathBuf>) -> Result<Endpoint> {
     match (server, dir) {

@@ -22,47 +22,53 @@
 //!   these namespaces: the machine's own namespace gets no address, no route
 //!   and no link of the lab's, and a veth is created straight inside the
 //!   namespaces that hold its two ends.
-//! - **A host** ([`Host`]) is entered by one thread at a time
-//!   ([`Host::run`]): a server or a holder started there lives in the host
-//!   (a child copies the namespaces of the thread that starts it), and a
-//!   connection the parent opens there (to a server's loopback address, as
-//!   an operator logged into that machine would) belongs to it. The parent
-//!   reads every server from inside its own host, so a partition never
-//!   blinds the lab's view.
+//! - **A host** ([`Host`]): a server or a holder is started inside it
+//!   ([`Host::enter`]: the child enters between fork and exec), and the
+//!   lab's own sockets there ([`Host::connect`], [`Host::listen`]) are made
+//!   inside it by the host's helper: the lab's threads never change
+//!   namespace. The lab reads a server on a host through the server's Unix
+//!   socket, a file in the lab's own folder that no partition can cut, as
+//!   an operator logged into that machine would.
 //! - **A partition** ([`Network::split`], [`Network::isolate`],
 //!   [`Network::heal`]) is made in the switch: it drops every IPv4 frame
 //!   between the two groups' ports, silently (see `partition.rs` for why a
 //!   drop in the switch, and not a reject or a link taken down). A host in
 //!   neither group still reaches both.
-//! - **Ownership.** Namespaces are named `lab26-<id>-<host>` with a random
-//!   id per network, and the run records itself as the owner before it
-//!   makes the first one (`record.rs`). The network's drop removes them
-//!   all (a finished case, an error, a panic); the interrupt cleanup
-//!   removes them on Ctrl-C; a run killed outright is cleaned up by the
-//!   next run that makes a network, which finds a record whose run is
-//!   gone. Removing a namespace removes the links and rules inside it:
-//!   nothing of a network outlives its run. The processes in a host are
-//!   their own owners' (holder guards, tied servers, etcd members), which
-//!   end them before the network goes.
+//! - **Whose, and for how long.** The namespaces belong to the run: to the
+//!   machine's user namespace when the lab is root, otherwise to a user
+//!   namespace the run makes for itself, so that an ordinary account needs
+//!   no root at all (`space.rs`). None has a name: each is held by a
+//!   descriptor of the lab's and by the processes inside, which are the
+//!   lab's children, and the kernel ends it, with every link and rule in
+//!   it, once the last of them is gone (`netns.rs`). A network therefore
+//!   ends with its run on every exit path: its drop, Ctrl-C, a panic,
+//!   `kill -9`. The processes in a host have their own owners (holder
+//!   guards, tied servers, etcd members), which end them before the
+//!   network goes.
 //!
-//! Making namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN), the
-//! `ip` command (iproute2) and `nft` (nftables) with the kernel's bridge
-//! filtering; [`Network::create`] says which is missing and what to do.
+//! Making hosts needs the `ip` command (iproute2) and `nft` (nftables),
+//! with the kernel's bridge filtering, and, for an account other than
+//! root, a kernel that allows it a user namespace; [`Network::create`] says
+//! which is missing and what to do.
 
 mod netns;
 mod partition;
 mod probe;
-mod record;
+mod space;
 
 pub use probe::{Reach, PROBE_BOUND};
-pub use record::remove_recorded;
 
-use crate::error::Result;
+use crate::error::{Result, ResultExt};
 use crate::events;
 use netns::Netns;
-use record::Record;
-use std::net::{Ipv4Addr, SocketAddr};
+use nix::unistd::User;
+use space::{Role, Space};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The private subnet's prefix: host `i` (from 0) is 10.26.0.(i + 1).
 pub const SUBNET: [u8; 3] = [10, 26, 0];
@@ -97,19 +103,36 @@ impl Host {
         SocketAddr::from((self.addr, port))
     }
 
-    /// Runs `f` on this thread inside the host: the processes it starts and
-    /// the sockets it opens belong to the host.
-    pub fn run<R>(&self, f: impl FnOnce() -> R) -> Result<R> {
-        self.netns.within(f)
+    /// Makes `cmd` start inside this host, as a server or a holder: never
+    /// root of the hosts' space; when the lab is root, as `run_as` if
+    /// given. `keep`: descriptors the process inherits.
+    pub fn enter(&self, cmd: &mut Command, run_as: Option<User>, keep: Vec<OwnedFd>) -> Result<()> {
+        Space::get()?.entry(Arc::clone(&self.netns), Role::Process { run_as }, keep)?.apply_to(cmd);
+        Ok(())
+    }
+
+    /// A TCP connection from this host to `to`, within `timeout`.
+    pub fn connect(&self, to: SocketAddr, timeout: Duration) -> std::io::Result<TcpStream> {
+        let socket = socket2::Socket::from(self.netns.tcp_socket()?);
+        socket.connect_timeout(&to.into(), timeout)?;
+        Ok(socket.into())
+    }
+
+    /// A TCP listener on `at`, inside this host (port 0: one the kernel picks).
+    pub fn listen(&self, at: SocketAddr) -> std::io::Result<TcpListener> {
+        let socket = socket2::Socket::from(self.netns.tcp_socket()?);
+        // As std's TcpListener::bind does on Unix.
+        socket.set_reuse_address(true)?;
+        socket.bind(&at.into())?;
+        socket.listen(128)?;
+        Ok(socket.into())
     }
 }
 
 /// The switch and the hosts of one run, and the partition in force.
 pub struct Network {
-    /// The record of this run's ownership; `None` once removed.
-    record: Option<Record>,
-    /// The switch's namespace; `None` until made.
-    switch: Option<Netns>,
+    /// The switch's namespace.
+    switch: Arc<Netns>,
     /// The hosts, in the order asked for.
     hosts: Vec<Host>,
     /// The pairs of hosts cut apart now.
@@ -120,7 +143,6 @@ impl Network {
     /// Makes a switch and one host per name, plugged in and addressed, and
     /// checks that the switch can filter (by loading an empty partition).
     pub fn create(names: &[&str]) -> Result<Network> {
-        available()?;
         if let Some(bad) = names.iter().find(|n| n.is_empty() || n.len() > 13 || !n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')) {
             // The switch port `p-<host>` must fit an interface name (15 bytes).
             return Err(format!("{bad:?} cannot name a host: up to 13 of a-z, 0-9 and -").into());
@@ -128,45 +150,46 @@ impl Network {
         if names.len() >= 250 {
             return Err("a network holds at most 249 hosts".into());
         }
-        let record = Record::begin()?;
-        let mut network = Network { record: None, switch: None, hosts: Vec::new(), cuts: Mutex::new(Vec::new()) };
-        network.record = Some(record);
-        // From here on the drop removes whatever has been made.
-        let switch = network.record().add("switch").map_err(namespace_refused)?;
+        let space = available()?;
+        if crate::interrupt::requested() {
+            return Err("interrupted: no network is made after a stop signal".into());
+        }
+        let switch = Arc::new(Netns::make(space).map_err(|e| namespace_refused(space, e))?);
         // A bridge is the switch: it learns which port each host is on and
         // forwards frames between them. STP is off (Linux's default), so a
         // port forwards as soon as it is up.
-        switch.ip_batch(&["link add switch type bridge".into(), "link set switch up".into()])?;
-        network.switch = Some(switch);
+        ip_batch(&switch, &["link add switch type bridge".into(), "link set switch up".into()], vec![])?;
+        let mut network = Network { switch, hosts: Vec::new(), cuts: Mutex::new(Vec::new()) };
         for (i, name) in names.iter().enumerate() {
-            let netns_name = network.record().netns_name(name);
-            let netns = Arc::new(network.record().add(name)?);
+            let netns = Arc::new(Netns::make(space)?);
             let addr = Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], i as u8 + 1);
             let port = partition::port(name);
             // The cable: a veth pair made inside the switch, its other end
-            // (`eth0`) moved straight into the host as it is made, so the
-            // machine's own namespace never holds a link of the lab's.
-            network.switch().ip_batch(&[
-                format!("link add {port} type veth peer name eth0 netns {netns_name}"),
-                format!("link set {port} master switch"),
-                format!("link set {port} up"),
-            ])?;
+            // (`eth0`) moved straight into the host as it is made (named by
+            // the descriptor `ip` inherits), so the machine's own namespace
+            // never holds a link of the lab's.
+            let host_ns = netns.duplicate().context("holding a host's namespace for ip")?;
+            let named = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&host_ns));
+            ip_batch(
+                &network.switch,
+                &[
+                    format!("link add {port} type veth peer name eth0 netns {named}"),
+                    format!("link set {port} master switch"),
+                    format!("link set {port} up"),
+                ],
+                vec![host_ns],
+            )?;
             // The host's side: loopback (each namespace has its own, down at
             // first), its address on the subnet, the link up. The /24 gives
             // it a route to every other host through eth0, and nothing else.
-            netns.ip_batch(&["link set lo up".into(), format!("addr add {addr}/24 dev eth0"), "link set eth0 up".into()])?;
+            ip_batch(&netns, &["link set lo up".into(), format!("addr add {addr}/24 dev eth0"), "link set eth0 up".into()], vec![])?;
             network.hosts.push(Host { name: (*name).to_owned(), addr, netns });
         }
         // An empty partition, loaded once: the switch can filter frames.
-        partition::apply(network.switch(), &partition::ruleset(&[])).map_err(|e| {
+        partition::apply(&network.switch, &partition::ruleset(&[])).map_err(|e| {
             format!("the kernel or nft cannot filter bridged frames (nftables' bridge family): {}", crate::error::chain(e.as_ref()))
         })?;
         Ok(network)
-    }
-
-    /// The network's random id, which every namespace name carries.
-    pub fn id(&self) -> &str {
-        self.record.as_ref().map_or("", Record::id)
     }
 
     /// The host called `name`.
@@ -177,14 +200,6 @@ impl Network {
     /// Every host, in the order made.
     pub fn hosts(&self) -> &[Host] {
         &self.hosts
-    }
-
-    fn record(&self) -> &Record {
-        self.record.as_ref().expect("recorded before the first namespace")
-    }
-
-    fn switch(&self) -> &Netns {
-        self.switch.as_ref().expect("the switch is made first")
     }
 
     // ANCHOR: split
@@ -223,7 +238,7 @@ impl Network {
 
     fn apply(&self, cuts: Vec<(String, String)>) -> Result<()> {
         let mut current = self.cuts.lock().unwrap_or_else(|p| p.into_inner());
-        partition::apply(self.switch(), &partition::ruleset(&cuts))?;
+        partition::apply(&self.switch, &partition::ruleset(&cuts))?;
         // The pictures of a run mark when each host was cut off and healed.
         let touched = |pairs: &[(String, String)], host: &str| pairs.iter().any(|(a, b)| a == host || b == host);
         for host in &self.hosts {
@@ -237,54 +252,71 @@ impl Network {
         Ok(())
     }
 
-    /// Removes every namespace of the network (and so every link and rule in
-    /// them) and the run's record of it.
-    fn remove(&mut self) -> Result<()> {
-        self.hosts.clear();
-        self.switch = None;
-        match self.record.take() {
-            Some(record) => record.end(),
-            None => Ok(()),
-        }
-    }
 }
 
-impl Drop for Network {
-    fn drop(&mut self) {
-        if let Err(e) = self.remove() {
-            eprintln!("lab: could not remove the network's namespaces: {}", crate::error::chain(e.as_ref()));
-        }
-    }
-}
-
-/// Whether this process can make hosts at all; if not, what to do.
-fn available() -> Result<()> {
-    if !nix::unistd::Uid::effective().is_root() {
-        return Err("the partition cases put each holder and each server on a network host of its own, a Linux network \
-                    namespace, and only root can make those: run them as root (sudo ./run.sh F17); nothing else of the \
-                    lab needs it"
-            .into());
-    }
+/// Whether this process can make hosts at all: the programs are there, and
+/// the kernel gives it a space for them; if not, what to do.
+fn available() -> Result<&'static Space> {
     for (program, package) in [("ip", "iproute2"), ("nft", "nftables")] {
-        let found = std::process::Command::new(program).arg("-V").output().is_ok_and(|o| o.status.success());
+        let found = program_path(program).is_some_and(|p| Command::new(p).arg("-V").output().is_ok_and(|o| o.status.success()));
         if !found {
             return Err(format!(
-                "`{program}` is missing: the partition cases need it (Debian: apt-get install {package}; `./run.sh` installs it when it runs as root)"
+                "`{program}` is missing: the network hosts of F15, F17-F19 and the chaos run need it (Debian: apt-get install {package}; \
+                 `./run.sh` installs it when it runs as root)"
             )
             .into());
         }
     }
+    Space::get()
+}
+
+/// Where `program` is: on PATH, or in the folders Debian puts iproute2's
+/// and nftables' programs in (`/usr/sbin`, `/sbin`), which an ordinary
+/// account's PATH does not name.
+fn program_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
+        .map(|dir| dir.join(program))
+        .find(|p| nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok() && p.is_file())
+}
+
+/// `program` run as the administrator of `netns` (root of the hosts'
+/// space), inheriting `keep`.
+fn admin_command(netns: &Arc<Netns>, program: &str, keep: Vec<OwnedFd>) -> Result<Command> {
+    let path = program_path(program).ok_or_else(|| format!("`{program}` is missing"))?;
+    let mut cmd = Command::new(path);
+    Space::get()?.entry(Arc::clone(netns), Role::Admin, keep)?.apply_to(&mut cmd);
+    Ok(cmd)
+}
+
+/// Runs `commands` (one `ip` command a line, without the leading `ip`)
+/// inside `netns`, as one `ip -batch`.
+fn ip_batch(netns: &Arc<Netns>, commands: &[String], keep: Vec<OwnedFd>) -> Result<()> {
+    use std::io::Write;
+    let mut child = admin_command(netns, "ip", keep)?
+        .args(["-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting ip (iproute2) inside a host")?;
+    child.stdin.take().expect("piped").write_all(commands.join("\n").as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        return Err(format!("ip -batch failed ({}): {}\ncommands:\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim(), commands.join("\n")).into());
+    }
     Ok(())
 }
 
-/// What to say when the kernel refuses a namespace to root.
-fn namespace_refused(e: crate::Error) -> crate::Error {
-    format!(
-        "the kernel refused a network namespace ({}); in a container, that takes --privileged (or CAP_SYS_ADMIN and \
-         CAP_NET_ADMIN); the partition cases cannot run without one",
-        crate::error::chain(e.as_ref())
-    )
-    .into()
+/// What to say when the kernel refuses a network namespace.
+fn namespace_refused(space: &Space, e: crate::Error) -> crate::Error {
+    let what = if space.is_own() {
+        "inside the user namespace the lab made for this run"
+    } else {
+        "to root; in a container, that takes --privileged (or CAP_SYS_ADMIN and CAP_NET_ADMIN)"
+    };
+    format!("the kernel refused a network namespace {what} ({}); the network hosts cannot be made", crate::error::chain(e.as_ref())).into()
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@
 use super::netns::Netns;
 use crate::error::{Result, ResultExt};
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+use std::sync::Arc;
 
 /// The table's name in the switch.
 pub const TABLE: &str = "lab26_partition";
@@ -64,18 +65,21 @@ pub fn ruleset(cuts: &[(String, String)]) -> String {
 // ANCHOR_END: ruleset
 
 /// Loads `script` into the switch's namespace, as one transaction.
-pub fn apply(switch: &Netns, script: &str) -> Result<()> {
+pub fn apply(switch: &Arc<Netns>, script: &str) -> Result<()> {
     // nft is started inside the switch: its netlink socket, and so the
     // rules, belong to the switch's namespace.
-    let mut child = switch
-        .within(|| Command::new("nft").args(["-f", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn())?
+    let mut child = super::admin_command(switch, "nft", vec![])?
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .context("starting nft (nftables)")?;
     child.stdin.take().expect("piped").write_all(script.as_bytes())?;
     let out = child.wait_with_output()?;
     if !out.status.success() {
         return Err(format!(
-            "nft -f - in {} failed ({}): {}\nscript:\n{script}",
-            switch.name(),
+            "nft -f - in the switch failed ({}): {}\nscript:\n{script}",
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         )

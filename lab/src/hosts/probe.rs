@@ -14,7 +14,7 @@ use super::Host;
 use crate::error::Result;
 use std::fmt;
 use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// How long a probe waits for an answer. A SYN across the switch is
@@ -57,7 +57,7 @@ impl Host {
     /// a slow answer for silence, never silence for an answer: the chaos
     /// run's nemesis uses one to confirm each partition it makes, quickly.
     pub fn reach_within(&self, to: SocketAddr, bound: std::time::Duration) -> Result<Reach> {
-        let attempt = self.run(|| TcpStream::connect_timeout(&to, bound))?;
+        let attempt = self.connect(to, bound);
         Ok(match attempt {
             Ok(_connected) => Reach::Answered,
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => Reach::Refused,

@@ -1,23 +1,13 @@
 //! The hosts layer on the real kernel: namespaces made, a partition that is
-//! silence, a heal, children born inside a host, and nothing left behind.
-//! They need root; without it they fail under CI and say so otherwise.
+//! silence, a heal, children born inside a host and not root there, and
+//! nothing left behind. They run as any account: root makes the hosts in
+//! the machine's user namespace, any other account in one of its own.
 
 use super::*;
-use std::net::TcpListener;
-
-/// Whether the tests can run here; outside CI a loud line when not.
-fn can_run() -> bool {
-    if nix::unistd::Uid::effective().is_root() {
-        return true;
-    }
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "the hosts tests need root (network namespaces), and CI must run them");
-    eprintln!("NOTE: the hosts tests did NOT run: they need root (network namespaces)");
-    false
-}
 
 /// A listener on `host`, on a port the kernel picks.
 fn listen(host: &Host) -> (TcpListener, SocketAddr) {
-    let listener = host.run(|| TcpListener::bind(host.at(0))).unwrap().unwrap();
+    let listener = host.listen(host.at(0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     (listener, host.at(port))
 }
@@ -26,9 +16,6 @@ fn listen(host: &Host) -> (TcpListener, SocketAddr) {
 /// beyond them; a heal ends it; isolating one host cuts it from all.
 #[test]
 fn a_split_is_silence_between_its_sides_only() {
-    if !can_run() {
-        return;
-    }
     let net = Network::create(&["a", "b", "c"]).unwrap();
     let (a, b, c) = (net.host("a"), net.host("b"), net.host("c"));
     let (_lb, at_b) = listen(b);
@@ -51,45 +38,97 @@ fn a_split_is_silence_between_its_sides_only() {
     assert_eq!(a.reach(at_b).unwrap(), Reach::Answered);
 }
 
-/// A process started inside a host lives there: it sees the host's
-/// address, and the machine's own namespace has no link of the network's.
-#[test]
-fn a_child_is_born_inside_its_host() {
-    if !can_run() {
-        return;
-    }
-    let net = Network::create(&["solo"]).unwrap();
-    let host = net.host("solo");
-    let out = host.run(|| std::process::Command::new("ip").args(["-o", "-4", "addr", "show", "dev", "eth0"]).output()).unwrap().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("{}/24", host.addr())), "{out:?}");
-    let links = std::process::Command::new("ip").args(["-o", "link"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&links.stdout).contains("p-solo"), "a link of the network's is in the machine's namespace");
+/// `program` with `args` started inside `host` as a server or holder would
+/// be (as the server's account when the lab is root); its output.
+fn inside(host: &Host, program: &str, args: &[&str]) -> std::process::Output {
+    let run_as = if nix::unistd::Uid::effective().is_root() { crate::paths::server_account() } else { None };
+    let mut cmd = Command::new(program_path(program).unwrap());
+    cmd.args(args);
+    host.enter(&mut cmd, run_as, vec![]).unwrap();
+    cmd.output().unwrap()
 }
 
-/// Dropping a network removes every namespace it made; a network whose run
-/// died is removed by the next sweep, and a live run's is kept.
+/// A process started inside a host lives there: it sees the host's
+/// address, and the machine's own namespace has no link of the network's.
+/// It is not root there: it cannot change the host's links.
 #[test]
-fn nothing_outlives_its_run() {
-    if !can_run() {
+fn a_child_is_born_inside_its_host_and_not_root_there() {
+    let net = Network::create(&["solo"]).unwrap();
+    let host = net.host("solo");
+    let out = inside(host, "ip", &["-o", "-4", "addr", "show", "dev", "eth0"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("{}/24", host.addr())), "{out:?}");
+    let links = Command::new(program_path("ip").unwrap()).args(["-o", "link"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&links.stdout).contains("p-solo"), "a link of the network's is in the machine's namespace");
+    let id = inside(host, "id", &["-u"]);
+    assert_ne!(String::from_utf8_lossy(&id.stdout).trim(), "0", "a process in a host runs as uid 0: {id:?}");
+    let down = inside(host, "ip", &["link", "set", "eth0", "down"]);
+    assert!(!down.status.success(), "a process in a host took its link down");
+    assert!(String::from_utf8_lossy(&down.stderr).contains("Operation not permitted"), "{down:?}");
+}
+
+/// The namespaces the network's hosts and switch are, as /proc names them.
+fn namespaces(net: &Network) -> Vec<String> {
+    let mut all: Vec<&Netns> = net.hosts().iter().map(|h| &*h.netns).collect();
+    all.push(&net.switch);
+    all.iter().map(|ns| format!("net:[{}]", std::fs::metadata(format!("/proc/self/fd/{}", ns.fd())).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap())).collect()
+}
+
+/// Whether any process is in one of `namespaces` or holds a descriptor of it.
+fn referred(namespaces: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let mut links: Vec<_> = std::fs::read_link(entry.path().join("ns/net")).into_iter().collect();
+        links.extend(std::fs::read_dir(entry.path().join("fd")).into_iter().flatten().flatten().filter_map(|fd| std::fs::read_link(fd.path()).ok()));
+        found.extend(links.into_iter().map(|l| l.to_string_lossy().into_owned()).filter(|l| namespaces.contains(l)));
+    }
+    found
+}
+
+/// A network's namespaces have no name anywhere, and once the network is
+/// dropped nothing refers to them: the kernel has ended them, and their
+/// helpers have exited and been reaped.
+#[test]
+fn nothing_outlives_its_network() {
+    let net = Network::create(&["x", "y"]).unwrap();
+    let names = namespaces(&net);
+    assert_eq!(names.len(), 3, "switch, x, y");
+    assert!(!referred(&names).is_empty(), "the live network's namespaces are not seen");
+    let helpers: Vec<_> = net.hosts().iter().map(|h| h.netns.helper()).chain([net.switch.helper()]).collect();
+    drop(net);
+    assert_eq!(referred(&names), Vec::<String>::new(), "a dropped network's namespace is still referred to");
+    for pid in helpers {
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "helper {pid} is still there");
+    }
+}
+
+/// The variable that makes the next test its own child, inside a user
+/// namespace whose limit leaves no room for another.
+const REFUSED_CHILD: &str = "LAB_TEST_REFUSED_CHILD";
+
+/// A kernel that refuses the lab's account a user namespace gets a line
+/// that names the setting, and what to do. Made real, for any account:
+/// the test runs itself again inside a user namespace of its own whose
+/// limit on nested ones (user.max_user_namespaces there) is spent by the
+/// one it runs in, as a non-root uid; there the lab's own attempt fails
+/// as it would on a machine that forbids them.
+#[test]
+fn a_refused_user_namespace_is_named() {
+    if std::env::var_os(REFUSED_CHILD).is_some() {
+        assert!(!nix::unistd::Uid::effective().is_root(), "the child runs as root");
+        match Network::create(&["h"]) {
+            Ok(_) => println!("MADE a network"),
+            Err(e) => println!("REFUSED {}", crate::error::chain(e.as_ref())),
+        }
         return;
     }
-    let net = Network::create(&["x", "y"]).unwrap();
-    let prefix = format!("{}{}-", record::PREFIX, net.id());
-    assert_eq!(netns::listed(&prefix).len(), 3, "switch, x, y");
-    drop(net);
-    assert!(netns::listed(&prefix).is_empty());
-
-    // A run that died: a record naming a process that has exited, and a
-    // namespace of its network, as a SIGKILL would leave them.
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let dead = crate::owner::Owner::Run { pid: child.id(), started: crate::owner::start_time(child.id()).unwrap_or(1) };
-    child.wait().unwrap();
-    let records = record::records_for_tests();
-    let id = "deadbeef";
-    crate::owner::write_in(&records, id, &dead).unwrap();
-    let left = format!("{}{id}-h", record::PREFIX);
-    Netns::add(&left).unwrap();
-    let live = Network::create(&["z"]).unwrap();
-    assert!(netns::listed(&left).is_empty(), "the dead run's namespace is still there");
-    assert_eq!(netns::listed(&format!("{}{}-", record::PREFIX, live.id())).len(), 2, "the live run's own network was touched");
+    let me = std::env::current_exe().unwrap();
+    let script = "echo 1 > /proc/sys/user/max_user_namespaces && exec unshare --user --map-user=1000 --map-group=1000 \"$0\" \
+                  --exact hosts::tests::a_refused_user_namespace_is_named --nocapture --test-threads=1";
+    let out = Command::new("unshare").args(["--user", "--map-root-user", "sh", "-c", script]).arg(&me).env(REFUSED_CHILD, "1").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let line = text.lines().find_map(|l| l.find("REFUSED ").or(l.find("MADE ")).map(|at| &l[at..])).unwrap_or_else(|| panic!("the child said nothing: {out:?}"));
+    assert!(line.contains("the kernel refused this account a user namespace"), "{line}");
+    assert!(line.contains("user.max_user_namespaces"), "{line}");
+    assert!(line.contains("No space left on device"), "{line}");
 }

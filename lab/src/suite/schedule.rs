@@ -188,9 +188,6 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
         // they leave (a test killed by Ctrl-C runs no Drop) escapes clear_home.
         .env("LAB_TEST_TMP", &home)
         .env("LAB_ETCD_DIR", home.join("etcd-26"))
-        // Its runs record the networks they make here: one left when the
-        // group ends is found by clear_home, and fails the group.
-        .env("LAB_HOSTS_DIR", home.join("hosts"))
         .env("LAB_FREE_PORTS", format!("{low}-{high}"))
         .env("LAB_PORT", crate::cluster::free_ports_in(low, high, crate::cluster::PORTS)?.to_string())
         .env("LAB_ETCD_PORT_BASE", crate::cluster::free_ports_in(low, high, crate::cluster::etcd::PORTS)?.to_string())
@@ -261,11 +258,6 @@ fn clear_home(home: &Path) -> Vec<String> {
             left.push(format!("etcd members in {}", dir.display()));
             let _ = ask("LAB_ETCD_DIR", &["etcd", "stop"]);
         }
-    }
-    // After the servers: a network's hosts may hold them.
-    match crate::hosts::remove_recorded(&home.join("hosts")) {
-        Ok(networks) => left.extend(networks.into_iter().map(|n| format!("a network it did not remove: {n}"))),
-        Err(e) => left.push(format!("its networks' records: {}", crate::error::chain(e.as_ref()))),
     }
     if let Err(e) = std::fs::remove_dir_all(home) {
         left.push(format!("its folder {} ({e})", home.display()));

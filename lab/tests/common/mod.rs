@@ -138,6 +138,45 @@ pub fn leftovers(cluster_dir: &str) -> Vec<String> {
     found
 }
 
+/// The network namespaces (`net:[<inode>]`) the processes listed by
+/// [`leftovers`] (`pid N …`) are in, other than this test's own.
+pub fn namespaces_of(processes: &[String]) -> Vec<String> {
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let mut found = Vec::new();
+    for line in processes {
+        let Some(pid) = line.strip_prefix("pid ").and_then(|rest| rest.split(' ').next()) else { continue };
+        let Ok(ns) = std::fs::read_link(format!("/proc/{pid}/ns/net")) else { continue };
+        if ns != own && !found.contains(&ns.to_string_lossy().into_owned()) {
+            found.push(ns.to_string_lossy().into_owned());
+        }
+    }
+    found
+}
+
+/// Which of `namespaces` still exist: some process is in one, or holds a
+/// descriptor of it. The lab's namespaces have no name (none is mounted
+/// under /run/netns), so one that nothing refers to has been ended by the
+/// kernel.
+pub fn namespaces_alive(namespaces: &[String]) -> Vec<String> {
+    let mut alive = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if entry.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        let mut refs: Vec<PathBuf> = std::fs::read_link(entry.path().join("ns/net")).into_iter().collect();
+        for fd in std::fs::read_dir(entry.path().join("fd")).into_iter().flatten().flatten() {
+            refs.extend(std::fs::read_link(fd.path()));
+        }
+        for r in refs {
+            let r = r.to_string_lossy().into_owned();
+            if namespaces.contains(&r) && !alive.iter().any(|a: &String| a.starts_with(&r)) {
+                alive.push(format!("{r} (pid {})", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    alive
+}
+
 /// [`leftovers`] once the lab has exited: asked again for up to five
 /// seconds while anything is listed, since a child the lab had forked and
 /// not yet exec'd when it was stopped (still under the lab's command line)

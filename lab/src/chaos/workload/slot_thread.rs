@@ -115,8 +115,8 @@ impl SlotThread {
             let args = self.plan.holder_args(&self.name, incarnation, &mut rng, self.link);
             // Born inside the slot's host: a partition of that host cuts it
             // off. Its calls are logged as this incarnation of the slot.
-            let spawn = || HolderGuard::spawn_as(&self.plan.holder_bin, &args, &[], Some(incarnation));
-            let mut holder = match self.host.run(spawn).and_then(|spawned| spawned) {
+            let spawned = HolderGuard::spawn_as(&self.plan.holder_bin, &args, &[], Some(incarnation), Some(&self.host));
+            let mut holder = match spawned {
                 Ok(holder) => holder,
                 Err(e) => {
                     if !self.stopping() {

@@ -433,7 +433,7 @@ fn post(addr: SocketAddr, route: Option<&Host>, path: &str, body: &str, token: O
     // The socket belongs to the namespace it is made in: inside the route's
     // host when there is one.
     let connected = match route {
-        Some(host) => host.run(|| TcpStream::connect_timeout(&addr, timeout)).map_err(|e| e.to_string())?,
+        Some(host) => host.connect(addr, timeout),
         None => TcpStream::connect_timeout(&addr, timeout),
     };
     let mut stream = connected.map_err(|e| format!("connect: {e}"))?;

@@ -41,7 +41,7 @@ impl EtcdCluster {
                 // The default folder's parent is the lab's build folder,
                 // which a fresh checkout has not made yet.
                 if self.dir == super::default_dir() && std::env::var_os("LAB_ETCD_DIR").is_none() {
-                    std::fs::create_dir_all(crate::paths::build_dir())?;
+                    crate::paths::make_build_dir()?;
                 }
                 SafeDir::open_or_make(&self.dir, 0o700)?;
                 if missing.len() == MEMBERS {

@@ -72,7 +72,12 @@ impl EtcdCluster {
         let member = self.member(i);
         for (port, what) in [(member.client_port, "client"), (member.peer_port, "peer")] {
             // Where the member will listen: inside its host, when it has one.
-            match self.at_member(i, || TcpListener::bind((HOST, port)))? {
+            let at = std::net::SocketAddr::new(HOST.parse().expect("an address"), port);
+            let probe = match self.member_host(i) {
+                Some(host) => host.listen(at),
+                None => TcpListener::bind(at),
+            };
+            match probe {
                 Ok(_probe) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
                     let holder = diagnose::who_listens(port).unwrap_or_else(|| {
@@ -161,9 +166,11 @@ impl EtcdCluster {
                     return Err("interrupted".into());
                 }
                 interrupt::on_stop(stop_run_members);
-                // Born inside its host, when it has one (a child copies the
-                // namespace of the thread that starts it).
-                let child = self.at_member(i, || cmd.spawn())?.with_context(|| format!("starting etcd member {name} ({})", self.bin.display()))?;
+                // Born inside its host, when it has one.
+                if let Some(host) = self.member_host(i) {
+                    host.enter(&mut cmd, None, vec![])?;
+                }
+                let child = cmd.spawn().with_context(|| format!("starting etcd member {name} ({})", self.bin.display()))?;
                 let pid = Pid::from_raw(child.id() as i32);
                 members.push(RunMember { pid, pid_file: self.pid_file(i) });
                 pid
