@@ -5,6 +5,8 @@
 //!   (no password, a wrong password) and cannot enter the socket's folder;
 //! - the experiments' role is not a superuser: `COPY … TO PROGRAM` is refused;
 //! - a server whose credentials are gone is recreated with fresh passwords;
+//! - `kill -9` of `lab` in the middle of F17, its holders and servers on
+//!   hosts of its network: they end, and the network's namespaces with them;
 //! - `kill -9` of `lab` in the middle of F4, then a run of F1: nothing is
 //!   left running, not the server the killed run started, not a holder;
 //! - attacks planted by another account (`lab-stranger`) or by the server's
@@ -19,7 +21,7 @@
 
 mod common;
 
-use common::{assert_exit, leftovers, stderr, stdout, PrivateCluster, LAB};
+use common::{assert_exit, leftovers, namespaces_alive, namespaces_of, stderr, stdout, PrivateCluster, LAB};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -157,6 +159,40 @@ fn a_killed_run_is_healed_by_the_next() {
     let left = leftovers(cluster.dir.path());
     assert!(left.is_empty(), "left running after the healing run:\n{}", left.join("\n"));
     assert_exit(&cluster.lab(&["cluster", "status"]), 1, "cluster status after the healing run");
+}
+
+/// `kill -9` of `lab` while F17's holders and servers run on hosts of its
+/// network: the kernel ends the holders and servers (their parent-death
+/// signal), and with them the network's namespaces, which no name and no
+/// process holds any more; nothing is left to sweep.
+#[test]
+fn a_killed_partition_run_leaves_no_namespace() {
+    let cluster = PrivateCluster::new("netkill");
+    let mut child = Command::new(LAB).args(["run", "F17"]).envs(cluster.env()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    loop {
+        let line = lines.next().unwrap_or_else(|| panic!("lab ended before holder-a stood on its host; it printed:\n{seen}")).unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("A 在 holder-a 上获取 token=1") {
+            break;
+        }
+    }
+    let during = leftovers(cluster.dir.path());
+    let namespaces = namespaces_of(&during);
+    assert!(!namespaces.is_empty(), "no process of the run was on a host:\n{}", during.join("\n"));
+    child.kill().unwrap(); // SIGKILL: no cleanup of its own can run
+    child.wait().unwrap();
+    let start = Instant::now();
+    loop {
+        let (left, alive) = (leftovers(cluster.dir.path()), namespaces_alive(&namespaces));
+        if left.iter().all(|p| !p.contains("/lease/") && !p.contains("/resource/") && !p.contains("holder")) && alive.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "20 s after kill -9: {left:?}, namespaces {alive:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// What a planted target looks like: owner, mode and content (a folder's
