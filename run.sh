@@ -335,9 +335,9 @@ ensure_etcd_for() {
 # its own, plugged into a virtual switch, cut apart by nftables rules in
 # the switch. They need `ip` (iproute2) and `nft` (nftables), installed
 # like the packages above when this is root with apt-get; otherwise the
-# lab itself says what is missing when a case needs them. Debian puts both
-# in /usr/sbin, which an ordinary account's PATH does not name: looked for
-# there too, as the lab does.
+# lab itself says what is missing when a case needs them. Debian puts
+# `nft` in /usr/sbin, which an ordinary account's PATH does not name:
+# looked for there (and in /sbin) too, as the lab does.
 has_program() {
   command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]
 }

@@ -7,8 +7,10 @@
 //! HEAD of this checkout. Then, as the account: `git clone`, `./run.sh F1`
 //! (the first command, with no folder made by hand), `./run.sh` (every
 //! case, the network hosts of F15 and F17-F19 among them, made without
-//! root), and `./run.sh chaos --mode fenced-scope --duration 30s`, whose
-//! verdict must come with partitions injected. After each: nothing of the
+//! root), each case's `./run.sh diff` against its locked snapshot (the
+//! transcripts are root's), and `./run.sh chaos --mode fenced-scope
+//! --duration 30s`, whose verdict must come with partitions injected.
+//! After each: nothing of the
 //! account's is left running, and so no namespace of its either (a
 //! namespace lives only while a process is in it or holds it).
 //!
@@ -198,6 +200,11 @@ fn an_ordinary_account_runs_every_case_from_a_fresh_clone() {
     }
     assert!(!stderr(&all).contains("only root"), "{}", stderr(&all));
     me.assert_nothing_left("./run.sh");
+    // The same transcripts as root's: each case's matches its locked
+    // snapshot, with the same redactions.
+    let diffs = me.sh("cd p && for c in $(./run.sh list | awk '/^F[0-9]/ { print $1 }'); do ./run.sh diff $c || exit 1; done");
+    assert_exit(&diffs, 0, "./run.sh diff of every case as the reader");
+    assert_eq!(stdout(&diffs).matches(" matches evidence/26/F").count(), lab::cases::ALL.len(), "{}", stdout(&diffs));
 
     let chaos = me.sh("cd p && ./run.sh chaos --mode fenced-scope --duration 30s");
     assert_exit(&chaos, 0, "./run.sh chaos as the reader");

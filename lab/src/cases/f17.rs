@@ -78,8 +78,8 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
 fn cut_off(lab: &Lab, t: &mut Transcript, net: &Network, lease: &TiedServer, resource: &TiedServer, check: bool) -> Result<()> {
     let (lease_at, resource_at) = (lease.server().network_endpoint()?, resource.server().network_endpoint()?);
     let (a_host, b_host) = (net.host("holder-a"), net.host("holder-b"));
-    // The parent reads the lease store from inside its host: no partition
-    // ever stands between them.
+    // The parent reads the lease store through its Unix socket, a file in
+    // the lab's folder: no partition ever stands between them.
     let mut leases = LeaseStore::connect_to(&lease.server().endpoint(), "lab observer")?;
     t.note(if check { "（一）本地检查开着" } else { "（二）同一条时间线，A 带 --skip-deadline-check：写之前不看本地截止时间" });
 

@@ -226,7 +226,8 @@ fn two_primaries(lab: &Lab, t: &mut Transcript, net: &Network, pair: &FailoverPa
 
     // Where A wrote, and the report everyone reads after the failover: the
     // separate store both times, or the old primary and the promoted
-    // standby. Each read from inside its server's host.
+    // standby. Each read through its server's Unix socket, which no
+    // partition cuts.
     let (a_wrote_to, survivor_at) = if separate {
         (resource.server().endpoint(), resource.server().endpoint())
     } else {

@@ -140,7 +140,7 @@ impl Cluster {
         cmd.arg("-D").arg(self.data_dir()).arg("-p").arg(self.port.to_string());
         if let Some(host) = &self.host {
             // On a host of the lab's network: its address too, so the other
-            // hosts reach it; loopback stays for the lab's own reads.
+            // hosts reach it (the lab itself reads it through its Unix socket).
             cmd.arg("-c").arg(format!("listen_addresses={HOST},{}", host.addr()));
         }
         cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);

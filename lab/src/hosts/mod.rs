@@ -103,9 +103,9 @@ impl Host {
         SocketAddr::from((self.addr, port))
     }
 
-    /// Makes `cmd` start inside this host, as a server or a holder: never
-    /// root of the hosts' space; when the lab is root, as `run_as` if
-    /// given. `keep`: descriptors the process inherits.
+    /// Makes `cmd` start inside this host, as a server, holder or etcd
+    /// member: never root of the hosts' space (`space.rs`); when the lab is
+    /// root, as `run_as` if given. `keep`: descriptors the process inherits.
     pub fn enter(&self, cmd: &mut Command, run_as: Option<User>, keep: Vec<OwnedFd>) -> Result<()> {
         Space::get()?.entry(Arc::clone(&self.netns), Role::Process { run_as }, keep)?.apply_to(cmd);
         Ok(())
@@ -270,9 +270,8 @@ fn available() -> Result<&'static Space> {
     Space::get()
 }
 
-/// Where `program` is: on PATH, or in the folders Debian puts iproute2's
-/// and nftables' programs in (`/usr/sbin`, `/sbin`), which an ordinary
-/// account's PATH does not name.
+/// Where `program` is: on PATH, or in `/usr/sbin` and `/sbin`, which an
+/// ordinary account's PATH does not name and where Debian puts `nft`.
 fn program_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)

@@ -23,14 +23,16 @@
 //!   is refused to a process with more than one thread, and the lab has
 //!   many. Its own sockets in a host come from the host's helper instead
 //!   (`netns.rs`).
-//! - **Not root inside.** PostgreSQL refuses to run as uid 0, and a holder
-//!   has no business configuring the network. A server or holder started by
-//!   an ordinary account therefore makes one more user namespace, nested in
-//!   the space, that maps the account's own uid back to itself (`<uid> 0 1`):
-//!   it runs there as that uid, with no capability over the hosts' links or
+//! - **Not root of the space.** PostgreSQL refuses to run as uid 0, and a
+//!   holder has no business configuring the network. A server, holder or
+//!   etcd member therefore makes one more user namespace, nested in the
+//!   space, that maps the lab's own uid back to itself (`<uid> 0 1`): it
+//!   runs there as the account that started it (root's lab: as root, whose
+//!   files it may still read), with no capability over the hosts' links or
 //!   rules. Only `ip` and `nft` ([`Role::Admin`]) run as the space's root.
-//!   When the lab is root, a server switches to its account after entering
-//!   the host (after: only root may enter).
+//!   When the lab is root, a PostgreSQL server instead switches to its
+//!   account after entering the host (after: only root may enter), which
+//!   has no capability anywhere.
 //!
 //! Every call made between `fork` and `exec` is a raw system call on data
 //! prepared before the fork: no allocation, no lock (the lab is
@@ -62,9 +64,9 @@ pub struct Space {
 pub enum Role {
     /// The host's administrator, `ip` and `nft`: root of the space.
     Admin,
-    /// A server or a holder: never root of the space. Root's lab may name
-    /// the account it runs as (the server's); any other account's lab runs
-    /// it as itself.
+    /// A server, a holder, an etcd member: never root of the space. Root's
+    /// lab may name the account it runs as (the server's); otherwise it runs
+    /// as the lab's own account, in a nested user namespace.
     Process {
         /// The account to switch to after entering, when the lab is root.
         run_as: Option<User>,
@@ -121,16 +123,15 @@ impl Space {
     /// exec; `keep` are descriptors it must inherit (they lose their
     /// close-on-exec flag in the child only).
     pub(super) fn entry(&'static self, netns: Arc<Netns>, role: Role, keep: Vec<OwnedFd>) -> Result<Entry> {
-        let (nested, run_as) = match (role, self.is_own()) {
-            (Role::Admin, _) => (None, None),
-            // The account's uid, seen as 0 in the space, mapped back to itself.
-            (Role::Process { run_as: None }, true) => {
-                (Some((format!("{} 0 1", self.me.0).into_bytes(), format!("{} 0 1", self.me.1).into_bytes())), None)
-            }
-            (Role::Process { run_as: Some(user) }, true) => {
+        let (nested, run_as) = match role {
+            Role::Admin => (None, None),
+            // The account's uid, seen as 0 in the space (root's own 0 in the
+            // machine's), mapped back to itself.
+            Role::Process { run_as: None } => (Some((format!("{} 0 1", self.me.0).into_bytes(), format!("{} 0 1", self.me.1).into_bytes())), None),
+            Role::Process { run_as: Some(user) } if self.is_own() => {
                 return Err(format!("only root can run a process in a host as another account ({})", user.name).into())
             }
-            (Role::Process { run_as }, false) => (None, run_as.map(|u| (u.uid, u.gid))),
+            Role::Process { run_as: Some(user) } => (None, Some((user.uid, user.gid))),
         };
         Ok(Entry { space: self, netns, nested, run_as, keep })
     }
@@ -292,8 +293,11 @@ pub(super) unsafe fn write_proc(path: &CStr, bytes: &[u8]) -> std::result::Resul
         return Err(());
     }
     let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+    // The write's errno, not the close's, is the one to report.
+    let errno = *libc::__errno_location();
     libc::close(fd);
     if written != bytes.len() as isize {
+        *libc::__errno_location() = errno;
         return Err(());
     }
     Ok(())
