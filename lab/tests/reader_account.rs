@@ -10,13 +10,15 @@
 //! root), each case's `./run.sh diff` against its locked snapshot (the
 //! transcripts are root's), and `./run.sh chaos --mode fenced-scope
 //! --duration 30s`, whose verdict must come with partitions injected.
-//! After each: nothing of the
-//! account's is left running, and so no namespace of its either (a
-//! namespace lives only while a process is in it or holds it).
+//! After each: nothing of the reader's is left running, and so no
+//! namespace of its either (a namespace lives only while a process is in
+//! it or holds it).
 //!
-//! It needs root (to make and be the account); without root it fails under
-//! CI and says so otherwise. What it runs is what is committed: the clone
-//! does not see uncommitted changes (it says so when there are some).
+//! As any other account than root, the test is already an ordinary one:
+//! it runs the same commands as itself, on its own PATH's Rust and
+//! Debian's PATH, in a clone in a private temporary folder. What it runs is what is
+//! committed: the clone does not see uncommitted changes (it says so when
+//! there are some).
 
 mod common;
 
@@ -28,11 +30,12 @@ use std::process::{Command, Output};
 /// The reader's account.
 const READER: &str = "lab-reader";
 
-/// Root's folder for what the reader must read: the toolchain, the bundle.
+/// Root's folder for what the reader must read: the toolchain, the bundle
+/// (`/var/lib`: only root can make a name there).
 const SHARED: &str = "/var/lib/lease-fencing-lab-reader";
 
 /// Debian's PATH for an ordinary account (/etc/login.defs, ENV_PATH): no
-/// /usr/sbin, where `ip` and `nft` are.
+/// /usr/sbin, where `nft` is.
 const DEBIAN_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/games";
 
 /// The account, made when it is missing; its uid, gid and home.
@@ -84,40 +87,54 @@ fn toolchain() -> PathBuf {
     copy
 }
 
-/// A bundle of HEAD the reader can clone.
-fn bundle() -> PathBuf {
+/// A bundle of HEAD the reader can clone, in `dir`.
+fn bundle(dir: &Path) -> PathBuf {
     let top = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let dirty = Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]).current_dir(top).output().unwrap();
     if !dirty.stdout.is_empty() {
         eprintln!("NOTE: this checkout has uncommitted changes; the reader's clone has HEAD only");
     }
-    let file = shared("bundle").join("p.bundle");
+    let file = dir.join("p.bundle");
     let out = Command::new("git").args(["bundle", "create", "-q"]).arg(&file).arg("HEAD").current_dir(top).output().unwrap();
     assert!(out.status.success(), "git bundle: {}", stderr(&out));
     std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     file
 }
 
-/// The reader's session: runs shell commands as the account, in its home,
-/// with only the variables a login would give it (and the suite's ports).
+/// The reader's session: runs shell commands as the account, in the
+/// folder that holds its clone `p`, with only the variables a login would
+/// give it (and the suite's ports).
 struct Reader {
-    user: nix::unistd::User,
+    /// The account; `None`: this process's own (not root).
+    account: Option<nix::unistd::User>,
+    /// Its home.
+    home: PathBuf,
+    /// The folder the clone `p` is made in.
+    dir: PathBuf,
+    /// Its PATH: Debian's, after the toolchain's folder.
     path: String,
 }
 
 impl Reader {
+    /// The clone.
+    fn clone_dir(&self) -> PathBuf {
+        self.dir.join("p")
+    }
+
     fn sh(&self, script: &str) -> Output {
+        let name = self.account.as_ref().map_or_else(|| std::env::var("USER").unwrap_or_default(), |u| u.name.clone());
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", script])
             .env_clear()
-            .env("HOME", &self.user.dir)
-            .env("USER", READER)
-            .env("LOGNAME", READER)
+            .env("HOME", &self.home)
+            .env("USER", &name)
+            .env("LOGNAME", &name)
             .env("PATH", &self.path)
             .env("LANG", "C.UTF-8")
-            .current_dir(&self.user.dir)
-            .uid(self.user.uid.as_raw())
-            .gid(self.user.gid.as_raw());
+            .current_dir(&self.dir);
+        if let Some(user) = &self.account {
+            cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+        }
         // The suite's ports for this group, so that the reader's servers
         // never meet another group's.
         for var in ["LAB_PORT", "LAB_ETCD_PORT_BASE", "LAB_FREE_PORTS"] {
@@ -128,25 +145,31 @@ impl Reader {
         cmd.output().unwrap()
     }
 
-    /// The account's processes still running (zombies waiting for pid 1 aside).
+    /// The reader's processes still running (zombies waiting for pid 1
+    /// aside): any of the account's, when the test made it; any whose
+    /// program, working folder or command line is in the clone.
     fn running(&self) -> Vec<String> {
+        let clone = self.clone_dir();
+        let clone = clone.to_string_lossy();
         let mut found = Vec::new();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
             let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
             let Ok(meta) = std::fs::metadata(entry.path()) else { continue };
-            if std::os::unix::fs::MetadataExt::uid(&meta) != self.user.uid.as_raw() {
+            let cmdline = String::from_utf8_lossy(&std::fs::read(entry.path().join("cmdline")).unwrap_or_default()).replace('\0', " ");
+            let within = |link: &str| std::fs::read_link(entry.path().join(link)).is_ok_and(|p| p.to_string_lossy().starts_with(&*clone));
+            let theirs = self.account.as_ref().is_some_and(|u| std::os::unix::fs::MetadataExt::uid(&meta) == u.uid.as_raw());
+            if !(theirs || within("exe") || within("cwd") || cmdline.contains(&*clone)) {
                 continue;
             }
             let Some(stat) = lab::sysinfo::proc_stat(pid) else { continue };
             if stat.state != 'Z' {
-                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-                found.push(format!("pid {pid} [{}]: {}", stat.state, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+                found.push(format!("pid {pid} [{}]: {cmdline}", stat.state));
             }
         }
         found
     }
 
-    /// Fails if anything of the account's still runs a few seconds after
+    /// Fails if anything of the reader's still runs a few seconds after
     /// `after` (a server's last processes take a moment to exit).
     fn assert_nothing_left(&self, after: &str) {
         let start = std::time::Instant::now();
@@ -164,7 +187,24 @@ struct CloneGone<'a>(&'a Reader);
 
 impl Drop for CloneGone<'_> {
     fn drop(&mut self) {
-        let _ = self.0.sh("cd p 2>/dev/null && ./run.sh cluster forget >/dev/null 2>&1; cd && rm -rf p");
+        let _ = self.0.sh("cd p 2>/dev/null && ./run.sh cluster forget >/dev/null 2>&1; cd .. && rm -rf p");
+    }
+}
+
+/// The reader: `lab-reader` made by root, or this account itself.
+fn the_reader(scratch: &Path) -> (Reader, PathBuf) {
+    if nix::unistd::Uid::effective().is_root() {
+        let user = reader();
+        let path = format!("{}:{DEBIAN_PATH}", toolchain().join("bin").display());
+        let bundle = bundle(&shared("bundle"));
+        (Reader { home: user.dir.clone(), dir: user.dir.clone(), account: Some(user), path }, bundle)
+    } else {
+        // Rust where this account's PATH has it: cargo's folder.
+        let cargo = stdout(&Command::new("sh").args(["-c", "command -v cargo"]).output().unwrap()).trim().to_owned();
+        let bin = Path::new(&cargo).parent().expect("cargo is on PATH").to_path_buf();
+        let path = format!("{}:{DEBIAN_PATH}", bin.display());
+        let home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
+        (Reader { account: None, home, dir: scratch.to_path_buf(), path }, bundle(scratch))
     }
 }
 
@@ -172,19 +212,12 @@ impl Drop for CloneGone<'_> {
 /// and a chaos run with partitions all pass, and leave nothing behind.
 #[test]
 fn an_ordinary_account_runs_every_case_from_a_fresh_clone() {
-    if !nix::unistd::Uid::effective().is_root() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "reader_account needs root (to make and be an ordinary account), and CI must run it");
-        eprintln!("\n*** NOT RUN: reader_account needs root (to make and be an ordinary account)\n");
-        return;
-    }
-    let user = reader();
-    let path = format!("{}:{DEBIAN_PATH}", toolchain().join("bin").display());
-    let me = Reader { user, path };
-    let bundle = bundle();
+    let scratch = common::temp_dir("lab-reader-");
+    let (me, bundle) = the_reader(scratch.path());
     let _gone = CloneGone(&me);
     assert_exit(&me.sh(&format!("rm -rf p && git clone -q {} p", bundle.display())), 0, "git clone as the reader");
     me.assert_nothing_left("the clone");
-    assert!(!Path::new(&me.user.dir).join("p/target").exists(), "the clone has a target/ already");
+    assert!(!me.clone_dir().join("target").exists(), "the clone has a target/ already");
 
     let first = me.sh("cd p && ./run.sh F1");
     assert_exit(&first, 0, "./run.sh F1 as the reader, in a fresh clone");
