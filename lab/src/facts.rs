@@ -213,8 +213,8 @@ fn code_facts() -> Vec<Fact> {
     f.add("beyond-cases", ids.len() - ARTICLE_CASES);
 
     let variants = cases::variants();
-    f.add("modes", crate::resource::FenceMode::ALL.len());
-    f.add("scope-fences", crate::resource::FenceMode::SCOPE_FENCES.len());
+    f.add("modes", crate::vocabulary::FenceMode::ALL.len());
+    f.add("scope-fences", crate::vocabulary::FenceMode::SCOPE_FENCES.len());
     f.add("variants", variants.len());
     f.add("variant-names", listed(&variants.iter().map(|v| format!("`{}`", v.name())).collect::<Vec<_>>()));
 

@@ -15,6 +15,11 @@
 //!
 //! Process-wide ground:
 //! - [`error`]: the crate's one error type, with context.
+//! - [`vocabulary`]: the lab's words, one type each (resource mode, lease
+//!   store, fault kind, a parent's act, a call and its outcome, a write
+//!   attempt, the checker's verdict), free of clap and of servers.
+//! - [`arg_values`]: how command lines spell those words (clap's value
+//!   parsers): the command lines' edge, the only place clap meets them.
 //! - [`paths`]: where things live: the project root, `target/lab`, the
 //!   evidence, and the cluster's folder (moved under
 //!   `/var/lib/lease-fencing-lab` when the server account cannot reach the
@@ -152,6 +157,8 @@
 //!   `main.rs` only dispatches.
 
 pub mod error;
+pub mod vocabulary;
+pub mod arg_values;
 pub mod paths;
 pub mod safe_dir;
 pub mod interrupt;

@@ -108,7 +108,7 @@ fn the_table_is_the_locked_one() {
     let text = stdout(&out);
     assert!(out.status.success(), "lab model failed ({}):\n{text}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     // One verdict line per mode on each of the three lease stores.
-    let verdicts = lab::resource::FenceMode::ALL.len() * 3;
+    let verdicts = lab::vocabulary::FenceMode::ALL.len() * 3;
     assert!(text.contains(&format!("SUMMARY passed={verdicts} failed=0")), "{text}");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let locked = std::fs::read_to_string(root.join("evidence/26/model.snap")).unwrap();

@@ -15,7 +15,7 @@
 
 use super::report::Row;
 use super::{MODES, SCOPES, WRITERS};
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use std::fmt::Write as _;
 
 /// How many series colours `style/book.css` defines (`series-0` …).

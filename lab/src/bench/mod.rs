@@ -55,7 +55,7 @@ pub mod writers;
 use crate::cluster::Session;
 use crate::db;
 use crate::error::Result;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 use super::{chart, Cell, Results, ACQUIRERS, MODES, SCOPES, WRITERS};
 use crate::cluster::Cluster;
 use crate::error::{Result, ResultExt};
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::stats::{median, ms};
 use crate::sysinfo::{self, Machine};
 use crate::{db, report_files};
@@ -242,7 +242,6 @@ pub fn csv(results: &Results) -> String {
 /// The table's rows read back from its CSV ([`csv`]): what the figures
 /// are drawn from when they are redrawn without measuring again.
 pub fn rows_from_csv(text: &str) -> Result<Vec<Row>> {
-    use clap::ValueEnum;
     let mut lines = text.lines();
     let header = lines.next().unwrap_or_default();
     let columns: Vec<&str> = header.split(',').collect();
@@ -261,7 +260,7 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Row>> {
         let millis = |i: usize| -> Result<Duration> { Ok(Duration::from_secs_f64(number(i)? / 1000.0)) };
         rows.push(Row {
             cell: Cell {
-                mode: FenceMode::from_str(cell(mode)?, false).map_err(|_| wrong("no such mode"))?,
+                mode: cell(mode)?.parse::<FenceMode>().map_err(|e| wrong(&e))?,
                 writers: cell(writers)?.parse().map_err(|_| wrong("writers"))?,
                 scopes: cell(scopes)?.parse().map_err(|_| wrong("scopes"))?,
             },

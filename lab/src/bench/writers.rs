@@ -13,7 +13,8 @@ use super::{Sample, MODES, SCOPES};
 use crate::stats::quantile;
 use crate::db;
 use crate::error::{panic_message, Result, ResultExt};
-use crate::resource::{FenceMode, PartWrite, ResourceStore};
+use crate::resource::{PartWrite, ResourceStore};
+use crate::vocabulary::FenceMode;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@ use super::runner::{CaseTime, Runner};
 use super::{Case, Options};
 use crate::error::{Result, ResultExt};
 use crate::interrupt::QuietAfterStop;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 use crate::{evidence, history, paths, timeline};
 use std::path::{Path, PathBuf};
@@ -32,7 +32,7 @@ pub fn refusal(cases: &[String], picked: Option<FenceMode>) -> Option<String> {
     let picked = picked?;
     let named = |c: &Case| cases.iter().any(|id| id.eq_ignore_ascii_case(c.id));
     let case = super::select(cases).into_iter().find(|c| named(c) && !c.modes.is_empty() && !c.takes_mode(picked))?;
-    let mut takes: Vec<String> = case.modes.iter().map(|m| m.cli_name()).collect();
+    let mut takes: Vec<String> = case.modes.iter().map(|m| m.cli_name().to_owned()).collect();
     let last = takes.pop()?;
     let takes = if takes.is_empty() { last } else { format!("{} or {last}", takes.join(", ")) };
     Some(format!("{} takes --mode {takes} only", case.id))

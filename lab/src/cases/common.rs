@@ -3,7 +3,8 @@
 use super::Lab;
 use crate::cluster::etcd::gateway::Leader;
 use crate::db;
-use crate::holder::{HolderArgs, LeaseBackend, Step, Steps};
+use crate::holder::{HolderArgs, Step, Steps};
+use crate::vocabulary::LeaseStoreKind;
 use crate::holder_guard::{ending, exit_text, HolderGuard};
 use crate::error::{Result, ResultExt};
 use crate::latch::{Latch, BOUND};
@@ -11,7 +12,8 @@ use crate::lease::{Grant, LeaseRow, LeaseStore};
 use crate::params::{margin, ETCD_RENEW_EVERY, ETCD_TTL, LEASE, SCOPE, SHORT_TTL, TTL};
 use crate::poll;
 use crate::stats::ms;
-use crate::resource::{FenceMode, PartWrite, ResourceStore, ResourceView};
+use crate::resource::{PartWrite, ResourceStore, ResourceView};
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 use postgres::Client;
 use std::sync::Arc;
@@ -264,7 +266,7 @@ pub fn deadline_lead(leases: &mut LeaseStore, grant: &Grant) -> Result<Lead> {
 /// keep-alive period and margin (see `params.rs`).
 pub fn on_etcd(args: HolderArgs) -> HolderArgs {
     HolderArgs {
-        lease_backend: LeaseBackend::Etcd,
+        lease_backend: LeaseStoreKind::Etcd,
         ttl_ms: ms(ETCD_TTL) as u64,
         renew_ms: ms(ETCD_RENEW_EVERY) as u64,
         margin_ms: ms(margin(ETCD_TTL)) as u64,

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::lease::{Grant, LeaseStore};
 use crate::params::{margin, LEASE, PART_SUMMARY, SCOPE, TTL};
 use crate::stats::ms;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 
 /// A second lease of the same job family: the name condition of renew and

@@ -18,7 +18,7 @@ use crate::holder::{HolderArgs, Step, Steps, WaitPoint};
 use crate::holder_guard::HolderGuard;
 use crate::params::{LEASE, PART_SUMMARY, SCOPE};
 use crate::poll;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 
 /// The case.

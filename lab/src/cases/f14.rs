@@ -37,7 +37,7 @@ use crate::lease_stores::{median_acquire_ms, SAMPLES};
 use crate::stats::ms;
 use crate::params::{margin, CRASH_TTL, LEASE, PART_DETAIL, PART_SUMMARY, SCOPE, TTL};
 use crate::poll;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 
 /// The case.

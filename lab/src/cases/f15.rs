@@ -18,10 +18,11 @@
 //! and is locked as it is; so are the zeros.
 
 use super::{Case, Lab};
-use crate::chaos::schedule::FaultKind;
-use crate::chaos::{run_mode, Config, Gap, ModeRun, Schedule};
+use crate::vocabulary::FaultKind;
+use crate::chaos::{run_mode, Config, ModeRun, Schedule};
+use crate::vocabulary::Gap;
 use crate::error::Result;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 use std::time::Duration;
 

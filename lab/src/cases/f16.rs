@@ -62,7 +62,7 @@ use crate::lease_stores::{median_acquire_ms, SAMPLES};
 use crate::params::{margin, ETCD_OBSERVE, ETCD_RENEW_EVERY, ETCD_TTL, LEASE, SCOPE, TTL_PROBE, TTL_PROBE_KILL_AT};
 use crate::poll;
 use crate::stats::ms;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 use std::path::Path;
 use std::time::{Duration, Instant};

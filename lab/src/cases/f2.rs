@@ -15,7 +15,7 @@ use crate::params::{margin, LEASE, PART_SUMMARY, RENEW_EVERY, SCOPE, SHORT_TTL, 
 use crate::stats::ms;
 use crate::poll;
 use crate::renewer::Renewer;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 use postgres::types::ToSql;
 

@@ -5,7 +5,7 @@
 use super::paused_holder;
 use super::{Case, Lab};
 use crate::error::Result;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 
 /// The resource mode of F5 unless the reader picks another with `--mode`.

@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::latch::BOUND;
 use crate::lease::Grant;
 use crate::params::{PART_DETAIL, PART_SUMMARY, SCOPE};
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 
 /// The mode of (b) unless the reader picks another scope fence with `--mode`.

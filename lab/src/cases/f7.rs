@@ -13,7 +13,7 @@ use crate::db;
 use crate::error::Result;
 use crate::lease::Grant;
 use crate::params::{LEASE, PART_DETAIL, PART_SUMMARY, SCOPE, SHORT_TTL, TTL};
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 
 /// The mode of the scope half unless the reader picks another scope fence with `--mode`.

@@ -14,7 +14,7 @@ use crate::latch::BOUND;
 use crate::lease::Grant;
 use crate::params::{CRASH_TTL, LEASE, PART_DETAIL, PART_SUMMARY, SCOPE, TTL};
 use crate::poll;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 
 /// The case.

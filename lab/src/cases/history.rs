@@ -30,7 +30,7 @@
 //! the next), and the runner takes them all as the case ends.
 
 use crate::call_log::{self, Heard};
-use crate::chaos::schedule::FaultKind;
+use crate::vocabulary::FaultKind;
 use crate::db;
 use crate::error::{chain, Result};
 use crate::events::{self, ParentEvent};

@@ -60,7 +60,8 @@ use crate::db;
 use crate::error::Result;
 use crate::lease::LeaseStore;
 use crate::params;
-use crate::resource::{FenceMode, ResourceStore, ResourceView};
+use crate::resource::{ResourceStore, ResourceView};
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 use std::path::PathBuf;
 

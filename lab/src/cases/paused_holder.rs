@@ -29,7 +29,7 @@ use crate::lease::LeaseStore;
 use crate::params::{LEASE, OBSERVE, PART_SUMMARY, SCOPE};
 use crate::stats::ms;
 use crate::poll;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 use std::time::Duration;
 

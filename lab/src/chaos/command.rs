@@ -4,13 +4,14 @@
 //! with nothing to judge (a vacuous run is neither, and is never written
 //! into the evidence).
 
-use super::checker::{self, History, Judgement};
+use super::checker::{self, History};
+use crate::vocabulary::Judgement;
 use super::report;
 use super::run::{run_mode, Config, ModeRun};
 use super::schedule::Schedule;
 use crate::error::Result;
 use crate::history;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::{cluster, db, sysinfo};
 use std::path::{Path, PathBuf};
 
@@ -105,7 +106,7 @@ pub fn unexpected(run: &ModeRun) -> Option<String> {
 mod tests {
     use super::*;
     use crate::chaos::checker::{check, Attempt, Fault, FinalPart, GrantRecord, History};
-    use crate::chaos::schedule::FaultKind;
+    use crate::vocabulary::FaultKind;
 
     /// A run of `mode` that the checker judged from `history`.
     fn judged(mode: FenceMode, history: &History) -> ModeRun {

@@ -47,7 +47,8 @@
 //! heals what it owns: every link fast again, the partition healed, the
 //! restart in progress finished. The slots heal their holders (SIGCONT, then SIGKILL and reap).
 
-use super::schedule::{Aim, Event, FaultKind, Schedule};
+use super::schedule::{Aim, Event, Schedule};
+use crate::vocabulary::FaultKind;
 use super::workload::{FaultId, FaultLog, Order, Slot, SERVER_HOST};
 use crate::cluster::Cluster;
 use crate::error::{chain, panic_message, Result};

@@ -2,11 +2,12 @@
 //! `lab chaos` prints it and as the book includes it (`evidence/26/chaos.md`).
 
 use super::run::{Config, ModeRun};
-use super::schedule::{FaultKind, Schedule};
+use super::schedule::Schedule;
+use crate::vocabulary::FaultKind;
 use crate::error::Result;
 use crate::history::FindingKind;
 use crate::report_files;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::sysinfo::Machine;
 use std::fmt::Write;
 use std::path::Path;

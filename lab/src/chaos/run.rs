@@ -10,15 +10,17 @@
 //! exit path, an error or Ctrl-C included, ends them: the nemesis heals
 //! its links and joins its restart, the workload's drop ends every slot.
 
-use super::checker::{self, History, Verdict};
+use super::checker::{self, History};
+use crate::vocabulary::Verdict;
 use super::nemesis;
-use super::schedule::{FaultKind, Schedule};
+use super::schedule::Schedule;
+use crate::vocabulary::FaultKind;
 use super::workload::{holder_name, FaultLog, SlotPlan, Tally, Workload, SERVER_HOST};
 use crate::cluster::{self, Cluster};
 use crate::hosts::Network;
 use crate::error::{panic_message, Result, ResultExt};
 use crate::history::{self, hundredths, FaultSpan, Record, RunInfo};
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use crate::stats::ms;
 use crate::{call_log, db, events, interrupt, poll};
 use std::collections::BTreeMap;

@@ -25,6 +25,7 @@
 //! drawing that uses them are read together, each number beside the reason
 //! for it.
 
+use crate::vocabulary::FaultKind;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
@@ -68,66 +69,6 @@ impl SplitMix64 {
     pub fn stream(seed: u64, stream: u64) -> SplitMix64 {
         let mut mixer = SplitMix64::new(seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03));
         SplitMix64::new(mixer.next_u64())
-    }
-}
-
-/// The faults the nemesis injects, as the checker counts them. Counts are
-/// keyed by the kind itself; its order (the variants' order, which is their
-/// names' alphabetical order) is the order of every table's rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FaultKind {
-    /// The database server crash-stops and starts again (F8).
-    DbRestart,
-    /// The slot's link delays every chunk it carries for a span: a write
-    /// stale in flight (F12), renewals that arrive late.
-    Delay,
-    /// SIGKILL; the slot starts a new incarnation of the holder (F10).
-    Kill,
-    /// A partition that cuts one holder's host off from every other host,
-    /// the server's included, for its length (F17): the holder runs on, and
-    /// what it sends meanwhile goes nowhere; once healed, its renewals and
-    /// writes arrive late.
-    PartitionIsolate,
-    /// A partition that cuts a group of holders' hosts off from the
-    /// server's host and the other holders together, for its length: a rack
-    /// that lost its uplink.
-    PartitionSplit,
-    /// SIGSTOP for longer than the ttl (F4's pause): the lease expires
-    /// under the stopped holder, and another takes over.
-    PauseLong,
-    /// SIGSTOP for less than the ttl, then SIGCONT: the lease may survive.
-    PauseShort,
-}
-
-impl FaultKind {
-    /// Every kind, in order (their names' alphabetical order).
-    pub const ALL: [FaultKind; 7] = [
-        FaultKind::DbRestart,
-        FaultKind::Delay,
-        FaultKind::Kill,
-        FaultKind::PartitionIsolate,
-        FaultKind::PartitionSplit,
-        FaultKind::PauseLong,
-        FaultKind::PauseShort,
-    ];
-
-    /// The name the checker and the tables use.
-    pub fn name(self) -> &'static str {
-        match self {
-            FaultKind::PauseShort => "pause-short",
-            FaultKind::PauseLong => "pause-long",
-            FaultKind::Kill => "kill",
-            FaultKind::PartitionIsolate => "partition-isolate",
-            FaultKind::PartitionSplit => "partition-split",
-            FaultKind::Delay => "delay",
-            FaultKind::DbRestart => "db-restart",
-        }
-    }
-}
-
-impl fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -9,7 +9,7 @@ pub mod commands;
 
 use crate::cases::{self, command::RunRequest, Options};
 use crate::chaos::{self, Config};
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -128,7 +128,7 @@ pub enum Command {
         runs: u32,
         /// The resource mode, as for `lab run`: each run is then compared
         /// with the variant's locked transcript (e.g. F6-fenced-scope-shared).
-        #[arg(long, value_enum, hide_possible_values = true)]
+        #[arg(long, value_parser = crate::arg_values::fence_mode(), hide_possible_values = true)]
         mode: Option<FenceMode>,
     },
     /// Write the book's facts (counts, case titles, measured figures) to evidence/26/facts/.
@@ -162,7 +162,7 @@ pub struct RunArgs {
     /// (fenced-scope, fenced-scope-cte, fenced-scope-shared, fenced-row, unfenced,
     /// check-then-write); F6/F7: the scope fence of (b) and of the scope half
     /// (fenced-scope, fenced-scope-cte, fenced-scope-shared).
-    #[arg(long, value_enum, hide_possible_values = true)]
+    #[arg(long, value_parser = crate::arg_values::fence_mode(), hide_possible_values = true)]
     mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its local deadline check instead of after it.
     #[arg(long)]
@@ -206,10 +206,10 @@ pub struct ModelArgs {
     #[arg(long, conflicts_with_all = ["replay", "explore"])]
     mutants: bool,
     /// Replay MODE's counterexample (and the same schedule in fenced-scope) against the real cluster.
-    #[arg(long, value_enum, hide_possible_values = true, conflicts_with = "explore")]
+    #[arg(long, value_parser = crate::arg_values::fence_mode(), hide_possible_values = true, conflicts_with = "explore")]
     replay: Option<FenceMode>,
     /// Serve stateright's Explorer for MODE (default fenced-scope) on 127.0.0.1.
-    #[arg(long, value_enum, hide_possible_values = true, num_args = 0..=1, default_missing_value = "fenced-scope")]
+    #[arg(long, value_parser = crate::arg_values::fence_mode(), hide_possible_values = true, num_args = 0..=1, default_missing_value = "fenced-scope")]
     explore: Option<FenceMode>,
     /// The lease store of --explore and --replay: single, sync or async.
     #[arg(long, default_value = "single", value_parser = store_kind)]
@@ -253,9 +253,8 @@ fn mode_or_all(text: &str) -> std::result::Result<ModeChoice, String> {
     if text == "all" {
         return Ok(ModeChoice(None));
     }
-    FenceMode::from_str(text, false).map(|m| ModeChoice(Some(m))).map_err(|_| {
-        let all: Vec<String> = FenceMode::ALL.map(FenceMode::cli_name).into();
-        format!("unknown mode {text:?}; the modes are {}, or all", all.join(", "))
+    text.parse::<FenceMode>().map(|m| ModeChoice(Some(m))).map_err(|_| {
+        format!("unknown mode {text:?}; the modes are {}, or all", FenceMode::ALL.map(FenceMode::cli_name).join(", "))
     })
 }
 

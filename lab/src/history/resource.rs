@@ -4,7 +4,7 @@
 
 use super::{hundredths, AttemptRow, FinalRow};
 use crate::error::{Result, ResultExt};
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use postgres::{Client, IsolationLevel};
 
 /// What the resource recorded.

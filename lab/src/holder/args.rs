@@ -1,12 +1,13 @@
 //! The holder's command line: [`HolderArgs`], where it waits
-//! ([`WaitPoint`]), which store keeps its lease ([`LeaseBackend`]), and the
+//! ([`WaitPoint`]), which store keeps its lease ([`LeaseStoreKind`]), and the
 //! argv the parent builds that parses back to the same parameters.
 
 use crate::cluster::Endpoint;
 use crate::error::Result;
 use crate::params;
 use crate::stats::ms;
-use crate::resource::FenceMode;
+use crate::arg_values;
+use crate::vocabulary::{FenceMode, LeaseStoreKind};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,16 +29,6 @@ pub enum WaitPoint {
     InsideFence,
 }
 
-/// Which store keeps the lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LeaseBackend {
-    /// The `lease` table in `lease26`, on the lab's PostgreSQL (the article's).
-    Postgres,
-    /// A lease and a key on the three-member etcd cluster `etcd-26` (F16);
-    /// the token is the key's create revision.
-    Etcd,
-}
-
 /// The holder's parameters.
 #[derive(clap::Parser, Clone, Debug, PartialEq)]
 #[command(name = "holder", about = "One instance of the report job: acquire, renew in the background, check the local deadline, write, renew, release. Prints one protocol line per step, and one line as each call to a server starts (CALL) and returns (RETURN), for the run's history.")]
@@ -49,8 +40,8 @@ pub struct HolderArgs {
     #[arg(long)]
     pub holder: String,
     /// Which store keeps the lease: postgres, or etcd (the cluster at LAB_ETCD_PORT_BASE).
-    #[arg(long, value_enum, default_value_t = LeaseBackend::Postgres)]
-    pub lease_backend: LeaseBackend,
+    #[arg(long, value_parser = arg_values::lease_store(), default_value = "postgres")]
+    pub lease_backend: LeaseStoreKind,
     /// Lease ttl in milliseconds, by the store's clock (etcd: whole seconds).
     #[arg(long, default_value_t = ms(params::TTL) as u64, value_parser = clap::value_parser!(u64).range(1..))]
     pub ttl_ms: u64,
@@ -80,7 +71,7 @@ pub struct HolderArgs {
     #[arg(long)]
     pub content: String,
     /// How the resource judges the write: fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write.
-    #[arg(long, value_enum, default_value_t = FenceMode::FencedScope, hide_possible_values = true)]
+    #[arg(long, value_parser = arg_values::fence_mode(), default_value = "fenced-scope", hide_possible_values = true)]
     pub mode: FenceMode,
     /// Where to wait for one line on stdin (repeat for several points).
     #[arg(long = "wait", value_enum)]
@@ -160,14 +151,14 @@ impl HolderArgs {
             "--scope".into(), self.scope.clone(),
             "--part".into(), self.parts.join(","),
             "--content".into(), self.content.clone(),
-            "--mode".into(), self.mode.cli_name(),
+            "--mode".into(), self.mode.cli_name().to_owned(),
             "--idle-timeout-ms".into(), self.idle_timeout_ms.to_string(),
         ];
         // Named only when it is not the article's store: an argv in a
         // failure report (and in the evidence that locks one) reads as it
         // did before there were two.
-        if self.lease_backend != LeaseBackend::Postgres {
-            argv.extend(["--lease-backend".into(), value_name(&self.lease_backend)]);
+        if self.lease_backend != LeaseStoreKind::Postgres {
+            argv.extend(["--lease-backend".into(), self.lease_backend.name().to_owned()]);
         }
         for point in &self.waits {
             argv.extend(["--wait".into(), value_name(point)]);
@@ -218,7 +209,7 @@ impl HolderArgs {
         // etcd counts a lease's TTL in whole seconds and raises a shorter
         // one to its minimum: a TTL it cannot keep exactly is refused here,
         // not silently lengthened.
-        if self.lease_backend == LeaseBackend::Etcd && !self.ttl_ms.is_multiple_of(1000) {
+        if self.lease_backend == LeaseStoreKind::Etcd && !self.ttl_ms.is_multiple_of(1000) {
             return Err(format!("--ttl-ms {} is not whole seconds, which is all an etcd lease can be", self.ttl_ms).into());
         }
         Ok(())
@@ -234,8 +225,8 @@ impl HolderArgs {
         let cluster = || crate::paths::cluster_dir();
         let mut folders = vec![self.resource_server_dir.clone().unwrap_or_else(cluster)];
         match self.lease_backend {
-            LeaseBackend::Postgres => folders.push(self.lease_server_dir.clone().unwrap_or_else(cluster)),
-            LeaseBackend::Etcd => folders.push(crate::cluster::etcd::default_dir()),
+            LeaseStoreKind::Postgres => folders.push(self.lease_server_dir.clone().unwrap_or_else(cluster)),
+            LeaseStoreKind::Etcd => folders.push(crate::cluster::etcd::default_dir()),
         }
         folders.sort();
         folders.dedup();
@@ -348,12 +339,12 @@ mod tests {
     #[test]
     fn etcd_ttls_are_whole_seconds() {
         let mut args = holder_a();
-        args.lease_backend = LeaseBackend::Etcd;
+        args.lease_backend = LeaseStoreKind::Etcd;
         assert!(args.validate().is_err(), "etcd cannot keep a 1500 ms lease");
         (args.ttl_ms, args.margin_ms, args.renew_ms) = (2000, 400, 500);
         assert!(args.validate().is_ok());
         let mut argv = vec!["holder".to_owned()];
         argv.extend(args.to_argv());
-        assert_eq!(HolderArgs::parse_from(argv).lease_backend, LeaseBackend::Etcd);
+        assert_eq!(HolderArgs::parse_from(argv).lease_backend, LeaseStoreKind::Etcd);
     }
 }

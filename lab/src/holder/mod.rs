@@ -31,7 +31,8 @@ mod call;
 mod protocol;
 mod record;
 
-pub use args::{HolderArgs, LeaseBackend, WaitPoint};
+pub use args::{HolderArgs, WaitPoint};
+use crate::vocabulary::LeaseStoreKind;
 pub use call::{Call, Invoke, Outcome, Return};
 pub use protocol::{Line, Step, Steps};
 
@@ -89,9 +90,9 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
     // The one place that knows there are two stores: everything after the
     // connect is the same code.
     match args.lease_backend {
-        LeaseBackend::Postgres => hold_on(LeaseStore::connect_to(&args.lease_endpoint()?, &args.holder)?, args),
-        LeaseBackend::Etcd if args.etcd_members.is_empty() => hold_on(EtcdLeaseStore::locate()?, args),
-        LeaseBackend::Etcd => hold_on(EtcdLeaseStore::at(args.etcd_members.clone())?, args),
+        LeaseStoreKind::Postgres => hold_on(LeaseStore::connect_to(&args.lease_endpoint()?, &args.holder)?, args),
+        LeaseStoreKind::Etcd if args.etcd_members.is_empty() => hold_on(EtcdLeaseStore::locate()?, args),
+        LeaseStoreKind::Etcd => hold_on(EtcdLeaseStore::at(args.etcd_members.clone())?, args),
     }
 }
 

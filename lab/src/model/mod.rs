@@ -48,7 +48,7 @@ pub use properties::{Flag, Ghost};
 pub use resource::{Resource, Statement};
 pub use store::{Store, StoreKind};
 
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use stateright::{Model, Property};
 
 /// How far the checker looks.

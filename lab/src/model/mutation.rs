@@ -6,7 +6,7 @@
 //! patch must be placed in one of them.
 
 use super::store::StoreKind;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 
 /// A guard of the model switched off, as a patch switches it off in the code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -12,7 +12,7 @@
 
 use super::holder::Phase;
 use super::{LeaseModel, State};
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use stateright::{Expectation, Property};
 
 /// One holding: from an acquire to its end by the database clock.

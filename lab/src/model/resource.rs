@@ -34,7 +34,7 @@
 //! a flag.
 
 use super::mutation::ModelMutation;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 
 /// The parts of the scope (`report_part.part`).
 pub const PARTS: [&str; 2] = ["summary", "detail"];

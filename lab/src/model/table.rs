@@ -12,7 +12,7 @@ use super::mutation::{COUNTERPARTS, NO_COUNTERPART};
 use super::properties::{is_invariant, name};
 use super::resource::{Outcome, PARTS};
 use super::{Action, Bounds, Config, LeaseModel, State, StoreKind};
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use stateright::{Checker, Model, Path};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};

@@ -28,75 +28,9 @@ pub use view::{Attempt, PartRow, ResourceView};
 use crate::cluster::{credentials, Endpoint};
 use crate::db;
 use crate::error::{Result, ResultExt};
+use crate::vocabulary::FenceMode;
 use postgres::{Client, GenericClient, Statement};
 use std::collections::HashMap;
-use std::fmt;
-
-/// How the resource decides whether to accept a write.
-///
-/// Two spellings, one each way: the command line's (`--mode
-/// fenced-scope`), which clap derives and parses ([`clap::ValueEnum`]),
-/// and the name transcripts and `write_attempt.mode` show
-/// (`FENCED_SCOPE`), which `Display` writes and nothing reads back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum FenceMode {
-    /// One conditional UPDATE of the scope's `fence_floor` and the data write,
-    /// in one transaction: the design this book argues for.
-    FencedScope,
-    /// The same compare, advance and data write as `FencedScope`, in one
-    /// autocommit statement (a data-modifying CTE): one round trip.
-    FencedScopeCte,
-    /// The same guarantee with writes under the floor's own token in
-    /// parallel: they share the scope's advisory lock, and a raise of the
-    /// floor takes it exclusively, waiting for them to commit.
-    FencedScopeShared,
-    /// Compares the token only with the row being overwritten (F7: a new row
-    /// has nothing to compare with).
-    FencedRow,
-    /// A plain upsert that ignores the token (F5).
-    Unfenced,
-    /// Reads the floor, decides, then writes, each step on its own (F6a).
-    CheckThenWrite,
-}
-
-impl FenceMode {
-    /// Every mode, the real ones first.
-    pub const ALL: [FenceMode; 6] = [
-        FenceMode::FencedScope,
-        FenceMode::FencedScopeCte,
-        FenceMode::FencedScopeShared,
-        FenceMode::FencedRow,
-        FenceMode::Unfenced,
-        FenceMode::CheckThenWrite,
-    ];
-
-    /// The modes that fence the whole scope: the three forms of the real design.
-    pub const SCOPE_FENCES: [FenceMode; 3] = [FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedScopeShared];
-
-    /// The name transcripts and `write_attempt.mode` use: what `Display` writes.
-    pub fn name(self) -> &'static str {
-        match self {
-            FenceMode::FencedScope => "FENCED_SCOPE",
-            FenceMode::FencedScopeCte => "FENCED_SCOPE_CTE",
-            FenceMode::FencedScopeShared => "FENCED_SCOPE_SHARED",
-            FenceMode::FencedRow => "FENCED_ROW",
-            FenceMode::Unfenced => "UNFENCED",
-            FenceMode::CheckThenWrite => "CHECK_THEN_WRITE",
-        }
-    }
-
-    /// The spelling on command lines (`fenced-scope`), as clap parses it.
-    pub fn cli_name(self) -> String {
-        use clap::ValueEnum;
-        self.to_possible_value().expect("no mode is skipped").get_name().to_owned()
-    }
-}
-
-impl fmt::Display for FenceMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// One write request: the arguments of `write(scope, part, content, writer, token)`.
 #[derive(Clone, Copy, Debug)]

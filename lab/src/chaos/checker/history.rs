@@ -3,10 +3,10 @@
 //! faults the nemesis injected; taken from the run's whole record
 //! ([`History::from_record`]), or written by hand in a test.
 
-use crate::chaos::schedule::FaultKind;
+use crate::vocabulary::FaultKind;
 use crate::error::Result;
 use crate::history::Record;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 
 
 /// One write attempt, as `write_attempt` records it.

@@ -32,20 +32,19 @@
 //! so they do not depend on the order at all. Floor regressions are exact
 //! when the floor is read as [`Attempt::floor_after`] asks.
 //!
-//! The parts: `history` (what the checker reads of a run's record),
-//! `verdict` (the counts, what a history lacks, the conclusion); here,
+//! The parts: `history` (what the checker reads of a run's record), and
+//! `crate::vocabulary::Verdict` (the counts, what a history lacks, the
+//! conclusion: a word of the lab's, read by the cases and pages too); here,
 //! [`check`], the counts themselves, and [`findings`]: each thing a count
 //! counted, with the checker's reason, for the history's page.
 
 mod history;
-mod verdict;
 #[cfg(test)]
 mod tests;
 
 pub use history::{Attempt, Fault, FinalPart, GrantRecord, History};
-pub use verdict::{Gap, Judgement, Verdict};
 
-use super::schedule::FaultKind;
+use crate::vocabulary::{FaultKind, Verdict};
 use crate::history::{Finding, FindingKind, Target};
 use std::collections::{BTreeMap, BTreeSet};
 

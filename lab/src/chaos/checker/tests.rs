@@ -1,7 +1,8 @@
 //! The checker judged on hand-made histories: no database, no timing.
 
 use super::*;
-use crate::resource::FenceMode;
+use crate::vocabulary::{Gap, Judgement};
+use crate::vocabulary::FenceMode;
 
 const DAILY: &str = "daily-report";
 const WEEKLY: &str = "weekly-report";

@@ -1,7 +1,7 @@
 //! What passes between the nemesis and a slot: the [`Order`]s one way, the
 //! [`SlotView`] the other.
 
-use crate::chaos::schedule::FaultKind;
+use crate::vocabulary::FaultKind;
 use std::time::Duration;
 
 /// An order from the nemesis to one slot.

@@ -7,7 +7,7 @@ use crate::holder::{HolderArgs, WaitPoint};
 use crate::params::{PART_DETAIL, PART_SUMMARY, TTL};
 use crate::paths;
 use crate::stats::ms;
-use crate::resource::FenceMode;
+use crate::vocabulary::FenceMode;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 
 use crate::chaos::checker::GrantRecord;
 use crate::error::panic_message;
-use crate::chaos::schedule::FaultKind;
+use crate::vocabulary::FaultKind;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize};
 use parking_lot::Mutex;

@@ -1,7 +1,7 @@
 //! What the checker found: the counts ([`Verdict`]), what a history lacks
 //! for them to mean anything ([`Gap`]), and the conclusion ([`Judgement`]).
 
-use crate::chaos::schedule::FaultKind;
+use super::FaultKind;
 use std::collections::BTreeMap;
 use std::fmt;
 

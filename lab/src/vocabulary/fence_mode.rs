@@ -1,0 +1,106 @@
+//! How the resource decides whether to accept a write.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// How the resource decides whether to accept a write.
+///
+/// Two spellings, one parser each: the name transcripts, `write_attempt.mode`
+/// and the JSON use (`FENCED_SCOPE`: [`Self::name`], [`Self::from_name`]),
+/// and the command line's (`fenced-scope`: [`Self::cli_name`], `FromStr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FenceMode {
+    /// One conditional UPDATE of the scope's `fence_floor` and the data write,
+    /// in one transaction: the design this book argues for.
+    FencedScope,
+    /// The same compare, advance and data write as `FencedScope`, in one
+    /// autocommit statement (a data-modifying CTE): one round trip.
+    FencedScopeCte,
+    /// The same guarantee with writes under the floor's own token in
+    /// parallel: they share the scope's advisory lock, and a raise of the
+    /// floor takes it exclusively, waiting for them to commit.
+    FencedScopeShared,
+    /// Compares the token only with the row being overwritten (F7: a new row
+    /// has nothing to compare with).
+    FencedRow,
+    /// A plain upsert that ignores the token (F5).
+    Unfenced,
+    /// Reads the floor, decides, then writes, each step on its own (F6a).
+    CheckThenWrite,
+}
+
+impl FenceMode {
+    /// Every mode, the real ones first.
+    pub const ALL: [FenceMode; 6] = [
+        FenceMode::FencedScope,
+        FenceMode::FencedScopeCte,
+        FenceMode::FencedScopeShared,
+        FenceMode::FencedRow,
+        FenceMode::Unfenced,
+        FenceMode::CheckThenWrite,
+    ];
+
+    /// The modes that fence the whole scope: the three forms of the real design.
+    pub const SCOPE_FENCES: [FenceMode; 3] = [FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedScopeShared];
+
+    /// The name transcripts, `write_attempt.mode` and the JSON use.
+    pub fn name(self) -> &'static str {
+        match self {
+            FenceMode::FencedScope => "FENCED_SCOPE",
+            FenceMode::FencedScopeCte => "FENCED_SCOPE_CTE",
+            FenceMode::FencedScopeShared => "FENCED_SCOPE_SHARED",
+            FenceMode::FencedRow => "FENCED_ROW",
+            FenceMode::Unfenced => "UNFENCED",
+            FenceMode::CheckThenWrite => "CHECK_THEN_WRITE",
+        }
+    }
+
+    /// The spelling on command lines and in file names (`fenced-scope`).
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            FenceMode::FencedScope => "fenced-scope",
+            FenceMode::FencedScopeCte => "fenced-scope-cte",
+            FenceMode::FencedScopeShared => "fenced-scope-shared",
+            FenceMode::FencedRow => "fenced-row",
+            FenceMode::Unfenced => "unfenced",
+            FenceMode::CheckThenWrite => "check-then-write",
+        }
+    }
+
+    /// The mode [`Self::name`] spells `name` (a `write_attempt.mode`).
+    pub fn from_name(name: &str) -> Result<FenceMode, String> {
+        super::parse(&FenceMode::ALL, FenceMode::name, name, "resource mode")
+    }
+}
+
+impl fmt::Display for FenceMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The command line's spelling, `fenced-scope`.
+impl FromStr for FenceMode {
+    type Err = String;
+    fn from_str(text: &str) -> Result<FenceMode, String> {
+        super::parse(&FenceMode::ALL, FenceMode::cli_name, text, "resource mode")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each spelling reads back to its mode, and the JSON is the name.
+    #[test]
+    fn spellings_round_trip() {
+        for mode in FenceMode::ALL {
+            assert_eq!(FenceMode::from_name(mode.name()), Ok(mode));
+            assert_eq!(mode.cli_name().parse::<FenceMode>(), Ok(mode));
+            assert_eq!(serde_json::to_string(&mode).unwrap(), format!("\"{}\"", mode.name()));
+        }
+        assert!("FENCED_SCOPE".parse::<FenceMode>().unwrap_err().contains("fenced-scope"));
+    }
+}

@@ -1,0 +1,42 @@
+//! Which store keeps the lease.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Which store keeps the lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LeaseStoreKind {
+    /// The `lease` table in `lease26`, on the lab's PostgreSQL (the article's).
+    Postgres,
+    /// A lease and a key on the three-member etcd cluster `etcd-26` (F16);
+    /// the token is the key's create revision.
+    Etcd,
+}
+
+impl LeaseStoreKind {
+    /// Both stores.
+    pub const ALL: [LeaseStoreKind; 2] = [LeaseStoreKind::Postgres, LeaseStoreKind::Etcd];
+
+    /// The spelling on command lines (`--lease-backend etcd`) and in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            LeaseStoreKind::Postgres => "postgres",
+            LeaseStoreKind::Etcd => "etcd",
+        }
+    }
+}
+
+impl fmt::Display for LeaseStoreKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for LeaseStoreKind {
+    type Err = String;
+    fn from_str(text: &str) -> Result<LeaseStoreKind, String> {
+        super::parse(&LeaseStoreKind::ALL, LeaseStoreKind::name, text, "lease store")
+    }
+}
