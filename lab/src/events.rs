@@ -4,6 +4,7 @@
 //! which on this one machine is the same wall clock, so `timeline` can put
 //! both on one axis. A process-wide log, taken (and emptied) once per case.
 
+use crate::vocabulary::Act;
 use parking_lot::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -14,9 +15,9 @@ pub struct ParentEvent {
     pub at_ms: f64,
     /// To which holder, e.g. `holder-a`.
     pub holder: String,
-    /// What: `spawn`, `SIGSTOP`, `SIGCONT`, `SIGKILL`, or the proxy's
-    /// `hold` and `release` of the holder's bytes (F12).
-    pub act: &'static str,
+    /// What: a spawn, SIGSTOP, SIGCONT, SIGKILL, the proxy's hold and
+    /// release of the holder's bytes (F12), a partition's cut and heal.
+    pub act: Act,
 }
 
 /// The log since the last [`take`].
@@ -28,7 +29,7 @@ pub fn now_ms() -> f64 {
 }
 
 /// Records that the parent did `act` to `holder`, now.
-pub fn record(holder: &str, act: &'static str) {
+pub fn record(holder: &str, act: Act) {
     LOG.lock().push(ParentEvent { at_ms: now_ms(), holder: holder.to_owned(), act });
 }
 

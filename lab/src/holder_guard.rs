@@ -19,6 +19,7 @@
 //! process, from spawn to reap; its reads, signals and drop keep one
 //! invariant (one reaper per pid) that is checked by reading them together.
 
+use crate::vocabulary::Act;
 use crate::error::Result;
 use crate::holder::{HolderArgs, Line, Step, Steps};
 use crate::hosts::Host;
@@ -127,7 +128,7 @@ impl HolderGuard {
         let mut child = cmd.spawn().map_err(|e| format!("cannot start holder {}: {e}", bin.display()))?;
         let pid = Pid::from_raw(child.id() as i32);
         interrupt::register_child(pid);
-        events::record(&args.holder, "spawn");
+        events::record(&args.holder, Act::Spawn);
 
         let (tx, lines) = mpsc::channel();
         let stdout = child.stdout.take().expect("piped");
@@ -260,7 +261,7 @@ impl HolderGuard {
         // SIGSTOP cannot be caught or ignored: every thread of the holder,
         // the renewer included, stops where it is.
         kill(self.pid, Signal::SIGSTOP)?;
-        events::record(&self.holder, "SIGSTOP");
+        events::record(&self.holder, Act::Stop);
         // Delivery is asynchronous, and each thread stops on its own way
         // back from the kernel: the process's stat may show T while the
         // renewer is still running. Wait for the kernel to show all of them.
@@ -283,7 +284,7 @@ impl HolderGuard {
     /// open (a transaction, a lease) is left to the servers to notice.
     pub fn kill(&mut self) -> Result<ExitStatus> {
         kill(self.pid, Signal::SIGKILL)?;
-        events::record(&self.holder, "SIGKILL");
+        events::record(&self.holder, Act::Kill);
         self.wait_exit()
     }
 
@@ -295,7 +296,7 @@ impl HolderGuard {
     /// Sends SIGCONT: the holder resumes exactly where it was stopped.
     pub fn resume(&mut self) -> Result<()> {
         kill(self.pid, Signal::SIGCONT)?;
-        events::record(&self.holder, "SIGCONT");
+        events::record(&self.holder, Act::Cont);
         Ok(())
     }
 

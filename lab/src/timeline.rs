@@ -18,6 +18,8 @@ use crate::db;
 use crate::error::{Result, ResultExt};
 use crate::events::{self, ParentEvent};
 use crate::paths;
+use crate::resource;
+use crate::vocabulary::{Act, LeaseEventKind, WriteAttempt};
 use crate::safe_dir::SafeDir;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -32,52 +34,35 @@ pub struct LeaseEvent {
     holder: String,
     /// The row's token.
     token: i64,
-    /// `acquire`, `renew` or `release`.
-    kind: String,
+    /// What changed the row.
+    kind: LeaseEventKind,
     /// The row's `expires_at` after the change, in ms since the epoch.
     expires_ms: f64,
-}
-
-/// One write attempt, as `write_attempt` recorded it.
-#[derive(Clone, Debug)]
-pub struct WriteEvent {
-    /// When, by the server's clock.
-    at_ms: f64,
-    /// Who wrote.
-    writer: String,
-    /// With which token.
-    token: i64,
-    /// Whether the resource accepted it.
-    accepted: bool,
 }
 
 /// Everything recorded during one case.
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
+    /// The lease row's changes.
     lease: Vec<LeaseEvent>,
-    writes: Vec<WriteEvent>,
+    /// The resource's write attempts, their times in ms since the epoch.
+    writes: Vec<WriteAttempt>,
+    /// What the parent did.
     parent: Vec<ParentEvent>,
 }
 
 impl LeaseEvent {
-    /// A change of the lease row at `at_ms`: `kind` is `acquire`, `renew`
-    /// or `release`; `expires_ms` the row's `expires_at` after it.
-    pub fn new(at_ms: f64, holder: &str, token: i64, kind: &str, expires_ms: f64) -> LeaseEvent {
-        LeaseEvent { at_ms, holder: holder.to_owned(), token, kind: kind.to_owned(), expires_ms }
-    }
-}
-
-impl WriteEvent {
-    /// A write attempt at `at_ms`, and whether the resource accepted it.
-    pub fn new(at_ms: f64, writer: &str, token: i64, accepted: bool) -> WriteEvent {
-        WriteEvent { at_ms, writer: writer.to_owned(), token, accepted }
+    /// A change of the lease row at `at_ms`; `expires_ms` the row's
+    /// `expires_at` after it.
+    pub fn new(at_ms: f64, holder: &str, token: i64, kind: LeaseEventKind, expires_ms: f64) -> LeaseEvent {
+        LeaseEvent { at_ms, holder: holder.to_owned(), token, kind, expires_ms }
     }
 }
 
 impl Timeline {
     /// A timeline of events from elsewhere than a run's tables: the model's
     /// counterexamples are drawn with the same chart as the cases' runs.
-    pub fn from_events(lease: Vec<LeaseEvent>, writes: Vec<WriteEvent>, parent: Vec<ParentEvent>) -> Timeline {
+    pub fn from_events(lease: Vec<LeaseEvent>, writes: Vec<WriteAttempt>, parent: Vec<ParentEvent>) -> Timeline {
         Timeline { lease, writes, parent }
     }
 }
@@ -166,23 +151,26 @@ fn lease_events(server: &Endpoint) -> Result<Vec<LeaseEvent>> {
             &[],
         )
         .context("reading lease_event")?;
-    Ok(rows.iter().map(|r| LeaseEvent { at_ms: r.get(0), holder: r.get(1), token: r.get(2), kind: r.get(3), expires_ms: r.get(4) }).collect())
+    rows.iter()
+        .map(|r| {
+            let kind: String = r.get(3);
+            let kind = kind.parse::<LeaseEventKind>().map_err(|e| format!("lease_event: {e}"))?;
+            Ok(LeaseEvent { at_ms: r.get(0), holder: r.get(1), token: r.get(2), kind, expires_ms: r.get(4) })
+        })
+        .collect()
 }
 
-/// Every write attempt on `server`'s resource.
-fn write_events(server: &Endpoint) -> Result<Vec<WriteEvent>> {
+/// Every write attempt on `server`'s resource, in ms since the epoch.
+fn write_events(server: &Endpoint) -> Result<Vec<WriteAttempt>> {
     let mut res = db::open(server, credentials::ROLE, db::RES_DB, "lab timeline", None)?;
-    let rows = res
-        .query("SELECT extract(epoch FROM attempted_at)::float8 * 1000, writer, token, accepted FROM write_attempt ORDER BY id", &[])
-        .context("reading write_attempt")?;
-    Ok(rows.iter().map(|r| WriteEvent { at_ms: r.get(0), writer: r.get(1), token: r.get(2), accepted: r.get(3) }).collect())
+    res.query(resource::ATTEMPTS, &[]).context("reading write_attempt")?.iter().map(|r| resource::attempt_from(r, 0.0)).collect()
 }
 
 impl Timeline {
     /// Whether the case ran holder processes (a case of component steps
     /// writes in its own name, with none, and gets no picture).
     pub fn has_holders(&self) -> bool {
-        self.parent.iter().any(|e| e.act == "spawn")
+        self.parent.iter().any(|e| e.act == Act::Spawn)
     }
 
     // ANCHOR: gantt
@@ -209,15 +197,15 @@ impl Timeline {
         };
         for holder in holders {
             let _ = writeln!(out, "    section {holder}");
-            for (i, acquire) in self.lease.iter().enumerate().filter(|(_, e)| e.holder == holder && e.kind == "acquire") {
+            for (i, acquire) in self.lease.iter().enumerate().filter(|(_, e)| e.holder == holder && e.kind == LeaseEventKind::Acquire) {
                 // This holding's own events: those of its holder and token
                 // after its acquire, up to the next acquire of the same
                 // pair (a case that resets between two runs of a timeline,
                 // as F12 does, issues token 1 again).
                 let same = |e: &&LeaseEvent| e.holder == holder && e.token == acquire.token;
-                let own: Vec<&LeaseEvent> = self.lease[i + 1..].iter().filter(same).take_while(|e| e.kind != "acquire").collect();
-                let released = own.iter().find(|e| e.kind == "release").map(|e| e.at_ms);
-                let expiry = own.iter().filter(|e| e.kind != "release").map(|e| e.expires_ms).fold(acquire.expires_ms, f64::max);
+                let own: Vec<&LeaseEvent> = self.lease[i + 1..].iter().filter(same).take_while(|e| e.kind != LeaseEventKind::Acquire).collect();
+                let released = own.iter().find(|e| e.kind == LeaseEventKind::Release).map(|e| e.at_ms);
+                let expiry = own.iter().filter(|e| e.kind != LeaseEventKind::Release).map(|e| e.expires_ms).fold(acquire.expires_ms, f64::max);
                 let (end, how) = match released {
                     Some(r) if r < expiry => (r, "释放"),
                     _ => (expiry, "到期"),
@@ -228,22 +216,22 @@ impl Timeline {
             let (mut stopped, mut held, mut cut): (Option<f64>, Option<f64>, Option<f64>) = (None, None, None);
             for e in self.parent.iter().filter(|e| e.holder == holder) {
                 match e.act {
-                    "spawn" => {}
-                    "SIGSTOP" => stopped = Some(e.at_ms),
-                    "SIGCONT" => {
+                    Act::Spawn => {}
+                    Act::Stop => stopped = Some(e.at_ms),
+                    Act::Cont => {
                         if let Some(from) = stopped.take() {
                             let _ = writeln!(out, "    SIGSTOP 暂停 :crit, {}, {}, {}", next(), at(from), at(e.at_ms));
                         }
                     }
-                    "hold" => held = Some(e.at_ms),
+                    Act::Hold => held = Some(e.at_ms),
                     // A partition in the switch (hosts): from the cut to the heal.
-                    "cut" => cut = Some(e.at_ms),
-                    "heal" => {
+                    Act::Cut => cut = Some(e.at_ms),
+                    Act::Heal => {
                         if let Some(from) = cut.take() {
                             let _ = writeln!(out, "    网络分区 :crit, {}, {}, {}", next(), at(from), at(e.at_ms));
                         }
                     }
-                    "release" => {
+                    Act::Release => {
                         if let Some(from) = held.take() {
                             let _ = writeln!(out, "    请求扣在代理里 :crit, {}, {}, {}", next(), at(from), at(e.at_ms));
                         }
@@ -325,7 +313,18 @@ mod tests {
     /// refused late write: every piece drawn where it happened.
     #[test]
     fn a_pause_a_takeover_and_a_refusal_are_drawn() {
-        let lease = |at_ms, holder: &str, token, kind: &str, expires_ms| LeaseEvent { at_ms, holder: holder.into(), token, kind: kind.into(), expires_ms };
+        let lease = |at_ms, holder: &str, token, kind: &str, expires_ms| LeaseEvent::new(at_ms, holder, token, kind.parse().unwrap(), expires_ms);
+        let write = |at_ms, writer: &str, token, accepted| WriteAttempt {
+            id: 0,
+            scope: "daily-report".into(),
+            part: "summary".into(),
+            writer: writer.into(),
+            token,
+            mode: crate::vocabulary::FenceMode::FencedScope,
+            accepted,
+            floor_after: None,
+            at_ms,
+        };
         let timeline = Timeline {
             lease: vec![
                 lease(1000.0, "holder-a", 1, "acquire", 2500.0),
@@ -334,12 +333,12 @@ mod tests {
                 lease(3050.0, "holder-b", 2, "release", f64::NEG_INFINITY),
             ],
             writes: vec![
-                WriteEvent { at_ms: 3020.0, writer: "holder-b".into(), token: 2, accepted: true },
-                WriteEvent { at_ms: 4000.0, writer: "holder-a".into(), token: 1, accepted: false },
+                write(3020.0, "holder-b", 2, true),
+                write(4000.0, "holder-a", 1, false),
             ],
             parent: vec![
-                ParentEvent { at_ms: 1500.0, holder: "holder-a".into(), act: "SIGSTOP" },
-                ParentEvent { at_ms: 3990.0, holder: "holder-a".into(), act: "SIGCONT" },
+                ParentEvent { at_ms: 1500.0, holder: "holder-a".into(), act: Act::Stop },
+                ParentEvent { at_ms: 3990.0, holder: "holder-a".into(), act: Act::Cont },
             ],
         };
         assert_draws(&timeline.gantt("F4", 1000.0), &[
@@ -359,7 +358,7 @@ mod tests {
     /// twice, and each holding ends with its own release or expiry.
     #[test]
     fn a_token_issued_again_after_a_reset_is_a_holding_of_its_own() {
-        let lease = |at_ms, token, kind: &str, expires_ms| LeaseEvent { at_ms, holder: "holder-a".into(), token, kind: kind.into(), expires_ms };
+        let lease = |at_ms, token, kind: &str, expires_ms| LeaseEvent::new(at_ms, "holder-a", token, kind.parse().unwrap(), expires_ms);
         let timeline = Timeline {
             lease: vec![
                 lease(1000.0, 1, "acquire", 2500.0),

@@ -278,7 +278,7 @@ fn expected_marks(record: &Record) -> Vec<(&'static str, BTreeSet<String>)> {
                 .filter(|op| {
                     found.iter().filter(|f| f.kind == kind).any(|f| match f.on {
                         Target::Attempt(id) => op.attempt.as_ref().is_some_and(|a| a.id == id),
-                        Target::Token(t) => op.f == "acquire" && op.outcome == "ok" && op.token == Some(t),
+                        Target::Token(t) => op.f == lab::vocabulary::Operation::Acquire && op.outcome == lab::vocabulary::Outcome::Ok && op.token == Some(t),
                     })
                 })
                 .map(|op| op.id.to_string())

@@ -8,6 +8,7 @@
 //! (the negative control) lets it overwrite B's. No process is paused: the
 //! request goes stale in flight.
 
+use crate::vocabulary::Act;
 use super::common::require;
 use super::{Case, Lab};
 use crate::cluster;
@@ -61,7 +62,7 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     // From here the proxy holds every byte A sends; then A is let go and
     // sends its write, which stays on the wire.
     proxy.hold();
-    events::record("holder-a", "hold");
+    events::record("holder-a", Act::Hold);
     a.send_line("go")?;
     let in_flight = proxy.wait_until_held(poll::BOUND);
     t.check(in_flight, format!("{mode}：放行后 A 发出的请求（它写入事务的第一条）停在代理里，没有到达服务器"), || "the proxy holds nothing");
@@ -77,7 +78,7 @@ fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<Strin
     );
 
     proxy.release();
-    events::record("holder-a", "release");
+    events::record("holder-a", Act::Release);
     let (a_lines, _) = a.rest_of_output()?;
     // The late write must arrive and be answered: a summary that stays B's
     // proves nothing if A's request never reached the resource.

@@ -310,6 +310,6 @@ fn judge(wrote_to: &mut ResourceView, survivor: &mut ResourceView) -> Result<Out
 }
 
 /// A resource's history as one line: `holder-a summary 2 accepted, …`.
-fn listed(history: Vec<crate::resource::Attempt>) -> String {
+fn listed(history: Vec<crate::vocabulary::WriteAttempt>) -> String {
     history.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }

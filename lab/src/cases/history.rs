@@ -30,7 +30,7 @@
 //! the next), and the runner takes them all as the case ends.
 
 use crate::call_log::{self, Heard};
-use crate::vocabulary::FaultKind;
+use crate::vocabulary::{Act, FaultKind, Operation, Outcome};
 use crate::db;
 use crate::error::{chain, Result};
 use crate::events::{self, ParentEvent};
@@ -111,8 +111,11 @@ pub fn take(id: &str, name: &str) -> Result<Vec<Record>> {
     let several = stretches.len() > 1;
     let mut records = Vec::new();
     for s in stretches {
-        let mode = s.resource.attempts.first().map(|a| a.mode.clone()).unwrap_or_default();
-        let run_name = if several { format!("{name}-{}", mode.to_lowercase().replace('_', "-")) } else { name.to_owned() };
+        let mode = s.resource.attempts.first().map(|a| a.mode);
+        let run_name = match mode {
+            Some(mode) if several => format!("{name}-{}", mode.cli_name()),
+            _ => name.to_owned(),
+        };
         let mut holders: Vec<String> = s.heard.iter().map(|h| h.holder.clone()).collect();
         holders.sort();
         holders.dedup();
@@ -126,7 +129,7 @@ pub fn take(id: &str, name: &str) -> Result<Vec<Record>> {
             mode,
             t0_unix_ms: s.began_ms,
             end_ms: hundredths(s.ended_ms - s.began_ms),
-            fault_kinds: KINDS.iter().map(|k| k.name().to_owned()).collect(),
+            fault_kinds: KINDS.to_vec(),
             holders,
         };
         records.push(Record { run, ops, faults, finals: s.resource.finals });
@@ -137,13 +140,13 @@ pub fn take(id: &str, name: &str) -> Result<Vec<Record>> {
 /// A short pause under which another holder was granted the lease: the
 /// lease did not survive it, and it counts as long.
 fn lapsed_pauses_are_long(faults: &mut [FaultSpan], ops: &[Op]) {
-    for f in faults.iter_mut().filter(|f| f.kind == FaultKind::PauseShort.name()) {
+    for f in faults.iter_mut().filter(|f| f.kind == FaultKind::PauseShort) {
         let end = f.end_ms.unwrap_or(f64::INFINITY);
         let taken_over = ops.iter().any(|o| {
-            o.f == "acquire" && o.outcome == "ok" && !f.targets.contains(&o.holder) && o.complete_ms.is_some_and(|t| t > f.start_ms && t <= end)
+            o.f == Operation::Acquire && o.outcome == Outcome::Ok && !f.targets.contains(&o.holder) && o.complete_ms.is_some_and(|t| t > f.start_ms && t <= end)
         });
         if taken_over {
-            f.kind = FaultKind::PauseLong.name().into();
+            f.kind = FaultKind::PauseLong;
         }
     }
 }
@@ -154,33 +157,33 @@ fn faults(parent: &[ParentEvent], from_ms: f64, to_ms: f64) -> Vec<FaultSpan> {
     let at = |t: f64| hundredths(t - from_ms);
     let mut spans: Vec<FaultSpan> = Vec::new();
     // The pause or delay each holder is in, as an index into `spans`.
-    let mut open: Vec<(String, &str, usize)> = Vec::new();
-    let close = |spans: &mut Vec<FaultSpan>, open: &mut Vec<(String, &str, usize)>, holder: &str, act: &str, t: f64| {
+    let mut open: Vec<(String, Act, usize)> = Vec::new();
+    let close = |spans: &mut Vec<FaultSpan>, open: &mut Vec<(String, Act, usize)>, holder: &str, act: Act, t: f64| {
         if let Some(i) = open.iter().position(|(h, a, _)| h == holder && *a == act) {
             let (_, _, index) = open.remove(i);
             let span = &mut spans[index];
             span.end_ms = Some(at(t));
-            if span.kind == FaultKind::PauseShort.name() && t - from_ms - span.start_ms > ms(TTL) {
-                span.kind = FaultKind::PauseLong.name().into();
+            if span.kind == FaultKind::PauseShort && t - from_ms - span.start_ms > ms(TTL) {
+                span.kind = FaultKind::PauseLong;
             }
         }
     };
     for e in parent.iter().filter(|e| e.at_ms >= from_ms && e.at_ms < to_ms) {
-        let begin = |kind: FaultKind| FaultSpan { id: 0, kind: kind.name().into(), targets: vec![e.holder.clone()], start_ms: at(e.at_ms), end_ms: None };
+        let begin = |kind: FaultKind| FaultSpan { id: 0, kind, targets: vec![e.holder.clone()], start_ms: at(e.at_ms), end_ms: None };
         match e.act {
-            "SIGSTOP" => {
-                open.push((e.holder.clone(), "SIGSTOP", spans.len()));
+            Act::Stop => {
+                open.push((e.holder.clone(), Act::Stop, spans.len()));
                 spans.push(begin(FaultKind::PauseShort));
             }
-            "SIGCONT" => close(&mut spans, &mut open, &e.holder, "SIGSTOP", e.at_ms),
-            "hold" => {
-                open.push((e.holder.clone(), "hold", spans.len()));
+            Act::Cont => close(&mut spans, &mut open, &e.holder, Act::Stop, e.at_ms),
+            Act::Hold => {
+                open.push((e.holder.clone(), Act::Hold, spans.len()));
                 spans.push(begin(FaultKind::Delay));
             }
-            "release" => close(&mut spans, &mut open, &e.holder, "hold", e.at_ms),
-            "SIGKILL" => {
+            Act::Release => close(&mut spans, &mut open, &e.holder, Act::Hold, e.at_ms),
+            Act::Kill => {
                 // A stopped process ends with it: its pause ends there.
-                close(&mut spans, &mut open, &e.holder, "SIGSTOP", e.at_ms);
+                close(&mut spans, &mut open, &e.holder, Act::Stop, e.at_ms);
                 spans.push(begin(FaultKind::Kill));
             }
             _ => {}
@@ -200,20 +203,20 @@ mod tests {
     /// each a fault from its start to its end.
     #[test]
     fn signals_and_holds_are_faults() {
-        let e = |at_ms: f64, holder: &str, act: &'static str| ParentEvent { at_ms, holder: holder.into(), act };
+        let e = |at_ms: f64, holder: &str, act: Act| ParentEvent { at_ms, holder: holder.into(), act };
         let parent = [
-            e(900.0, "holder-a", "spawn"),
-            e(1000.0, "holder-a", "SIGSTOP"),
-            e(4000.0, "holder-a", "SIGCONT"),
-            e(4100.0, "holder-b", "SIGSTOP"),
-            e(4200.0, "holder-b", "SIGKILL"),
-            e(5000.0, "holder-c", "hold"),
-            e(5500.0, "holder-c", "release"),
-            e(9000.0, "holder-a", "SIGSTOP"),
+            e(900.0, "holder-a", Act::Spawn),
+            e(1000.0, "holder-a", Act::Stop),
+            e(4000.0, "holder-a", Act::Cont),
+            e(4100.0, "holder-b", Act::Stop),
+            e(4200.0, "holder-b", Act::Kill),
+            e(5000.0, "holder-c", Act::Hold),
+            e(5500.0, "holder-c", Act::Release),
+            e(9000.0, "holder-a", Act::Stop),
         ];
         let spans = faults(&parent, 500.0, 8000.0);
         let got: Vec<(u64, &str, &str, f64, Option<f64>)> =
-            spans.iter().map(|s| (s.id, s.kind.as_str(), s.targets[0].as_str(), s.start_ms, s.end_ms)).collect();
+            spans.iter().map(|s| (s.id, s.kind.name(), s.targets[0].as_str(), s.start_ms, s.end_ms)).collect();
         assert_eq!(
             got,
             [
@@ -229,17 +232,17 @@ mod tests {
     /// lease is long; one under which nobody did stays short.
     #[test]
     fn a_pause_the_lease_did_not_survive_is_long() {
-        let pause = |targets: &str| FaultSpan { id: 1, kind: "pause-short".into(), targets: vec![targets.into()], start_ms: 100.0, end_ms: Some(1400.0) };
-        let mut grant = crate::history::Record::empty("F4", "FENCED_SCOPE").ops;
+        let pause = |targets: &str| FaultSpan { id: 1, kind: FaultKind::PauseShort, targets: vec![targets.into()], start_ms: 100.0, end_ms: Some(1400.0) };
+        let mut grant = crate::history::Record::empty("F4", crate::vocabulary::FenceMode::FencedScope).ops;
         grant.push(Op {
             id: 1,
             holder: "holder-b".into(),
             incarnation: 0,
             process: 2,
-            f: "acquire".into(),
+            f: Operation::Acquire,
             invoke_ms: Some(1200.0),
             complete_ms: Some(1210.0),
-            outcome: "ok".into(),
+            outcome: Outcome::Ok,
             token: Some(2),
             part: None,
             tries: Some(1),
@@ -249,6 +252,6 @@ mod tests {
         });
         let mut faults = [pause("holder-a"), pause("holder-b")];
         lapsed_pauses_are_long(&mut faults, &grant);
-        assert_eq!([faults[0].kind.as_str(), faults[1].kind.as_str()], ["pause-long", "pause-short"]);
+        assert_eq!([faults[0].kind, faults[1].kind], [FaultKind::PauseLong, FaultKind::PauseShort]);
     }
 }

@@ -105,8 +105,8 @@ pub fn unexpected(run: &ModeRun) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chaos::checker::{check, Attempt, Fault, FinalPart, GrantRecord, History};
-    use crate::vocabulary::FaultKind;
+    use crate::chaos::checker::{check, Fault, GrantRecord, History};
+    use crate::vocabulary::{FaultKind, StoredPart, WriteAttempt};
 
     /// A run of `mode` that the checker judged from `history`.
     fn judged(mode: FenceMode, history: &History) -> ModeRun {
@@ -117,7 +117,7 @@ mod tests {
     /// with something to judge, and nothing wrong in it.
     fn a_clean_history(mode: FenceMode) -> History {
         History {
-            attempts: vec![Attempt {
+            attempts: vec![WriteAttempt {
                 id: 1,
                 scope: "daily-report".into(),
                 part: "summary".into(),
@@ -126,9 +126,10 @@ mod tests {
                 mode,
                 accepted: true,
                 floor_after: Some(1),
+                at_ms: 0.0,
             }],
             grants: vec![GrantRecord { holder: "holder-a".into(), incarnation: 0, holding: 1, token: 1 }],
-            final_parts: vec![FinalPart { scope: "daily-report".into(), part: "summary".into(), writer: "holder-a".into(), token: 1 }],
+            final_parts: vec![StoredPart { scope: "daily-report".into(), part: "summary".into(), writer: "holder-a".into(), token: 1 }],
             faults: vec![Fault { kind: FaultKind::Kill }],
         }
     }
@@ -150,7 +151,7 @@ mod tests {
         assert_eq!(unexpected(&judged(FenceMode::FencedScope, &clean)), None);
         assert_eq!(unexpected(&judged(FenceMode::Unfenced, &clean)).as_deref(), Some("UNFENCED was not caught"));
         let mut stale = a_clean_history(FenceMode::Unfenced);
-        stale.attempts.push(Attempt { id: 0, token: 2, ..stale.attempts[0].clone() });
+        stale.attempts.push(WriteAttempt { id: 0, token: 2, ..stale.attempts[0].clone() });
         assert_eq!(unexpected(&judged(FenceMode::Unfenced, &stale)), None);
         assert_eq!(unexpected(&judged(FenceMode::FencedScopeCte, &stale)).as_deref(), Some("FENCED_SCOPE_CTE is NOT clean"));
     }

@@ -40,6 +40,6 @@ pub mod run;
 pub mod schedule;
 pub mod workload;
 
-pub use checker::{check, Attempt, Fault, FinalPart, GrantRecord, History};
+pub use checker::{check, Fault, GrantRecord, History};
 pub use run::{run_mode, Config, ModeRun};
 pub use schedule::Schedule;

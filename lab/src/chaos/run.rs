@@ -111,7 +111,7 @@ impl ModeRun {
             first_failure: None,
             took: Duration::ZERO,
             accepted_tokens,
-            record: Record::empty(&format!("chaos-{}", mode.cli_name()), mode.name()),
+            record: Record::empty(&format!("chaos-{}", mode.cli_name()), mode),
         }
     }
 }
@@ -203,7 +203,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         .enumerate()
         .map(|(i, f)| FaultSpan {
             id: i as u64 + 1,
-            kind: f.kind.name().into(),
+            kind: f.kind,
             // A fault that hits several holders names them joined by '+'.
             targets: f.target.iter().flat_map(|t| t.split('+')).map(str::to_owned).collect(),
             start_ms: hundredths(ms(f.at)),
@@ -214,16 +214,16 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         schema: history::SCHEMA,
         name: config.history_name(mode),
         command: config.command(mode),
-        mode: mode.name().into(),
+        mode: Some(mode),
         t0_unix_ms,
         end_ms: hundredths(end_ms),
-        fault_kinds: FaultKind::ALL.iter().map(|k| k.name().to_owned()).collect(),
+        fault_kinds: FaultKind::ALL.to_vec(),
         holders: (0..config.holders).map(holder_name).collect(),
     };
     let record = Record { run, ops, faults, finals: resource.finals };
     let history = History::from_record(&record)?;
     let first_failure = tally.first_failure.lock().clone();
-    let mut accepted: Vec<&checker::Attempt> = history.attempts.iter().filter(|a| a.accepted).collect();
+    let mut accepted: Vec<&crate::vocabulary::WriteAttempt> = history.attempts.iter().filter(|a| a.accepted).collect();
     accepted.sort_by_key(|a| a.id);
     let accepted_tokens = accepted.iter().map(|a| a.token).collect();
     Ok(ModeRun {

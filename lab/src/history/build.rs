@@ -2,10 +2,11 @@
 //! resource's attempt rows: each `CALL` paired with its `RETURN`, each
 //! write with the row that recorded it.
 
-use super::{hundredths, AttemptRow, Op};
+use super::{hundredths, Op};
 use crate::call_log::Heard;
 use crate::error::Result;
-use crate::holder::{Call, Invoke, Outcome};
+use crate::holder::{Call, Invoke};
+use crate::vocabulary::{Operation, Outcome, WriteAttempt};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Pairs the calls of `heard` into operations (times from `t0_unix_ms`),
@@ -14,7 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 /// write answered but not recorded, or a recorded attempt whose call was
 /// not heard, means the record is not whole, and is an error: a page of
 /// it would draw a history that did not happen.
-pub fn ops_from_calls(heard: &[Heard], attempts: Vec<AttemptRow>, t0_unix_ms: f64) -> Result<Vec<Op>> {
+pub fn ops_from_calls(heard: &[Heard], attempts: Vec<WriteAttempt>, t0_unix_ms: f64) -> Result<Vec<Op>> {
     let at = |ms: f64| hundredths(ms - t0_unix_ms);
     let mut ops: Vec<Op> = Vec::new();
     let mut open: BTreeMap<(u64, u32), usize> = BTreeMap::new();
@@ -34,11 +35,11 @@ pub fn ops_from_calls(heard: &[Heard], attempts: Vec<AttemptRow>, t0_unix_ms: f6
                     holder: h.holder.clone(),
                     incarnation: h.incarnation,
                     process: h.process,
-                    f: invoke.name().into(),
+                    f: invoke.operation(),
                     invoke_ms: Some(at(h.at_ms)),
                     complete_ms: None,
                     // No return heard (yet): it may have happened.
-                    outcome: Outcome::Info.name().into(),
+                    outcome: Outcome::Info,
                     token,
                     part,
                     tries: None,
@@ -56,7 +57,7 @@ pub fn ops_from_calls(heard: &[Heard], attempts: Vec<AttemptRow>, t0_unix_ms: f6
                     return Err(format!("{} (process {}) returned from call {id} twice", h.holder, h.process).into());
                 }
                 op.complete_ms = Some(at(h.at_ms));
-                op.outcome = ret.outcome.name().into();
+                op.outcome = ret.outcome;
                 op.token = op.token.or(ret.token);
                 op.tries = ret.tries;
                 op.code = ret.code.clone();
@@ -68,20 +69,20 @@ pub fn ops_from_calls(heard: &[Heard], attempts: Vec<AttemptRow>, t0_unix_ms: f6
     ops.sort_by(|a, b| a.invoke_ms.partial_cmp(&b.invoke_ms).expect("times are numbers"));
 
     let mut holdings: BTreeMap<(String, u32), u32> = BTreeMap::new();
-    for op in ops.iter_mut().filter(|o| o.f == "acquire" && o.outcome == "ok") {
+    for op in ops.iter_mut().filter(|o| o.f == Operation::Acquire && o.outcome == Outcome::Ok) {
         let n = holdings.entry((op.holder.clone(), op.incarnation)).or_insert(0);
         *n += 1;
         op.holding = Some(*n);
     }
 
-    let mut rows: BTreeMap<(String, i64, String), VecDeque<AttemptRow>> = BTreeMap::new();
+    let mut rows: BTreeMap<(String, i64, String), VecDeque<WriteAttempt>> = BTreeMap::new();
     for row in attempts {
         rows.entry((row.writer.clone(), row.token, row.part.clone())).or_default().push_back(row);
     }
-    for op in ops.iter_mut().filter(|o| o.f == "write") {
+    for op in ops.iter_mut().filter(|o| o.f == Operation::Write) {
         let key = (op.holder.clone(), op.token.unwrap_or_default(), op.part.clone().unwrap_or_default());
         op.attempt = rows.get_mut(&key).and_then(VecDeque::pop_front);
-        if op.attempt.is_none() && op.outcome != "info" {
+        if op.attempt.is_none() && op.outcome != Outcome::Info {
             return Err(format!(
                 "{}#{}'s write of {} with token {} was answered ({}) but write_attempt has no row for it",
                 op.holder,

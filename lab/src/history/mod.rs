@@ -25,7 +25,8 @@
 //! since `t0_unix_ms`, to the hundredth.
 //!
 //! - `run`: `schema` (1), `name` (`chaos-fenced-row`, `F4`), `command`
-//!   (what ran), `mode` (the resource mode, e.g. `FENCED_ROW`), `t0_unix_ms`,
+//!   (what ran), `mode` (the resource mode, e.g. `FENCED_ROW`; null when no
+//!   write was judged), `t0_unix_ms`,
 //!   `end_ms`, `fault_kinds` (every kind the run could inject, those it
 //!   never did included), `holders` (the holder names).
 //! - `op`: one call of one holder process. `id` (1… in invoke order),
@@ -51,11 +52,12 @@ pub mod page;
 mod resource;
 
 pub use build::ops_from_calls;
-pub use resource::{read_resource, Resource, ATTEMPTS, FINAL_PARTS};
+pub use resource::{read_resource, Resource, FINAL_PARTS};
 
 use crate::error::{Result, ResultExt};
 use crate::paths;
 use crate::safe_dir::SafeDir;
+use crate::vocabulary::{FaultKind, FenceMode, Operation, Outcome, StoredPart, WriteAttempt};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -72,14 +74,15 @@ pub struct RunInfo {
     pub name: String,
     /// What ran, as a reader would type it.
     pub command: String,
-    /// The resource mode the writes were judged by.
-    pub mode: String,
+    /// The resource mode the writes were judged by; `None` when no write
+    /// was judged (the holders made other calls only).
+    pub mode: Option<FenceMode>,
     /// The run's start on the wall clock, in ms since the Unix epoch.
     pub t0_unix_ms: f64,
     /// The run's end, in ms from the start.
     pub end_ms: f64,
     /// Every kind of fault the run could inject, in order.
-    pub fault_kinds: Vec<String>,
+    pub fault_kinds: Vec<FaultKind>,
     /// The holders, in order.
     pub holders: Vec<String>,
 }
@@ -95,14 +98,14 @@ pub struct Op {
     pub incarnation: u32,
     /// The parent's number of the holder process.
     pub process: u64,
-    /// `acquire`, `renew`, `write`, `release`.
-    pub f: String,
+    /// What it did.
+    pub f: Operation,
     /// When it was invoked; `None` for a write attempt whose call was not heard.
     pub invoke_ms: Option<f64>,
     /// When it returned; `None` if it never did.
     pub complete_ms: Option<f64>,
-    /// `ok`, `fail` or `info`.
-    pub outcome: String,
+    /// How it returned.
+    pub outcome: Outcome,
     /// The token it carried (renew, write, release) or got (acquire).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<i64>,
@@ -120,30 +123,7 @@ pub struct Op {
     pub holding: Option<u32>,
     /// A write's row in `write_attempt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attempt: Option<AttemptRow>,
-}
-
-/// A row of `write_attempt`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AttemptRow {
-    /// `write_attempt.id`: the order of recording.
-    pub id: i64,
-    /// The scope.
-    pub scope: String,
-    /// The part.
-    pub part: String,
-    /// The holder that wrote.
-    pub writer: String,
-    /// The token the write carried.
-    pub token: i64,
-    /// The mode that judged it.
-    pub mode: String,
-    /// Whether the resource accepted it.
-    pub accepted: bool,
-    /// The scope's floor as the recording statement read it.
-    pub floor_after: Option<i64>,
-    /// `attempted_at`, by the server's clock, in ms from the run's start.
-    pub at_ms: f64,
+    pub attempt: Option<WriteAttempt>,
 }
 
 /// One fault, from start to end.
@@ -151,27 +131,14 @@ pub struct AttemptRow {
 pub struct FaultSpan {
     /// 1… in the order they began.
     pub id: u64,
-    /// Its kind's name, e.g. `pause-long`.
-    pub kind: String,
+    /// Its kind.
+    pub kind: FaultKind,
     /// The holders it hit; empty when it hit the server.
     pub targets: Vec<String>,
     /// When it began.
     pub start_ms: f64,
     /// When it ended; `None` when no end was recorded.
     pub end_ms: Option<f64>,
-}
-
-/// A row of `report_part` after the run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FinalRow {
-    /// The scope.
-    pub scope: String,
-    /// The part.
-    pub part: String,
-    /// Who wrote the row that stayed.
-    pub writer: String,
-    /// With which token.
-    pub token: i64,
 }
 
 /// One line of the file.
@@ -181,7 +148,7 @@ enum Entry {
     Run(RunInfo),
     Op(Op),
     Fault(FaultSpan),
-    Final(FinalRow),
+    Final(StoredPart),
 }
 // ANCHOR_END: schema
 
@@ -195,7 +162,7 @@ pub struct Record {
     /// The faults, in the order they began.
     pub faults: Vec<FaultSpan>,
     /// The rows that stayed.
-    pub finals: Vec<FinalRow>,
+    pub finals: Vec<StoredPart>,
 }
 
 /// What a checker found about one operation (or the acquires of one
@@ -254,12 +221,12 @@ pub fn hundredths(ms: f64) -> f64 {
 
 impl Record {
     /// A history with nothing in it yet, of the run `name` in `mode`.
-    pub fn empty(name: &str, mode: &str) -> Record {
+    pub fn empty(name: &str, mode: FenceMode) -> Record {
         let run = RunInfo {
             schema: SCHEMA,
             name: name.into(),
             command: String::new(),
-            mode: mode.into(),
+            mode: Some(mode),
             t0_unix_ms: 0.0,
             end_ms: 0.0,
             fault_kinds: Vec::new(),

@@ -24,6 +24,7 @@
 //! some holders, `#from=`/`#to=` a window in seconds.
 
 use super::{Finding, FindingKind, Op, Record, Target};
+use crate::vocabulary::{Operation, Outcome};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -91,7 +92,7 @@ pub fn render(record: &Record, findings: &[Finding]) -> String {
     }
     let found_for = |op: &Op| -> Vec<&Finding> {
         let mut found = op.attempt.as_ref().and_then(|a| by_attempt.get(&a.id)).cloned().unwrap_or_default();
-        if op.f == "acquire" && op.outcome == "ok" {
+        if op.f == Operation::Acquire && op.outcome == Outcome::Ok {
             found.extend(op.token.and_then(|t| by_token.get(&t)).into_iter().flatten().copied());
         }
         found
@@ -120,7 +121,7 @@ pub fn render(record: &Record, findings: &[Finding]) -> String {
             format!(
                 "<rect class=\"{class}\" data-fault=\"{}\" data-kind=\"{}\" x=\"{:.2}\" y=\"{y}\" {width} height=\"{h}\" fill=\"{colour}\"><title>{}</title></rect>",
                 fault.id,
-                esc(&fault.kind),
+                esc(fault.kind.name()),
                 fault.start_ms,
                 esc(&title)
             )
@@ -139,7 +140,7 @@ pub fn render(record: &Record, findings: &[Finding]) -> String {
         let found = found_for(op);
         let from = op.invoke_ms.or(op.attempt.as_ref().map(|a| a.at_ms)).unwrap_or(0.0);
         let to = op.complete_ms.unwrap_or(if op.invoke_ms.is_some() { lanes[lane].end } else { from });
-        let (y, h) = if op.f == "write" { (9.0, 7.0) } else { (2.0, 5.0) };
+        let (y, h) = if op.f == Operation::Write { (9.0, 7.0) } else { (2.0, 5.0) };
         let mut class = format!("op {} {}", op.f, state(op));
         for f in &found {
             let _ = write!(class, " {}", f.kind.name());
@@ -200,7 +201,7 @@ pub fn render(record: &Record, findings: &[Finding]) -> String {
         "<!doctype html>\n<html lang=\"zh-CN\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width\">\n<title>{}</title>\n<style>{STYLE}</style></head>\n<body>\n",
         esc(&title)
     );
-    let _ = write!(out, "<h1>{}</h1>\n<p class=\"run\"><code>{}</code> · 资源端模式 <code>{}</code> · <a href=\"{}.jsonl\">JSON lines</a></p>\n", esc(&title), esc(&run.command), esc(&run.mode), esc(&run.name));
+    let _ = write!(out, "<h1>{}</h1>\n<p class=\"run\"><code>{}</code> · 资源端模式 <code>{}</code> · <a href=\"{}.jsonl\">JSON lines</a></p>\n", esc(&title), esc(&run.command), esc(run.mode.map_or("（没有写入）", |m| m.name())), esc(&run.name));
     out.push_str(&summary(record, findings));
     out.push_str(&controls(record));
     out.push_str(&legend(record));
@@ -271,12 +272,10 @@ fn lanes(record: &Record, end: f64) -> Vec<Lane> {
 /// How an operation returned, as a class: `acc`/`ref` for a write the
 /// resource accepted or refused, else its outcome.
 fn state(op: &Op) -> &'static str {
-    match (&op.attempt, op.outcome.as_str()) {
+    match (&op.attempt, op.outcome) {
         (Some(a), _) if a.accepted => "acc",
         (Some(_), _) => "ref",
-        (None, "ok") => "ok",
-        (None, "fail") => "fail",
-        (None, _) => "info",
+        (None, outcome) => outcome.name(),
     }
 }
 
@@ -285,17 +284,16 @@ fn state(op: &Op) -> &'static str {
 fn op_title(op: &Op, found: &[&Finding]) -> String {
     let who = format!("{}#{}", op.holder, op.incarnation);
     let token = op.token.map(|t| format!(" token={t}")).unwrap_or_default();
-    let what = match op.f.as_str() {
-        "acquire" => match (op.outcome.as_str(), op.holding) {
-            ("ok", Some(n)) => format!("获取：得到{token}（这一代的第 {n} 次持有）"),
+    let what = match op.f {
+        Operation::Acquire => match (op.outcome, op.holding) {
+            (Outcome::Ok, Some(n)) => format!("获取：得到{token}（这一代的第 {n} 次持有）"),
             _ => "获取".into(),
         },
-        "renew" => format!("续租{token}"),
-        "release" => format!("释放{token}"),
-        "write" => format!("写入 {}{token}", op.part.as_deref().unwrap_or("")),
-        other => other.to_owned(),
+        Operation::Renew => format!("续租{token}"),
+        Operation::Release => format!("释放{token}"),
+        Operation::Write => format!("写入 {}{token}", op.part.as_deref().unwrap_or("")),
     };
-    let answer = match (&op.attempt, op.outcome.as_str(), &op.code) {
+    let answer = match (&op.attempt, op.outcome, &op.code) {
         (Some(a), _, _) => format!(
             "资源端{}（write_attempt {}，它看到的 floor={}，服务器时间 {}）",
             if a.accepted { "接受" } else { "拒绝" },
@@ -303,8 +301,8 @@ fn op_title(op: &Op, found: &[&Finding]) -> String {
             a.floor_after.map_or("无".into(), |f| f.to_string()),
             secs(a.at_ms)
         ),
-        (None, "ok", _) => "成功".into(),
-        (None, "fail", _) => "被拒绝".into(),
+        (None, Outcome::Ok, _) => "成功".into(),
+        (None, Outcome::Fail, _) => "被拒绝".into(),
         (None, _, Some(code)) => format!("出错 code={code}：结果未知"),
         (None, _, None) => "没有返回（进程被杀，或运行结束）：结果未知".into(),
     };
@@ -380,7 +378,7 @@ fn legend(record: &Record) -> String {
          <span class=\"key stale\"></span>检查器的发现 ｜ 故障：",
     );
     for (i, kind) in record.run.fault_kinds.iter().enumerate() {
-        let _ = write!(out, "<span class=\"key\" style=\"background:{}\"></span>{} ", FAULT_COLOURS[i % FAULT_COLOURS.len()], esc(kind));
+        let _ = write!(out, "<span class=\"key\" style=\"background:{}\"></span>{} ", FAULT_COLOURS[i % FAULT_COLOURS.len()], esc(kind.name()));
     }
     out.push_str("</p>\n");
     out

@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::call_log::Heard;
-use crate::holder::{Call, Invoke, Outcome, Return};
+use crate::holder::{Call, Invoke, Return};
+use crate::vocabulary::{FaultKind, FenceMode, Outcome, StoredPart, WriteAttempt};
 use std::collections::BTreeSet;
 
 /// The run's start on the wall clock, in the hand-made logs.
@@ -21,14 +22,14 @@ fn ret(id: u32, outcome: Outcome, token: Option<i64>) -> Call {
     Call::Return { id, ret: Return { outcome, token, tries: Some(1).filter(|_| token.is_some()), code: None } }
 }
 
-fn row(id: i64, writer: &str, token: i64, accepted: bool, at: f64) -> AttemptRow {
-    AttemptRow {
+fn row(id: i64, writer: &str, token: i64, accepted: bool, at: f64) -> WriteAttempt {
+    WriteAttempt {
         id,
         scope: "daily-report".into(),
         part: "summary".into(),
         writer: writer.into(),
         token,
-        mode: "UNFENCED".into(),
+        mode: FenceMode::Unfenced,
         accepted,
         floor_after: Some(0),
         at_ms: at,
@@ -53,22 +54,22 @@ fn f5_calls() -> Vec<Heard> {
     ]
 }
 
-fn f5_rows() -> Vec<AttemptRow> {
+fn f5_rows() -> Vec<WriteAttempt> {
     vec![row(1, "holder-b", 2, true, 2005.0), row(2, "holder-a", 1, true, 3001.5)]
 }
 
 fn f5_record() -> Record {
-    let mut record = Record::empty("F5", "UNFENCED");
+    let mut record = Record::empty("F5", FenceMode::Unfenced);
     record.run.holders = vec!["holder-a".into(), "holder-b".into()];
-    record.run.fault_kinds = vec!["pause-long".into(), "some-kind-of-the-future".into()];
+    record.run.fault_kinds = vec![FaultKind::PauseLong, FaultKind::PartitionSplit];
     record.run.end_ms = 3500.0;
     record.ops = ops_from_calls(&f5_calls(), f5_rows(), T0).unwrap();
     record.faults = vec![
-        FaultSpan { id: 1, kind: "pause-long".into(), targets: vec!["holder-a".into()], start_ms: 500.0, end_ms: Some(2999.0) },
-        FaultSpan { id: 2, kind: "some-kind-of-the-future".into(), targets: vec!["holder-a".into(), "holder-b".into()], start_ms: 100.0, end_ms: None },
-        FaultSpan { id: 3, kind: "db-restart".into(), targets: Vec::new(), start_ms: 3100.0, end_ms: Some(3300.0) },
+        FaultSpan { id: 1, kind: FaultKind::PauseLong, targets: vec!["holder-a".into()], start_ms: 500.0, end_ms: Some(2999.0) },
+        FaultSpan { id: 2, kind: FaultKind::PartitionSplit, targets: vec!["holder-a".into(), "holder-b".into()], start_ms: 100.0, end_ms: None },
+        FaultSpan { id: 3, kind: FaultKind::DbRestart, targets: Vec::new(), start_ms: 3100.0, end_ms: Some(3300.0) },
     ];
-    record.finals = vec![FinalRow { scope: "daily-report".into(), part: "summary".into(), writer: "holder-a".into(), token: 1 }];
+    record.finals = vec![StoredPart { scope: "daily-report".into(), part: "summary".into(), writer: "holder-a".into(), token: 1 }];
     record
 }
 
@@ -78,7 +79,7 @@ fn f5_record() -> Record {
 fn calls_pair_into_operations() {
     let ops = ops_from_calls(&f5_calls(), f5_rows(), T0).unwrap();
     let shape: Vec<(u64, &str, &str, &str, Option<i64>, Option<f64>)> =
-        ops.iter().map(|o| (o.id, o.holder.as_str(), o.f.as_str(), o.outcome.as_str(), o.token, o.complete_ms)).collect();
+        ops.iter().map(|o| (o.id, o.holder.as_str(), o.f.name(), o.outcome.name(), o.token, o.complete_ms)).collect();
     assert_eq!(
         shape,
         [
@@ -95,13 +96,13 @@ fn calls_pair_into_operations() {
     let mut open = f5_calls();
     open.pop();
     let ops = ops_from_calls(&open, vec![row(1, "holder-b", 2, true, 2005.0)], T0).unwrap();
-    assert_eq!((ops[4].outcome.as_str(), ops[4].complete_ms, ops[4].attempt.is_none()), ("info", None, true));
+    assert_eq!((ops[4].outcome, ops[4].complete_ms, ops[4].attempt.is_none()), (Outcome::Info, None, true));
 }
 
 /// A record that is not whole is refused, saying what is missing.
 #[test]
 fn an_incomplete_record_is_refused() {
-    let err = |calls: &[Heard], rows: Vec<AttemptRow>| ops_from_calls(calls, rows, T0).unwrap_err().to_string();
+    let err = |calls: &[Heard], rows: Vec<WriteAttempt>| ops_from_calls(calls, rows, T0).unwrap_err().to_string();
     assert!(err(&f5_calls()[1..], f5_rows()).contains("never made"));
     assert!(err(&f5_calls(), f5_rows()[..1].to_vec()).contains("has no row for it"));
     let mut extra = f5_rows();
@@ -138,7 +139,8 @@ fn values(html: &str, what: &str) -> Vec<String> {
 }
 
 /// The page draws each operation once and each fault at least once, in the
-/// lanes of the holders it hit, a kind it never heard of included; marks
+/// lanes of the holders it hit, a kind the run's list does not name first
+/// included; marks
 /// the checker's finding on its operation with the reason in its tooltip;
 /// and escapes what it is given.
 #[test]
@@ -158,6 +160,6 @@ fn the_page_draws_every_operation_and_fault() {
     assert!(html.contains("检查器：token 1 &lt; 2"));
     assert!(html.contains("lab run F5 &lt;&amp;&gt;"));
     assert!(html.contains("<a class=\"finding\" href=\"#only=stale\">被接受的过期写入 1</a>"));
-    assert!(html.contains("some-kind-of-the-future"));
+    assert!(html.contains("partition-split"));
     assert!(!html.contains("http://") && !html.contains("https://"), "the page names no address");
 }

@@ -21,6 +21,7 @@
 //! Printed with `Display` and read back with `FromStr`, here and nowhere
 //! else.
 
+use crate::vocabulary::{Operation, Outcome};
 use std::fmt;
 use std::str::FromStr;
 
@@ -36,17 +37,6 @@ pub enum Invoke {
     Write { token: i64, part: String },
     /// Release the holding of `token`.
     Release { token: i64 },
-}
-
-/// How a call returned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// It did what it asked for.
-    Ok,
-    /// It was refused: nothing happened.
-    Fail,
-    /// It ended in an error: whether it happened is unknown.
-    Info,
 }
 
 /// A call's return.
@@ -73,32 +63,14 @@ pub enum Call {
 // ANCHOR_END: call
 
 impl Invoke {
-    /// The call's name in the history: `acquire`, `renew`, `write`, `release`.
-    pub fn name(&self) -> &'static str {
+    /// What the call does, without its arguments: the history's `f`.
+    pub fn operation(&self) -> Operation {
         match self {
-            Invoke::Acquire => "acquire",
-            Invoke::Renew { .. } => "renew",
-            Invoke::Write { .. } => "write",
-            Invoke::Release { .. } => "release",
+            Invoke::Acquire => Operation::Acquire,
+            Invoke::Renew { .. } => Operation::Renew,
+            Invoke::Write { .. } => Operation::Write,
+            Invoke::Release { .. } => Operation::Release,
         }
-    }
-}
-
-impl Outcome {
-    /// `ok`, `fail` or `info`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Fail => "fail",
-            Outcome::Info => "info",
-        }
-    }
-}
-
-impl FromStr for Outcome {
-    type Err = String;
-    fn from_str(word: &str) -> Result<Outcome, String> {
-        [Outcome::Ok, Outcome::Fail, Outcome::Info].into_iter().find(|o| o.name() == word).ok_or_else(|| format!("no outcome {word:?}"))
     }
 }
 
@@ -106,7 +78,7 @@ impl fmt::Display for Call {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Call::Invoke { id, invoke } => {
-                write!(f, "CALL id={id} {}", invoke.name())?;
+                write!(f, "CALL id={id} {}", invoke.operation())?;
                 match invoke {
                     Invoke::Acquire => Ok(()),
                     Invoke::Renew { token } | Invoke::Release { token } => write!(f, " token={token}"),

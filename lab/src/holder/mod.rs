@@ -33,7 +33,7 @@ mod record;
 
 pub use args::{HolderArgs, WaitPoint};
 use crate::vocabulary::LeaseStoreKind;
-pub use call::{Call, Invoke, Outcome, Return};
+pub use call::{Call, Invoke, Return};
 pub use protocol::{Line, Step, Steps};
 
 use record::Calls;

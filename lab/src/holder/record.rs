@@ -3,7 +3,8 @@
 //! process, shared by the main thread and the renewer, so that no two calls
 //! of a process share a number.
 
-use super::call::{Call, Invoke, Outcome, Return};
+use super::call::{Call, Invoke, Return};
+use crate::vocabulary::Outcome;
 use super::{failure_code, print_line};
 use crate::error::Result;
 use crate::renewer::Renewal;

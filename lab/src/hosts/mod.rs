@@ -58,6 +58,7 @@ mod space;
 
 pub use probe::{Reach, PROBE_BOUND};
 
+use crate::vocabulary::Act;
 use crate::error::{Result, ResultExt};
 use crate::events;
 use netns::Netns;
@@ -243,8 +244,8 @@ impl Network {
         let touched = |pairs: &[(String, String)], host: &str| pairs.iter().any(|(a, b)| a == host || b == host);
         for host in &self.hosts {
             match (touched(&current, &host.name), touched(&cuts, &host.name)) {
-                (false, true) => events::record(&host.name, "cut"),
-                (true, false) => events::record(&host.name, "heal"),
+                (false, true) => events::record(&host.name, Act::Cut),
+                (true, false) => events::record(&host.name, Act::Heal),
                 _ => {}
             }
         }

@@ -31,6 +31,7 @@
 //! replay itself, as F14 does (a holder process reaches one server for both
 //! its lease and its resource, and the pair holds only the lease).
 
+use crate::vocabulary::Act;
 use super::holder::{letter, name};
 use super::properties::name as property;
 use super::table::{check, steps};
@@ -47,7 +48,7 @@ use crate::holder::{HolderArgs, Step, WaitPoint};
 use crate::holder_guard::HolderGuard;
 use crate::lease::LeaseStore;
 use crate::params::{margin, CRASH_TTL, LEASE, SCOPE, TTL};
-use crate::resource::Attempt;
+use crate::vocabulary::WriteAttempt;
 use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 use stateright::Path;
@@ -301,7 +302,7 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
                 // From here the proxy keeps every byte h sends; then h is
                 // let go, and its write leaves and stays on the wire.
                 proxy.hold();
-                events::record(&name(h), "hold");
+                events::record(&name(h), Act::Hold);
                 go(&mut hs, h)?;
                 let held = proxy.wait_until_held(crate::poll::BOUND);
                 t.check(held, label(&format!("{} 的写入离开它，扣在代理里（它的续租也扣在那里）", name(h))), || "the proxy holds nothing");
@@ -311,7 +312,7 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
                 let holder = if matches!(op, Op::Arrive(..)) {
                     let proxy = proxies[h].as_ref().ok_or("a delayed write without its proxy")?;
                     proxy.release();
-                    events::record(&name(h), "release");
+                    events::record(&name(h), Act::Release);
                     let holder = hs.procs[h].as_mut().ok_or_else(|| format!("{} is not running", name(h)))?;
                     if hs.stopped[h] {
                         // SIGCONT: it wakes inside its write, which now arrives.
@@ -404,8 +405,8 @@ fn end(hs: &mut Holders, h: usize) -> Result<()> {
 
 /// The first accepted write below a token accepted before it, in the
 /// order of acceptance (I3 broken), as `writer token=t after token=u`.
-fn stale_accepted(history: &[Attempt]) -> Option<String> {
-    let mut bar: Option<&Attempt> = None;
+fn stale_accepted(history: &[WriteAttempt]) -> Option<String> {
+    let mut bar: Option<&WriteAttempt> = None;
     for a in history.iter().filter(|a| a.accepted) {
         match bar {
             Some(b) if a.token < b.token => return Some(format!("{} {} token={} 在 {} token={} 之后被接受", a.writer, a.part, a.token, b.writer, b.token)),
@@ -417,13 +418,13 @@ fn stale_accepted(history: &[Attempt]) -> Option<String> {
 }
 
 /// The first step down of the floor among the attempts' `floor_after`.
-fn floor_regression(history: &[Attempt]) -> Option<String> {
+fn floor_regression(history: &[WriteAttempt]) -> Option<String> {
     let floors: Vec<i64> = history.iter().filter_map(|a| a.floor_after).collect();
     floors.windows(2).find(|w| w[1] < w[0]).map(|w| format!("floor {} → {}", w[0], w[1]))
 }
 
 /// The history as `writer part token accepted floor_after`, one per attempt.
-fn shown(history: &[Attempt]) -> String {
+fn shown(history: &[WriteAttempt]) -> String {
     history.iter().map(|a| format!("{} {} token={} accepted={} floor_after={}", a.writer, a.part, a.token, a.accepted, a.floor_after.map_or("NULL".into(), |f| f.to_string()))).collect::<Vec<_>>().join("；")
 }
 
@@ -449,7 +450,7 @@ fn judge_violation(lab: &Lab, t: &mut Transcript, broken: &str) -> Result<()> {
 fn judge_refusal(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let history = lab.view()?.history(SCOPE)?;
     t.note(format!("write_attempt（按 id）：{}", shown(&history)));
-    let refused: Vec<&Attempt> = history.iter().filter(|a| !a.accepted).collect();
+    let refused: Vec<&WriteAttempt> = history.iter().filter(|a| !a.accepted).collect();
     let stale = history.iter().filter(|a| a.accepted).map(|a| a.token).max().unwrap_or(0);
     t.check(
         refused.iter().any(|a| a.token < stale),
@@ -501,8 +502,9 @@ fn failover(lab: &Lab, t: &mut Transcript, path: &Path<State, Action>) -> Result
 mod tests {
     use super::*;
 
-    fn attempt(writer: &str, token: i64, accepted: bool, floor_after: i64) -> Attempt {
-        Attempt { writer: writer.into(), part: "summary".into(), token, accepted, floor_after: Some(floor_after) }
+    fn attempt(writer: &str, token: i64, accepted: bool, floor_after: i64) -> WriteAttempt {
+        let (scope, mode) = ("daily-report".into(), crate::vocabulary::FenceMode::FencedScope);
+        WriteAttempt { id: 0, scope, part: "summary".into(), writer: writer.into(), token, mode, accepted, floor_after: Some(floor_after), at_ms: 0.0 }
     }
 
     /// The judges see a planted violation and see none in a clean history:

@@ -12,7 +12,8 @@ use super::properties::is_active;
 use super::resource::Outcome;
 use super::{Action, LeaseModel, State};
 use crate::events::ParentEvent;
-use crate::timeline::{LeaseEvent, Timeline, WriteEvent};
+use crate::timeline::{LeaseEvent, Timeline};
+use crate::vocabulary::{Act, LeaseEventKind, WriteAttempt};
 use stateright::Path;
 
 /// Milliseconds per step on the chart's axis.
@@ -41,8 +42,8 @@ pub fn events(model: &LeaseModel, path: &Path<State, Action>) -> Timeline {
         if let Some(h) = mover {
             if let Some(prev) = last_step[h] {
                 if step > prev + 1 && is_active(before.holders[h].phase) {
-                    parent.push(ParentEvent { at_ms: at(prev) + 200.0, holder: name(h), act: "SIGSTOP" });
-                    parent.push(ParentEvent { at_ms: at(step) - 200.0, holder: name(h), act: "SIGCONT" });
+                    parent.push(ParentEvent { at_ms: at(prev) + 200.0, holder: name(h), act: Act::Stop });
+                    parent.push(ParentEvent { at_ms: at(step) - 200.0, holder: name(h), act: Act::Cont });
                 }
             }
             last_step[h] = Some(step);
@@ -56,11 +57,11 @@ pub fn events(model: &LeaseModel, path: &Path<State, Action>) -> Timeline {
                 let token = i64::from(after.holders[h].token);
                 match ended.map(|k| (k, pairs[k - 1].1)) {
                     Some((k, Some(Action::Release(_)))) => {
-                        lease.push(LeaseEvent::new(at(step), &name(h), token, "acquire", at(k) + STEP_MS));
-                        lease.push(LeaseEvent::new(at(k), &name(h), token, "release", f64::NEG_INFINITY));
+                        lease.push(LeaseEvent::new(at(step), &name(h), token, LeaseEventKind::Acquire, at(k) + STEP_MS));
+                        lease.push(LeaseEvent::new(at(k), &name(h), token, LeaseEventKind::Release, f64::NEG_INFINITY));
                     }
-                    Some((k, _)) => lease.push(LeaseEvent::new(at(step), &name(h), token, "acquire", at(k))),
-                    None => lease.push(LeaseEvent::new(at(step), &name(h), token, "acquire", at(end))),
+                    Some((k, _)) => lease.push(LeaseEvent::new(at(step), &name(h), token, LeaseEventKind::Acquire, at(k))),
+                    None => lease.push(LeaseEvent::new(at(step), &name(h), token, LeaseEventKind::Acquire, at(end))),
                 }
             }
             Action::Write(h, statement) => {
@@ -69,11 +70,23 @@ pub fn events(model: &LeaseModel, path: &Path<State, Action>) -> Timeline {
                     Outcome::Refused => false,
                     Outcome::Next | Outcome::Goto(_) => continue,
                 };
-                writes.push(WriteEvent::new(at(step), &name(h), i64::from(before.holders[h].token), accepted));
+                let super::holder::Phase::Write { part, .. } = before.holders[h].phase else { continue };
+                writes.push(WriteAttempt {
+                    id: writes.len() as i64 + 1,
+                    scope: crate::params::SCOPE.into(),
+                    part: super::resource::PARTS[usize::from(model.part(h, part))].into(),
+                    writer: name(h),
+                    token: i64::from(before.holders[h].token),
+                    mode: model.config.mode,
+                    accepted,
+                    // The model does not record the floor a write saw.
+                    floor_after: None,
+                    at_ms: at(step),
+                });
             }
-            Action::Crash(h) => parent.push(ParentEvent { at_ms: at(step), holder: name(h), act: "SIGKILL" }),
-            Action::Expire => parent.push(ParentEvent { at_ms: at(step), holder: STORE.to_owned(), act: "到期" }),
-            Action::Promote => parent.push(ParentEvent { at_ms: at(step), holder: STORE.to_owned(), act: "主库崩溃，备库提升" }),
+            Action::Crash(h) => parent.push(ParentEvent { at_ms: at(step), holder: name(h), act: Act::Kill }),
+            Action::Expire => parent.push(ParentEvent { at_ms: at(step), holder: STORE.to_owned(), act: Act::Expire }),
+            Action::Promote => parent.push(ParentEvent { at_ms: at(step), holder: STORE.to_owned(), act: Act::Promote }),
             _ => {}
         }
     }

@@ -23,7 +23,7 @@
 
 pub mod view;
 
-pub use view::{Attempt, PartRow, ResourceView};
+pub use view::{attempt_from, PartRow, ResourceView, ATTEMPTS};
 
 use crate::cluster::{credentials, Endpoint};
 use crate::db;

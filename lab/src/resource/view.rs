@@ -7,6 +7,7 @@ use crate::cluster::{credentials, Endpoint};
 use crate::db;
 use crate::error::{Result, ResultExt};
 use postgres::Client;
+use crate::vocabulary::{FenceMode, WriteAttempt};
 use std::fmt;
 
 /// One stored report part.
@@ -94,12 +95,10 @@ impl ResourceView {
     /// (`id`; for accepted writes, the order of acceptance: see
     /// RECORD_ATTEMPT): who wrote which part with which token, whether it
     /// was accepted, and the floor the attempt saw (`floor_after`).
-    pub fn history(&mut self, scope: &str) -> Result<Vec<Attempt>> {
-        let rows = self
-            .client
-            .query("SELECT writer, part, token, accepted, floor_after FROM write_attempt WHERE scope = $1 ORDER BY id", &[&scope])
-            .context("reading write_attempt")?;
-        Ok(rows.iter().map(|r| Attempt { writer: r.get(0), part: r.get(1), token: r.get(2), accepted: r.get(3), floor_after: r.get(4) }).collect())
+    pub fn history(&mut self, scope: &str) -> Result<Vec<WriteAttempt>> {
+        let rows = self.client.query(ATTEMPTS, &[]).context("reading write_attempt")?;
+        let all = rows.iter().map(|r| attempt_from(r, 0.0)).collect::<Result<Vec<_>>>()?;
+        Ok(all.into_iter().filter(|a| a.scope == scope).collect())
     }
 
     /// The server process of `who`'s session on `res26` (its
@@ -209,25 +208,39 @@ impl ResourceView {
     }
 }
 
-/// One row of `write_attempt`, as [`ResourceView::history`] reads it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attempt {
-    /// Who wrote, e.g. `holder-a`.
-    pub writer: String,
-    /// Which part.
-    pub part: String,
-    /// With which token.
-    pub token: i64,
-    /// Whether the resource accepted it.
-    pub accepted: bool,
-    /// The scope's floor as the attempt saw it (NULL: no floor row).
-    pub floor_after: Option<i64>,
-}
+// ANCHOR: load_sql
+/// Every write attempt, in the order of recording, with the server's time
+/// of it in ms since the epoch (the parent's calls use the same clock).
+///
+/// `floor_after` is the scope's floor as the recording statement read it;
+/// for `id` order to be the order of these reads, the recording statement
+/// reads the floor under a share lock of the floor row (`FOR SHARE`):
+/// otherwise a refused attempt recorded while an accepted one has not yet
+/// committed would read the older floor after the newer one (a false
+/// regression). A history reads it in the same snapshot as its final
+/// parts (`crate::history`).
+pub const ATTEMPTS: &str = "
+    SELECT id, scope, part, writer, token, mode, accepted, floor_after,
+           extract(epoch FROM attempted_at)::float8 * 1000
+      FROM write_attempt
+     ORDER BY id";
+// ANCHOR_END: load_sql
 
-/// `holder-a summary 2 accepted` (or `refused`): one attempt as F18's
-/// transcript lines list a short history.
-impl fmt::Display for Attempt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} {} {}", self.writer, self.part, self.token, if self.accepted { "accepted" } else { "refused" })
-    }
+/// A row of [`ATTEMPTS`] (or of a query with its columns) as a
+/// [`WriteAttempt`], its time in ms from `origin_unix_ms`: the one reader
+/// of `write_attempt`. A mode the lab does not know is an error naming the row.
+pub fn attempt_from(row: &postgres::Row, origin_unix_ms: f64) -> Result<WriteAttempt> {
+    let (id, mode): (i64, String) = (row.get(0), row.get(5));
+    let at: f64 = row.get(8);
+    Ok(WriteAttempt {
+        id,
+        scope: row.get(1),
+        part: row.get(2),
+        writer: row.get(3),
+        token: row.get(4),
+        mode: FenceMode::from_name(&mode).map_err(|e| format!("write_attempt {id}: {e}"))?,
+        accepted: row.get(6),
+        floor_after: row.get(7),
+        at_ms: at - origin_unix_ms,
+    })
 }

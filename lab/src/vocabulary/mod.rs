@@ -10,12 +10,14 @@
 //! - [`FenceMode`]: how the resource decides whether to accept a write.
 //! - [`LeaseStoreKind`]: which store keeps the lease (PostgreSQL or etcd).
 //! - [`FaultKind`]: the faults the chaos run injects.
-//! - [`Act`]: what the parent does to a holder (SIGSTOP, a cut, …), the
-//!   events of a run's pictures.
+//! - [`Act`]: what the parent does to a holder (SIGSTOP, a cut, …), and
+//!   [`LeaseEventKind`]: what changed the lease row: the events of a run's
+//!   pictures.
 //! - [`Operation`] and [`Outcome`]: a holder's call to a server, and how it
 //!   returned (Jepsen's invoke and complete).
 //! - [`WriteAttempt`]: one row of `write_attempt`, the resource's record of
-//!   a write it judged.
+//!   a write it judged; [`StoredPart`]: one row of `report_part`, the part
+//!   that stayed.
 //! - [`Verdict`]: what the history checker found in a run (its counts,
 //!   the [`Gap`]s that leave a count nothing to judge, and the
 //!   [`Judgement`]: clean, not clean, or nothing to judge).
@@ -24,7 +26,9 @@ mod act;
 mod call;
 mod fault_kind;
 mod fence_mode;
+mod lease_event;
 mod lease_store;
+mod stored_part;
 mod verdict;
 mod write_attempt;
 
@@ -32,7 +36,9 @@ pub use act::Act;
 pub use call::{Operation, Outcome};
 pub use fault_kind::FaultKind;
 pub use fence_mode::FenceMode;
+pub use lease_event::LeaseEventKind;
 pub use lease_store::LeaseStoreKind;
+pub use stored_part::StoredPart;
 pub use verdict::{Gap, Judgement, Verdict};
 pub use write_attempt::WriteAttempt;
 

@@ -30,7 +30,7 @@
 //! symptom of the race the run exists to expose (it may count a write that
 //! took effect before the larger token's). Lost writes compare tokens only,
 //! so they do not depend on the order at all. Floor regressions are exact
-//! when the floor is read as [`Attempt::floor_after`] asks.
+//! when the floor is read as [`WriteAttempt::floor_after`] asks.
 //!
 //! The parts: `history` (what the checker reads of a run's record), and
 //! `crate::vocabulary::Verdict` (the counts, what a history lacks, the
@@ -42,16 +42,16 @@ mod history;
 #[cfg(test)]
 mod tests;
 
-pub use history::{Attempt, Fault, FinalPart, GrantRecord, History};
+pub use history::{Fault, GrantRecord, History};
 
-use crate::vocabulary::{FaultKind, Verdict};
+use crate::vocabulary::{FaultKind, StoredPart, Verdict, WriteAttempt};
 use crate::history::{Finding, FindingKind, Target};
 use std::collections::{BTreeMap, BTreeSet};
 
 // ANCHOR: check
 /// Judges a history; see [`Verdict`] for what each count means.
 pub fn check(history: &History) -> Verdict {
-    let mut attempts: Vec<&Attempt> = history.attempts.iter().collect();
+    let mut attempts: Vec<&WriteAttempt> = history.attempts.iter().collect();
     attempts.sort_by_key(|a| a.id);
     let accepted = attempts.iter().filter(|a| a.accepted).count();
     let holdings: BTreeSet<(&str, u32, u32)> =
@@ -74,8 +74,8 @@ pub fn check(history: &History) -> Verdict {
 // ANCHOR: stale_accepted
 /// Accepted attempts below the largest token their scope accepted before
 /// them, each with the attempt that brought that token.
-fn stale_accepted<'a>(attempts: &[&'a Attempt]) -> Vec<(&'a Attempt, &'a Attempt)> {
-    let mut largest: BTreeMap<&str, &Attempt> = BTreeMap::new();
+fn stale_accepted<'a>(attempts: &[&'a WriteAttempt]) -> Vec<(&'a WriteAttempt, &'a WriteAttempt)> {
+    let mut largest: BTreeMap<&str, &WriteAttempt> = BTreeMap::new();
     let mut stale = Vec::new();
     for &a in attempts.iter().filter(|a| a.accepted) {
         match largest.get(a.scope.as_str()) {
@@ -100,8 +100,8 @@ fn tokens_reused(grants: &[GrantRecord]) -> Vec<(i64, BTreeSet<(&str, u32, u32)>
 
 /// Steps down between consecutive recorded floors of one scope: each
 /// attempt that recorded the lower floor, with the one before it.
-fn floor_regressions<'a>(attempts: &[&'a Attempt]) -> Vec<(&'a Attempt, &'a Attempt)> {
-    let mut previous: BTreeMap<&str, &Attempt> = BTreeMap::new();
+fn floor_regressions<'a>(attempts: &[&'a WriteAttempt]) -> Vec<(&'a WriteAttempt, &'a WriteAttempt)> {
+    let mut previous: BTreeMap<&str, &WriteAttempt> = BTreeMap::new();
     let mut regressions = Vec::new();
     for &a in attempts {
         let Some(floor) = a.floor_after else { continue };
@@ -117,7 +117,7 @@ fn floor_regressions<'a>(attempts: &[&'a Attempt]) -> Vec<(&'a Attempt, &'a Atte
 // ANCHOR: lost_writes
 /// Accepted writes above their part's final token, or on a part that
 /// vanished: each with the token that stayed, if any.
-fn lost_writes<'a>(attempts: &[&'a Attempt], final_parts: &[FinalPart]) -> Vec<(&'a Attempt, Option<i64>)> {
+fn lost_writes<'a>(attempts: &[&'a WriteAttempt], final_parts: &[StoredPart]) -> Vec<(&'a WriteAttempt, Option<i64>)> {
     let finals: BTreeMap<(&str, &str), i64> =
         final_parts.iter().map(|p| ((p.scope.as_str(), p.part.as_str()), p.token)).collect();
     attempts
@@ -133,7 +133,7 @@ fn lost_writes<'a>(attempts: &[&'a Attempt], final_parts: &[FinalPart]) -> Vec<(
 /// checker's reason: what the history's page marks on each operation.
 /// There are exactly as many findings of a kind as its count.
 pub fn findings(history: &History) -> Vec<Finding> {
-    let mut attempts: Vec<&Attempt> = history.attempts.iter().collect();
+    let mut attempts: Vec<&WriteAttempt> = history.attempts.iter().collect();
     attempts.sort_by_key(|a| a.id);
     let mut out = Vec::new();
     for (a, bar) in stale_accepted(&attempts) {

@@ -1,7 +1,7 @@
 //! The checker judged on hand-made histories: no database, no timing.
 
 use super::*;
-use crate::vocabulary::{Gap, Judgement};
+use crate::vocabulary::{Gap, Judgement, Operation, Outcome, StoredPart, WriteAttempt};
 use crate::vocabulary::FenceMode;
 
 const DAILY: &str = "daily-report";
@@ -33,16 +33,7 @@ impl Run {
         floor_after: Option<i64>,
     ) -> Run {
         let id = self.history.attempts.len() as i64 + 1;
-        self.history.attempts.push(Attempt {
-            id,
-            scope: scope.into(),
-            part: part.into(),
-            writer: writer.into(),
-            token,
-            mode,
-            accepted,
-            floor_after,
-        });
+        self.history.attempts.push(WriteAttempt { id, scope: scope.into(), part: part.into(), writer: writer.into(), token, mode, accepted, floor_after, at_ms: 0.0 });
         self
     }
 
@@ -64,7 +55,7 @@ impl Run {
 
     /// A final row of `scope`.
     fn kept_in(mut self, scope: &str, part: &str, writer: &str, token: i64) -> Run {
-        self.history.final_parts.push(FinalPart { scope: scope.into(), part: part.into(), writer: writer.into(), token });
+        self.history.final_parts.push(StoredPart { scope: scope.into(), part: part.into(), writer: writer.into(), token });
         self
     }
 
@@ -366,45 +357,47 @@ fn findings_are_the_counts_one_by_one() {
 /// kind it does not know is an error naming it, not a skipped fault).
 #[test]
 fn a_record_is_read_as_the_checker_reads_a_history() {
-    use crate::history::{AttemptRow, FaultSpan, Op, Record};
-    let mut record = Record::empty("chaos-unfenced", "UNFENCED");
-    let op = |id: u64, f: &str, token: i64| Op {
+    use crate::history::{FaultSpan, Op, Record};
+    let mut record = Record::empty("chaos-unfenced", FenceMode::Unfenced);
+    let op = |id: u64, f: Operation, token: i64| Op {
         id,
         holder: "holder-a".into(),
         incarnation: 1,
         process: 3,
-        f: f.into(),
+        f,
         invoke_ms: Some(id as f64),
         complete_ms: Some(id as f64 + 0.5),
-        outcome: "ok".into(),
+        outcome: Outcome::Ok,
         token: Some(token),
         part: None,
         tries: None,
         code: None,
-        holding: Some(2).filter(|_| f == "acquire"),
+        holding: Some(2).filter(|_| f == Operation::Acquire),
         attempt: None,
     };
-    let row = AttemptRow {
+    let row = WriteAttempt {
         id: 7,
         scope: DAILY.into(),
         part: "summary".into(),
         writer: "holder-a".into(),
         token: 4,
-        mode: "UNFENCED".into(),
+        mode: Unfenced,
         accepted: true,
         floor_after: Some(0),
         at_ms: 2.2,
     };
-    record.ops = vec![op(1, "acquire", 4), Op { attempt: Some(row), part: Some("summary".into()), ..op(2, "write", 4) }, op(3, "renew", 4)];
+    record.ops = vec![op(1, Operation::Acquire, 4), Op { attempt: Some(row), part: Some("summary".into()), ..op(2, Operation::Write, 4) }, op(3, Operation::Renew, 4)];
     record.faults = FaultKind::ALL
         .iter()
         .enumerate()
-        .map(|(i, k)| FaultSpan { id: i as u64 + 1, kind: k.name().into(), targets: Vec::new(), start_ms: 0.0, end_ms: None })
+        .map(|(i, k)| FaultSpan { id: i as u64 + 1, kind: *k, targets: Vec::new(), start_ms: 0.0, end_ms: None })
         .collect();
     let history = History::from_record(&record).unwrap();
     assert_eq!(history.grants, [GrantRecord { holder: "holder-a".into(), incarnation: 1, holding: 2, token: 4 }]);
     assert_eq!((history.attempts.len(), history.attempts[0].id, history.attempts[0].mode), (1, 7, Unfenced));
     assert_eq!(history.faults.iter().map(|f| f.kind).collect::<Vec<_>>(), FaultKind::ALL);
-    record.faults[0].kind = "meteor".into();
-    assert!(History::from_record(&record).unwrap_err().to_string().contains("unknown kind \"meteor\""));
+    // A kind the lab does not know does not even read as a history.
+    let jsonl = record.to_jsonl().replacen("\"kind\":\"db-restart\"", "\"kind\":\"meteor\"", 1);
+    let err = crate::error::chain(Record::from_jsonl(&jsonl).unwrap_err().as_ref());
+    assert!(err.contains("line ") && err.contains("meteor"), "{err}");
 }
