@@ -24,6 +24,13 @@
 //! <!-- ANCHOR_END: mutations -->
 //! ```
 
+use crate::bench::report::Row as BenchRow;
+use crate::cases::run_data::RunData;
+use crate::chaos::results::ChaosData;
+use crate::lease_stores::StoresData;
+use crate::model::results::{ModelData, MutantsData};
+use crate::result_data::ResultData;
+use crate::vocabulary::FenceMode;
 use crate::cases::{self, Options};
 use crate::cluster::etcd::ELECTION_TIMEOUT;
 use crate::error::{Result, ResultExt};
@@ -38,23 +45,24 @@ use std::path::{Path, PathBuf};
 /// How many of the cases are the article's own (F1–F9); the rest go beyond it.
 pub const ARTICLE_CASES: usize = 9;
 
-/// The evidence the facts are read from, as text.
-#[derive(Clone, Debug, Default)]
+/// The evidence the facts are read from.
+#[derive(Clone, Debug)]
 pub struct Inputs {
-    /// `evidence/26/output.txt`: the last full run, unredacted.
-    pub output: String,
+    /// `evidence/26/output.json`: the last full run, as data.
+    pub run: RunData,
     /// Each case's locked snapshot, by case id (`F1` → `evidence/26/F1.snap`).
     pub snapshots: BTreeMap<String, String>,
-    /// `evidence/26/bench.md`: the cost table the book shows.
-    pub bench: String,
-    /// `evidence/26/lease-stores.md`: one acquire timed on each lease store.
-    pub lease_stores: String,
-    /// `evidence/26/chaos.md`: the two-minute chaos run, every mode.
-    pub chaos: String,
-    /// `evidence/26/model.md`: the model checker's table.
-    pub model: String,
-    /// `evidence/26/model-mutants.md`: the model against the mutations.
-    pub model_mutants: String,
+    /// `evidence/26/bench.csv`: the cost table's rows, which its table and
+    /// figures are drawn from.
+    pub bench: Vec<BenchRow>,
+    /// `evidence/26/lease-stores.json`: one acquire timed on each lease store.
+    pub lease_stores: StoresData,
+    /// `evidence/26/chaos.json`: the two-minute chaos run, every mode.
+    pub chaos: ChaosData,
+    /// `evidence/26/model.json`: the model checker's table.
+    pub model: ModelData,
+    /// `evidence/26/model-mutants.json`: the model against the mutations.
+    pub model_mutants: MutantsData,
     /// The history pages in `evidence/26/history/`: each name (without
     /// `.html`) and its size in bytes.
     pub history_pages: Vec<(String, u64)>,
@@ -78,13 +86,13 @@ impl Inputs {
             }
         }
         Ok(Inputs {
-            output: read("output.txt")?,
+            run: RunData::read(&dir.join("output.json"))?,
             snapshots,
-            bench: read("bench.md")?,
-            lease_stores: read("lease-stores.md")?,
-            chaos: read("chaos.md")?,
-            model: read("model.md")?,
-            model_mutants: read("model-mutants.md")?,
+            bench: crate::bench::report::rows_from_csv(&read("bench.csv")?).context("reading evidence/26/bench.csv")?,
+            lease_stores: StoresData::read(&dir.join("lease-stores.json"))?,
+            chaos: ChaosData::read(&dir.join("chaos.json"))?,
+            model: ModelData::read(&dir.join("model.json"))?,
+            model_mutants: MutantsData::read(&dir.join("model-mutants.json"))?,
             history_pages,
         })
     }
@@ -138,11 +146,11 @@ pub fn compute(inputs: &Inputs) -> Result<Vec<FactFile>> {
     Ok(vec![
         FactFile { name: "code.md", source: "lab/src/cases/mod.rs、lab/src/mutants/mod.rs、lab/src/evidence.rs 里的表", facts: code_facts() },
         FactFile { name: "cases.md", source: "lab/src/cases/mod.rs 的用例表（`./run.sh list` 打印的也是它）", facts: case_facts() },
-        FactFile { name: "run.md", source: "evidence/26/output.txt 与各用例的快照", facts: run_facts(inputs)? },
-        FactFile { name: "bench.md", source: "evidence/26/bench.md", facts: bench_facts(&inputs.bench)? },
-        FactFile { name: "lease-stores.md", source: "evidence/26/lease-stores.md", facts: lease_store_facts(&inputs.lease_stores)? },
-        FactFile { name: "chaos.md", source: "evidence/26/chaos.md 与 evidence/26/F15.snap", facts: chaos_facts(inputs)? },
-        FactFile { name: "model.md", source: "evidence/26/model.md、evidence/26/model-mutants.md 与 lab/src/model/ 的表", facts: model_facts(inputs)? },
+        FactFile { name: "run.md", source: "evidence/26/output.json 与各用例的快照", facts: run_facts(inputs)? },
+        FactFile { name: "bench.md", source: "evidence/26/bench.csv", facts: bench_facts(&inputs.bench)? },
+        FactFile { name: "lease-stores.md", source: "evidence/26/lease-stores.json", facts: lease_store_facts(&inputs.lease_stores)? },
+        FactFile { name: "chaos.md", source: "evidence/26/chaos.json 与 evidence/26/output.json", facts: chaos_facts(inputs)? },
+        FactFile { name: "model.md", source: "evidence/26/model.json、evidence/26/model-mutants.json 与 lab/src/model/ 的表", facts: model_facts(inputs)? },
         FactFile { name: "history.md", source: "evidence/26/history/ 里的页面与 lab/src/history/page.rs", facts: history_facts(inputs)? },
     ])
 }
@@ -262,79 +270,33 @@ fn case_facts() -> Vec<Fact> {
     f.0
 }
 
-/// The text after `label` on the first line that holds it, up to the first
-/// character `stop` says ends the value.
-fn after<'a>(text: &'a str, label: &str, stop: impl Fn(char) -> bool) -> Option<&'a str> {
-    let line = text.lines().find(|l| l.contains(label))?;
-    let rest = &line[line.find(label)? + label.len()..];
-    let end = rest.find(stop).unwrap_or(rest.len());
-    Some(rest[..end].trim()).filter(|v| !v.is_empty())
+/// A figure of the run's case `id`, or an error naming the file, the case
+/// and the figure.
+fn figure(run: &RunData, id: &str, name: &str) -> Result<f64> {
+    const FILE: &str = "evidence/26/output.json";
+    run.case(id).and_then(|c| c.figure(name).map_err(Into::into)).with_context(|| FILE.to_owned())
 }
 
-/// Like [`after`], or an error naming what was looked for and where.
-fn need<'a>(text: &'a str, label: &str, stop: impl Fn(char) -> bool, file: &str) -> Result<&'a str> {
-    after(text, label, stop).ok_or_else(|| format!("{file}: no line holds `{label}` followed by a value").into())
-}
-
-/// The whole number just before `label` on the first line that holds it
-/// (`1220` in `120s: 1220 faults scheduled`), or an error naming the file.
-fn number_before(text: &str, label: &str, file: &str) -> Result<String> {
-    let line = text.lines().find(|l| l.contains(label)).ok_or_else(|| format!("{file}: no line holds `{label}`"))?;
-    let head = &line[..line.find(label).unwrap_or(0)];
-    let digits: String = head.chars().rev().take_while(char::is_ascii_digit).collect::<Vec<_>>().into_iter().rev().collect();
-    if digits.is_empty() {
-        return Err(format!("{file}: no number before `{label}`").into());
-    }
-    Ok(digits)
-}
-
-/// A number of milliseconds as printed (`597.5ms`), for the book (`597.5 ms`).
-fn ms(value: &str) -> String {
-    format!("{} ms", value.trim_end_matches("ms"))
-}
-
-/// The lines of each case in a run's output, by case id: from its `CASE`
-/// line up to the next one (`output.txt` has no per-case `SUMMARY` line).
-fn output_sections(output: &str) -> BTreeMap<String, Vec<&str>> {
-    let mut sections: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    let mut current: Option<String> = None;
-    for line in output.lines() {
-        if let Some(rest) = line.strip_prefix("CASE ") {
-            current = rest.split_whitespace().next().map(str::to_owned);
-        }
-        if let Some(id) = &current {
-            if !line.starts_with("SUMMARY ") {
-                sections.entry(id.clone()).or_default().push(line);
-            }
-        }
-    }
-    sections
-}
-
-/// Facts of the last full run, `output.txt`, against the locked snapshots.
+/// Facts of the last full run, `output.json`, against the locked snapshots.
 fn run_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
-    const FILE: &str = "evidence/26/output.txt";
-    let out = &inputs.output;
+    let run = &inputs.run;
     let mut f = Facts(Vec::new());
-    let summary = out.lines().rev().find_map(|l| l.strip_prefix("SUMMARY ")).ok_or_else(|| format!("{FILE}: no SUMMARY line"))?;
-    f.add("summary", format!("`SUMMARY {summary}`"));
+    f.add("summary", format!("`SUMMARY passed={} failed={}`", run.passed, run.failed));
 
-    // Which cases' lines in the raw output differ from their locked
-    // snapshot: exactly the ones that print a value the redactions mask.
-    let sections = output_sections(out);
+    // Which cases' lines in the raw run differ from their locked snapshot:
+    // exactly the ones that print a value the redactions mask.
     let mut differ = Vec::new();
     let mut masked_in = BTreeMap::<&str, Vec<&str>>::new();
     for case in cases::ALL {
-        let raw = sections.get(case.id).ok_or_else(|| format!("{FILE}: no CASE {} section", case.id))?;
+        let raw = run.case(case.id).context("evidence/26/output.json")?.text();
         let snap = &inputs.snapshots.get(case.id).ok_or_else(|| format!("no snapshot of {}", case.id))?;
-        let body = evidence::snapshot_body(snap).ok_or_else(|| format!("evidence/26/{}.snap is not an insta snapshot", case.id))?;
-        let locked: Vec<&str> = body.lines().filter(|l| !l.starts_with("SUMMARY ")).collect();
-        if *raw != locked {
+        let locked = evidence::snapshot_body(snap).ok_or_else(|| format!("evidence/26/{}.snap is not an insta snapshot", case.id))?;
+        if raw.lines().ne(locked.lines().filter(|l| !l.starts_with("SUMMARY "))) {
             differ.push(case.id);
         }
         for (_, with) in REDACTIONS {
             let token = with.split('=').next_back().unwrap_or(with);
-            if locked.iter().any(|l| l.contains(token)) {
+            if locked.contains(token) {
                 masked_in.entry(token).or_default().push(case.id);
             }
         }
@@ -342,81 +304,62 @@ fn run_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     f.add("output-differs", listed(&differ));
     f.add("ms-masked-in", listed(masked_in.get("<MS>ms").map_or(&[][..], Vec::as_slice)));
 
-    let f16 = sections.get("F16").map(|l| l.join("\n")).unwrap_or_default();
-    let f14 = sections.get("F14").map(|l| l.join("\n")).unwrap_or_default();
-    let digits = |c: char| !(c.is_ascii_digit() || c == '.');
-    let number_ms = |c: char| !(c.is_ascii_digit() || c == '.' || c == 'm' || c == 's');
-    f.add("etcd-election", ms(need(&f16, "杀掉之后 ", number_ms, FILE)?));
-    f.add("f16-remaining", format!("切换前 remaining={}s，切换后 remaining={}s", need(&f16, "切换前 remaining=", digits, FILE)?, need(&f16, "切换后 remaining=", digits, FILE)?));
-    // The medians' notes name how many acquires they time (lease_stores::SAMPLES).
-    let median = format!("的延迟中位数（{} 次）：", lease_stores::SAMPLES);
-    f.add("f16-acquire-median", ms(need(&f16, &median, number_ms, FILE)?));
-    f.add("f14-async-median", ms(need(&f14, &format!("异步复制下，主库上一次获取{median}"), number_ms, FILE)?));
-    f.add("f14-sync-median", ms(need(&f14, &format!("同步复制（remote_apply）下，主库上一次获取{median}"), number_ms, FILE)?));
-    let took = |id: &str| -> Result<String> {
-        let lines = sections.get(id).map(|l| l.join("\n")).unwrap_or_default();
-        Ok(format!("took={}ms", need(&lines, "(took=", digits, FILE)?))
-    };
-    f.add("f10-took", took("F10")?);
-    f.add("f11-took", took("F11")?);
+    let ms = |value: f64| format!("{value:.1} ms");
+    f.add("etcd-election", ms(figure(run, "F16", "election_ms")?));
+    f.add(
+        "f16-remaining",
+        format!("切换前 remaining={}s，切换后 remaining={}s", figure(run, "F16", "remaining_before_s")?, figure(run, "F16", "remaining_after_s")?),
+    );
+    f.add("f16-acquire-median", ms(figure(run, "F16", "acquire_median_ms")?));
+    f.add("f14-async-median", ms(figure(run, "F14", "async_acquire_median_ms")?));
+    f.add("f14-sync-median", ms(figure(run, "F14", "sync_acquire_median_ms")?));
+    f.add("f10-took", format!("took={}ms", figure(run, "F10", "took_ms")?));
+    f.add("f11-took", format!("took={}ms", figure(run, "F11", "took_ms")?));
     Ok(f.0)
 }
 
-/// The cells of `bench.md`'s write table: (scopes, writers, mode) → the row's cells.
-fn bench_rows(bench: &str) -> BTreeMap<(String, String, String), Vec<String>> {
-    let mut rows = BTreeMap::new();
-    for line in bench.lines() {
-        let cells: Vec<String> = line.trim().trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect();
-        // | 作用域 | 写入者 | 模式 | 写入/秒 | 相对 unfenced | p50 | p99 | WAL 字节/写入 | 被拒 |
-        if cells.len() == 9 && cells[0].chars().all(|c| c.is_ascii_digit()) && !cells[0].is_empty() {
-            rows.insert((cells[0].clone(), cells[1].clone(), cells[2].clone()), cells);
-        }
+/// Ratios and WAL bytes from the cost table's rows, as its table shows
+/// them (`bench::report::markdown` draws it from the same rows).
+fn bench_facts(rows: &[BenchRow]) -> Result<Vec<Fact>> {
+    const FILE: &str = "evidence/26/bench.csv";
+    if rows.is_empty() {
+        return Err(format!("{FILE}: no rows in the write table").into());
     }
-    rows
-}
-
-/// Ratios and WAL bytes from the cost table.
-fn bench_facts(bench: &str) -> Result<Vec<Fact>> {
-    const FILE: &str = "evidence/26/bench.md";
-    let rows = bench_rows(bench);
-    let cell = |scopes: &str, writers: &str, mode: &str, column: usize| -> Result<String> {
-        rows.get(&(scopes.to_owned(), writers.to_owned(), mode.to_owned()))
-            .map(|r| r[column].clone())
-            .ok_or_else(|| format!("{FILE}: no row for {scopes} scope(s), {writers} writer(s), {mode}").into())
+    let row = |scopes: usize, writers: usize, mode: FenceMode| -> Result<&BenchRow> {
+        rows.iter()
+            .find(|r| r.cell.scopes == scopes && r.cell.writers == writers && r.cell.mode == mode)
+            .ok_or_else(|| format!("{FILE}: no row for {scopes} scope(s), {writers} writer(s), {}", mode.cli_name()).into())
     };
+    let ratio = |r: &BenchRow| format!("{:.2}×", r.ratio);
+    let wal = |scopes, writers, mode| -> Result<i64> { Ok(row(scopes, writers, mode)?.wal_per_write.round() as i64) };
     let mut f = Facts(Vec::new());
     // In the table's own order: scopes, then writers, then mode.
-    let mut keys: Vec<&(String, String, String)> = rows.keys().collect();
-    keys.sort_by_key(|(s, w, _)| (s.parse::<u32>().unwrap_or(0), w.parse::<u32>().unwrap_or(0)));
-    for (scopes, writers, mode) in keys {
-        f.add(format!("ratio-{mode}-{scopes}x{writers}"), cell(scopes, writers, mode, 4)?);
+    let mut ordered: Vec<&BenchRow> = rows.iter().collect();
+    ordered.sort_by_key(|r| (r.cell.scopes, r.cell.writers));
+    for r in ordered {
+        f.add(format!("ratio-{}-{}x{}", r.cell.mode.cli_name(), r.cell.scopes, r.cell.writers), ratio(r));
     }
     // What the one-statement fence adds to a write's WAL over an unfenced
     // write, on 16 scopes (writers rarely meet on a floor row there).
     let mut extra = Vec::new();
-    for writers in ["1", "4", "16"] {
-        let wal = |mode| -> Result<i64> { cell("16", writers, mode, 7)?.parse::<i64>().map_err(|e| format!("{FILE}: WAL bytes: {e}").into()) };
-        extra.push(wal("fenced-scope-cte")? - wal("unfenced")?);
+    for writers in [1, 4, 16] {
+        extra.push(wal(16, writers, FenceMode::FencedScopeCte)? - wal(16, writers, FenceMode::Unfenced)?);
     }
     f.add("cte-wal-extra", span(&extra));
     // What the reader/writer fence adds to a write's WAL over an unfenced
     // write, in every cell; and its lowest ratio to UNFENCED over the cells.
-    let (mut extra, mut lowest) = (Vec::new(), Vec::new());
-    for scopes in ["1", "16"] {
-        for writers in ["1", "4", "16"] {
-            let wal = |mode| -> Result<i64> { cell(scopes, writers, mode, 7)?.parse::<i64>().map_err(|e| format!("{FILE}: WAL bytes: {e}").into()) };
-            extra.push(wal("fenced-scope-shared")? - wal("unfenced")?);
-            let ratio = cell(scopes, writers, "fenced-scope-shared", 4)?;
-            let value: f64 = ratio.trim_end_matches('×').parse().map_err(|e| format!("{FILE}: a ratio: {e}"))?;
-            lowest.push((value, ratio));
+    let (mut extra, mut lowest): (Vec<i64>, Option<&BenchRow>) = (Vec::new(), None);
+    for scopes in [1, 16] {
+        for writers in [1, 4, 16] {
+            extra.push(wal(scopes, writers, FenceMode::FencedScopeShared)? - wal(scopes, writers, FenceMode::Unfenced)?);
+            let shared = row(scopes, writers, FenceMode::FencedScopeShared)?;
+            if lowest.is_none_or(|l| shared.ratio < l.ratio) {
+                lowest = Some(shared);
+            }
         }
     }
     f.add("shared-wal-extra", span(&extra));
-    let (_, min) = lowest.iter().cloned().fold((f64::INFINITY, String::new()), |a, b| if b.0 < a.0 { b } else { a });
-    f.add("shared-min-ratio", min);
-    if f.0.is_empty() {
-        return Err(format!("{FILE}: no rows in the write table").into());
-    }
+    f.add("shared-min-ratio", ratio(lowest.expect("six cells were read")));
     Ok(f.0)
 }
 
@@ -430,91 +373,71 @@ fn span(values: &[i64]) -> String {
     }
 }
 
-/// Medians from the lease stores' table, and how they compare.
-fn lease_store_facts(table: &str) -> Result<Vec<Fact>> {
-    const FILE: &str = "evidence/26/lease-stores.md";
-    // | 租约库 | 一次获取要等什么 | 获取延迟中位数 | p90 | 出故障时 |
-    let rows: Vec<Vec<&str>> = table
-        .lines()
-        .filter(|l| l.starts_with('|') && !l.starts_with("|---") && !l.contains("获取延迟中位数"))
-        .map(|l| l.trim().trim_matches('|').split('|').map(str::trim).collect())
-        .collect();
-    let median = |starts: &str| -> Result<f64> {
-        let row = rows.iter().find(|r| r[0].starts_with(starts)).ok_or_else(|| format!("{FILE}: no row for {starts}"))?;
-        row[2].trim_end_matches(" ms").parse::<f64>().map_err(|e| format!("{FILE}: the median of {starts}: {e}").into())
-    };
-    let (pg, sync_, async_, etcd) = (median("一台 PostgreSQL")?, median("PostgreSQL + 同步")?, median("PostgreSQL + 异步")?, median("etcd")?);
+/// Medians from the lease stores' table, and how they compare: each as
+/// the table shows it, to a tenth of a millisecond.
+fn lease_store_facts(data: &StoresData) -> Result<Vec<Fact>> {
+    const FILE: &str = "evidence/26/lease-stores.json";
+    let median = |id: &str| -> Result<f64> { Ok((data.store(id).context(FILE)?.median_ms * 10.0).round() / 10.0) };
+    let (pg, sync_, async_, etcd) = (median("postgres")?, median("postgres-sync")?, median("postgres-async")?, median("etcd")?);
     let mut f = Facts(Vec::new());
-    f.add("stores", rows.len());
-    f.add("median-postgres", format!("{pg} ms"));
-    f.add("median-async", format!("{async_} ms"));
-    f.add("median-sync", format!("{sync_} ms"));
-    f.add("median-etcd", format!("{etcd} ms"));
+    f.add("stores", data.stores.len());
+    f.add("median-postgres", format!("{pg:.1} ms"));
+    f.add("median-async", format!("{async_:.1} ms"));
+    f.add("median-sync", format!("{sync_:.1} ms"));
+    f.add("median-etcd", format!("{etcd:.1} ms"));
     f.add("sync-extra", format!("{:.1} ms", sync_ - async_));
     f.add("etcd-times-postgres", format!("{:.1}", etcd / pg));
     Ok(f.0)
 }
 
 /// The chaos table's counts, and the plan of F15's short run.
-fn chaos_facts<'a>(inputs: &'a Inputs) -> Result<Vec<Fact>> {
-    const FILE: &str = "evidence/26/chaos.md";
-    let table = &inputs.chaos;
-    let header: Vec<&str> =
-        table.lines().find(|l| l.starts_with("| |")).ok_or_else(|| format!("{FILE}: no table header"))?.trim().trim_matches('|').split('|').map(str::trim).collect();
-    // A cell may be a link to the mode's history (`[22](history/….html#only=stale)`): its text.
-    let text = |cell: &'a str| -> &'a str { cell.strip_prefix('[').and_then(|c| c.split_once("](")).map_or(cell, |(t, _)| t) };
-    let modes: Vec<String> = header.iter().skip(1).map(|m| text(m).trim_matches('`').to_lowercase().replace('_', "-")).collect();
-    let row = |label: &str| -> Result<Vec<&str>> {
-        let line = table.lines().find(|l| l.starts_with(&format!("| {label} |"))).ok_or_else(|| format!("{FILE}: no row `{label}`"))?;
-        Ok(line.trim().trim_matches('|').split('|').map(str::trim).skip(1).map(text).collect())
-    };
+fn chaos_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
+    let chaos = &inputs.chaos;
     let mut f = Facts(Vec::new());
-    f.add("plan-total", number_before(table, " faults scheduled", FILE)?);
-    for (label, anchor) in [
-        ("faults injected", "faults"),
-        ("stale writes accepted (I3)", "stale"),
-        ("tokens reused (I2)", "reused"),
-        ("floor regressions (I3)", "regressions"),
-        ("lost writes", "lost"),
-        ("write attempts", "attempts"),
-    ] {
-        let values = row(label)?;
-        for (mode, value) in modes.iter().zip(values) {
-            f.add(format!("{anchor}-{mode}"), value);
-        }
+    f.add("plan-total", chaos.scheduled);
+    for m in &chaos.modes {
+        let mode = m.mode.cli_name();
+        let v = &m.verdict;
+        f.add(format!("faults-{mode}"), m.fates.injected);
+        f.add(format!("stale-{mode}"), v.stale_accepted);
+        f.add(format!("reused-{mode}"), v.tokens_reused);
+        f.add(format!("regressions-{mode}"), v.floor_regressions);
+        f.add(format!("lost-{mode}"), v.lost_writes);
+        f.add(format!("attempts-{mode}"), v.attempts);
     }
     // The page of the mode with stale writes the book points at, filtered to them.
-    let stale_row = row("stale writes accepted (I3)")?;
-    if let Some((mode, count)) = modes.iter().zip(&stale_row).find(|(m, _)| *m == "fenced-row") {
-        f.add("stale-fenced-row-link", format!("[`FENCED_ROW` 的 {count} 次被接受的过期写入](history/chaos-{mode}.html#only=stale)"));
-    }
-    // F15's plan, printed in its first note and locked (it depends only on the seed).
-    let f15 = inputs.snapshots.get("F15").map(String::as_str).unwrap_or_default();
-    const F15: &str = "evidence/26/F15.snap";
-    f.add("f15-faults", number_before(f15, " faults scheduled", F15)?);
-    f.add("f15-aimed", number_before(f15, " of them aimed at the writer", F15)?);
-    f.add("f15-pause-long", need(f15, "pause-long ", |c: char| !c.is_ascii_digit(), F15)?);
+    let fenced_row = chaos.mode(FenceMode::FencedRow).context("evidence/26/chaos.json")?;
+    f.add(
+        "stale-fenced-row-link",
+        format!("[`FENCED_ROW` 的 {} 次被接受的过期写入](history/{}.html#only=stale)", fenced_row.verdict.stale_accepted, fenced_row.history),
+    );
+    // F15's plan (it depends only on the seed).
+    f.add("f15-faults", figure(&inputs.run, "F15", "plan_faults")?);
+    f.add("f15-aimed", figure(&inputs.run, "F15", "plan_aimed")?);
+    f.add("f15-pause-long", figure(&inputs.run, "F15", "plan_pause_long")?);
     Ok(f.0)
 }
 
 /// The model checker's totals, and how many mutations it catches.
 fn model_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     use crate::model::mutation::{COUNTERPARTS, NO_COUNTERPART};
-    const FILE: &str = "evidence/26/model.md";
-    const MUTANTS: &str = "evidence/26/model-mutants.md";
+    use crate::model::store::StoreKind;
+    const FILE: &str = "evidence/26/model.json";
+    let model = &inputs.model;
     let mut f = Facts(Vec::new());
-    f.add("configurations", number_before(&inputs.model, " configurations", FILE)?);
-    f.add("states", number_before(&inputs.model, " states in all", FILE)?);
-    f.add("seconds", format!("{} s", need(&inputs.model, "states in all, ", |c: char| !(c.is_ascii_digit() || c == '.'), FILE)?));
-    let fenced = inputs.model.lines().find(|l| l.starts_with("| `FENCED_SCOPE` | one server |")).ok_or_else(|| format!("{FILE}: no row for FENCED_SCOPE on one server"))?;
-    f.add("states-fenced-scope", fenced.split('|').nth(4).map(str::trim).unwrap_or_default());
-    // The length of a configuration's shortest counterexample, as the
-    // table's paragraph under it says: `(7 steps, chart …`.
-    for (anchor, heading) in [("steps-unfenced", "**`UNFENCED` on one server**"), ("steps-fenced-row", "**`FENCED_ROW` on one server**"), ("steps-async", "**`FENCED_SCOPE` on async standby**")] {
-        let line = inputs.model.lines().find(|l| l.starts_with(heading)).ok_or_else(|| format!("{FILE}: no counterexample under {heading}"))?;
-        f.add(anchor, number_before(line, " steps, chart", FILE)?);
+    f.add("configurations", model.configurations.len());
+    f.add("states", model.configurations.iter().map(|c| c.states).sum::<usize>());
+    f.add("seconds", format!("{:.1} s", model.seconds));
+    f.add("states-fenced-scope", model.configuration(FenceMode::FencedScope, StoreKind::Single).context(FILE)?.states);
+    // The length of a configuration's shortest counterexample.
+    for (anchor, mode, store) in
+        [("steps-unfenced", FenceMode::Unfenced, StoreKind::Single), ("steps-fenced-row", FenceMode::FencedRow, StoreKind::Single), ("steps-async", FenceMode::FencedScope, StoreKind::Async)]
+    {
+        let row = model.configuration(mode, store).context(FILE)?;
+        let steps = row.counterexample_steps.ok_or_else(|| format!("{FILE}: {mode} on {} has no counterexample", store.name()))?;
+        f.add(anchor, steps);
     }
-    f.add("caught", number_before(&inputs.model_mutants, " of ", MUTANTS)?);
+    f.add("caught", inputs.model_mutants.patches.iter().filter(|p| !p.caught_by.is_empty()).count());
     f.add("counterparts", COUNTERPARTS.len());
     f.add("no-counterpart", NO_COUNTERPART.len());
     f.add("mutations", MUTATIONS.len());
@@ -631,41 +554,61 @@ mod tests {
     fn a_planted_value_makes_its_file_stale() {
         let inputs = Inputs::read().unwrap();
         let now = compute(&inputs).unwrap();
-        let dir = std::env::temp_dir().join(format!("lab-facts-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::tempdir().unwrap();
         for file in &now {
-            fs::write(dir.join(file.name), file.render()).unwrap();
+            fs::write(dir.path().join(file.name), file.render()).unwrap();
         }
-        assert!(differences(&now, &dir).is_empty());
+        assert!(differences(&now, dir.path()).is_empty());
 
         let mut planted = inputs.clone();
-        planted.chaos = planted.chaos.replace("| stale writes accepted (I3) | 0 | 0 |", "| stale writes accepted (I3) | 7 | 0 |");
-        assert_ne!(planted.chaos, inputs.chaos, "the planted row is not in chaos.md any more");
-        let stale = differences(&compute(&planted).unwrap(), &dir);
+        let fenced = planted.chaos.modes.iter_mut().find(|m| m.mode == FenceMode::FencedScope).unwrap();
+        fenced.verdict.stale_accepted = 7;
+        let stale = differences(&compute(&planted).unwrap(), dir.path());
         assert_eq!(stale.len(), 1, "{stale:?}");
         assert!(stale[0].starts_with("evidence/26/facts/chaos.md is stale") && stale[0].contains("`7`"), "{}", stale[0]);
-        let _ = fs::remove_dir_all(&dir);
     }
 
-    /// A fact that cannot be found is an error naming the file, never a blank.
+    /// A figure the run did not record is an error naming the file, the
+    /// case and the figure, never a blank.
     #[test]
     fn a_missing_figure_is_an_error() {
         let mut inputs = Inputs::read().unwrap();
-        inputs.output = inputs.output.replace("杀掉之后", "之后");
-        let err = compute(&inputs).unwrap_err().to_string();
-        assert!(err.contains("evidence/26/output.txt") && err.contains("杀掉之后"), "{err}");
+        inputs.run.cases.iter_mut().find(|c| c.id == "F16").unwrap().figures.remove("election_ms");
+        let err = crate::error::chain(compute(&inputs).unwrap_err().as_ref());
+        assert!(err.contains("evidence/26/output.json") && err.contains("F16") && err.contains("election_ms"), "{err}");
+    }
+
+    /// A numeric field removed from a result file is an error that names the
+    /// field: from the bench's CSV a column, from the chaos run's JSON a key.
+    #[test]
+    fn a_removed_field_is_named() {
+        let dir = paths::evidence_dir();
+        let csv = fs::read_to_string(dir.join("bench.csv")).unwrap();
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let at = header.iter().position(|c| *c == "wal_bytes_per_write").unwrap();
+        let without: String = csv.lines().map(|l| l.split(',').enumerate().filter(|(i, _)| *i != at).map(|(_, c)| c).collect::<Vec<_>>().join(",") + "\n").collect();
+        let err = crate::bench::report::rows_from_csv(&without).unwrap_err().to_string();
+        assert!(err.contains("wal_bytes_per_write"), "{err}");
+
+        let json = fs::read_to_string(dir.join("chaos.json")).unwrap();
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        value["modes"][0]["verdict"].as_object_mut().unwrap().remove("stale_accepted");
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("chaos.json");
+        fs::write(&path, value.to_string()).unwrap();
+        let err = crate::error::chain(ChaosData::read(&path).unwrap_err().as_ref());
+        assert!(err.contains("stale_accepted") && err.contains("chaos.json"), "{err}");
     }
 
     /// The raw run differs from the snapshots exactly where a redaction masks a value.
     #[test]
     fn output_differs_only_where_values_are_masked() {
         let inputs = Inputs::read().unwrap();
-        let sections = output_sections(&inputs.output);
         for case in cases::ALL {
-            let raw = sections[case.id].join("\n");
+            let raw = inputs.run.case(case.id).unwrap().text();
             let body = evidence::snapshot_body(&inputs.snapshots[case.id]).unwrap();
             let locked: Vec<&str> = body.lines().filter(|l| !l.starts_with("SUMMARY ")).collect();
-            assert_eq!(evidence::redact(&raw), locked.join("\n"), "{}: output.txt and the snapshot differ beyond the redactions", case.id);
+            assert_eq!(evidence::redact(raw.trim_end()), locked.join("\n"), "{}: output.json and the snapshot differ beyond the redactions", case.id);
         }
     }
 }

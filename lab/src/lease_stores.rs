@@ -24,9 +24,11 @@ use crate::error::{Result, ResultExt};
 use crate::etcd_lease::EtcdLeaseStore;
 use crate::lease::{LeaseService, LeaseStore};
 use crate::params::{margin, ETCD_TTL, TTL};
+use crate::result_data::ResultData;
 use crate::stats::{median, ms, quantile};
 use crate::sysinfo::{self, Machine};
 use crate::{db, paths};
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -72,6 +74,8 @@ fn p90_ms(sorted: &[Duration]) -> f64 {
 
 /// One store, measured.
 struct Row {
+    /// Its id in the data (`postgres`, `postgres-async`, `postgres-sync`, `etcd`).
+    id: &'static str,
     /// The store, as the table names it.
     store: &'static str,
     /// What one acquire waits for before it returns.
@@ -82,6 +86,53 @@ struct Row {
     times: Vec<Duration>,
 }
 
+/// The lease stores' table as data: what `lab lease-stores` writes beside
+/// its table (`lease-stores.json`), what the table is drawn from and the
+/// book's facts read ([`ResultData::read`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoresData {
+    /// The format's version ([`ResultData::SCHEMA`]).
+    pub schema: u32,
+    /// Acquires timed on each store.
+    pub samples: usize,
+    /// Each store, in the table's order.
+    pub stores: Vec<StoreData>,
+    /// The lines under the table: the machine, its load, the servers, the
+    /// file systems, when and how long.
+    pub notes: Vec<String>,
+}
+
+/// One store's acquires.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoreData {
+    /// `postgres`, `postgres-async`, `postgres-sync` or `etcd`.
+    pub id: String,
+    /// The store, as the table names it.
+    pub store: String,
+    /// What one acquire waits for.
+    pub waits_for: String,
+    /// The median acquire, in ms.
+    pub median_ms: f64,
+    /// The acquire below which nine in ten lie, in ms.
+    pub p90_ms: f64,
+    /// The case that shows what it does when a server fails.
+    pub shown_in: String,
+}
+
+impl StoresData {
+    /// The store `id`, or an error naming it.
+    pub fn store(&self, id: &str) -> Result<&StoreData> {
+        self.stores.iter().find(|s| s.id == id).ok_or_else(|| format!("the lease stores' table has no store {id}").into())
+    }
+}
+
+impl ResultData for StoresData {
+    const SCHEMA: u32 = 1;
+    fn schema(&self) -> u32 {
+        self.schema
+    }
+}
+
 /// Where the measured data lives, and on what.
 struct Place {
     /// Which server's data.
@@ -90,15 +141,32 @@ struct Place {
     dir: PathBuf,
 }
 
-/// `lab lease-stores`: measures every store, writes the table to `out`
-/// and returns it.
+/// `lab lease-stores`: measures every store, writes the data beside `out`
+/// (`.json`) and the table drawn from it to `out`, and returns the table.
 pub fn compare(out: &Path) -> Result<String> {
     let before = Machine::read();
     let started = Instant::now();
     let session = Session::begin()?;
     let (rows, places, versions) = measure(session.cluster())?;
     drop(session);
-    let text = table(&rows, &places, &versions, &before, started.elapsed());
+    let data = StoresData {
+        schema: <StoresData as ResultData>::SCHEMA,
+        samples: SAMPLES,
+        stores: rows
+            .iter()
+            .map(|r| StoreData {
+                id: r.id.into(),
+                store: r.store.into(),
+                waits_for: r.waits_for.clone(),
+                median_ms: median_ms(&r.times),
+                p90_ms: p90_ms(&r.times),
+                shown_in: r.shown_in.into(),
+            })
+            .collect(),
+        notes: notes(&places, &versions, &before, started.elapsed()),
+    };
+    data.write(&out.with_extension("json"))?;
+    let text = table(&data);
     paths::write_whole(out, &text).with_context(|| format!("writing {}", out.display()))?;
     Ok(text)
 }
@@ -124,6 +192,7 @@ fn measure(cluster: &Cluster) -> Result<(Vec<Row>, Vec<Place>, Vec<String>)> {
     let (pg_version, fsync, commit): (String, String, String) = (settings.get(0), settings.get(1), settings.get(2));
     versions.push(format!("PostgreSQL {pg_version}（fsync={fsync}，synchronous_commit={commit}）"));
     rows.push(Row {
+        id: "postgres",
         store: "一台 PostgreSQL（`b3-26`，原文的做法）",
         waits_for: "一条语句提交：本机 WAL 刷盘".into(),
         shown_in: "F8（崩溃重启后 token 还在）",
@@ -135,6 +204,7 @@ fn measure(cluster: &Cluster) -> Result<(Vec<Row>, Vec<Place>, Vec<String>)> {
     let pair = FailoverPair::beside(cluster)?;
     replication::build(&pair, Mode::Async)?;
     rows.push(Row {
+        id: "postgres-async",
         store: "PostgreSQL + 异步流复制备库",
         waits_for: "同上：只等主库本机刷盘，备库随后追上".into(),
         shown_in: "F14（一）：切换后同一个 token 又发了一次",
@@ -142,6 +212,7 @@ fn measure(cluster: &Cluster) -> Result<(Vec<Row>, Vec<Place>, Vec<String>)> {
     });
     replication::build(&pair, Mode::Sync)?;
     rows.push(Row {
+        id: "postgres-sync",
         store: "PostgreSQL + 同步流复制备库",
         waits_for: format!("主库刷盘，再等备库收到、刷盘并回放（synchronous_commit={SYNCHRONOUS_COMMIT}）"),
         shown_in: "F14（二）：切换后 token 继续递增；备库不在时获取一直等",
@@ -155,6 +226,7 @@ fn measure(cluster: &Cluster) -> Result<(Vec<Row>, Vec<Place>, Vec<String>)> {
     etcd.start_fresh_for_run()?;
     let mut store = EtcdLeaseStore::new(etcd.gateway().another());
     rows.push(Row {
+        id: "etcd",
         store: "etcd，三个成员（`etcd-26`）",
         waits_for: "两次 raft 提交（lease grant，再一个 txn）：各等 leader 与一个 follower 把日志写盘".into(),
         shown_in: "F16：杀掉 leader 后 token 仍然递增",
@@ -171,30 +243,31 @@ fn measure(cluster: &Cluster) -> Result<(Vec<Row>, Vec<Place>, Vec<String>)> {
     Ok((rows, places, versions))
 }
 
-fn table(rows: &[Row], places: &[Place], versions: &[String], before: &Machine, took: Duration) -> String {
+/// The table the book includes, drawn from the data.
+fn table(data: &StoresData) -> String {
     let mut text = String::new();
     let _ = writeln!(text, "<!-- 由 `./run.sh lease-stores` 生成（lab/src/lease_stores.rs）；不要手改，重新测量即可。 -->");
     let _ = writeln!(text, "| 租约库 | 一次获取要等什么 | 获取延迟中位数 | p90 | 出故障时（见用例） |");
     let _ = writeln!(text, "|---|---|---|---|---|");
-    for row in rows {
-        let _ = writeln!(
-            text,
-            "| {} | {} | {:.1} ms | {:.1} ms | {} |",
-            row.store,
-            row.waits_for,
-            median_ms(&row.times),
-            p90_ms(&row.times),
-            row.shown_in
-        );
+    for row in &data.stores {
+        let _ = writeln!(text, "| {} | {} | {:.1} ms | {:.1} ms | {} |", row.store, row.waits_for, row.median_ms, row.p90_ms, row.shown_in);
     }
     let _ = writeln!(text);
     let _ = writeln!(
         text,
-        "每个租约库 {SAMPLES} 次获取（每次之后释放，释放不计时），同一个循环（`acquire_times`，经 `LeaseService`），客户端与服务器在同一台机器上、走 127.0.0.1。"
+        "每个租约库 {} 次获取（每次之后释放，释放不计时），同一个循环（`acquire_times`，经 `LeaseService`），客户端与服务器在同一台机器上、走 127.0.0.1。",
+        data.samples
     );
-    let places: Vec<String> = places.iter().map(|p| format!("{} 在 {}", p.what, filesystem(&p.dir))).collect();
     let _ = writeln!(text);
-    let _ = writeln!(text, "- 机器：{}，{} 个逻辑 CPU；Linux {}", before.model, before.cpus_shown(), before.kernel);
+    for note in &data.notes {
+        let _ = writeln!(text, "- {note}");
+    }
+    text
+}
+
+/// The lines under the table: what the numbers belong to.
+fn notes(places: &[Place], versions: &[String], before: &Machine, took: Duration) -> Vec<String> {
+    let places: Vec<String> = places.iter().map(|p| format!("{} 在 {}", p.what, filesystem(&p.dir))).collect();
     // Said only when the load says so: a 1-minute load above half the
     // processors means other work shared the machine with the measurement.
     let load_after = sysinfo::load_average();
@@ -202,16 +275,17 @@ fn table(rows: &[Row], places: &[Place], versions: &[String], before: &Machine, 
         let one_minute = l.split_whitespace().next().and_then(|m| m.parse::<f64>().ok());
         one_minute.zip(before.cpus).is_some_and(|(load, cpus)| load > cpus as f64 / 2.0)
     });
-    let _ = writeln!(
-        text,
-        "- 负载（/proc/loadavg 的 1、5、15 分钟均值）：测量前 {}，测量后 {load_after}{}",
-        before.load,
-        if busy { "；这台机器同时在跑别的工作" } else { "" }
-    );
-    let _ = writeln!(text, "- 服务器：{}", versions.join("；"));
-    let _ = writeln!(text, "- 数据目录所在的文件系统（决定一次刷盘的代价）：{}", places.join("；"));
-    let _ = writeln!(text, "- 测量于 {}，用时 {:.0} s（含建备库、启动 etcd）", utc_now(), took.as_secs_f64());
-    text
+    vec![
+        format!("机器：{}，{} 个逻辑 CPU；Linux {}", before.model, before.cpus_shown(), before.kernel),
+        format!(
+            "负载（/proc/loadavg 的 1、5、15 分钟均值）：测量前 {}，测量后 {load_after}{}",
+            before.load,
+            if busy { "；这台机器同时在跑别的工作" } else { "" }
+        ),
+        format!("服务器：{}", versions.join("；")),
+        format!("数据目录所在的文件系统（决定一次刷盘的代价）：{}", places.join("；")),
+        format!("测量于 {}，用时 {:.0} s（含建备库、启动 etcd）", utc_now(), took.as_secs_f64()),
+    ]
 }
 
 /// The filesystem type and device under `dir` (see [`sysinfo::mount_of`]).

@@ -20,6 +20,8 @@
 //!   attempt, the checker's verdict), free of clap and of servers.
 //! - [`arg_values`]: how command lines spell those words (clap's value
 //!   parsers): the command lines' edge, the only place clap meets them.
+//! - [`result_data`]: results as JSON data beside the human files, each
+//!   format with its one reader: what the book's facts and tables read.
 //! - [`paths`]: where things live: the project root, `target/lab`, the
 //!   evidence, and the cluster's folder (moved under
 //!   `/var/lib/lease-fencing-lab` when the server account cannot reach the
@@ -160,6 +162,7 @@ pub mod error;
 pub mod vocabulary;
 pub mod arg_values;
 pub mod paths;
+pub mod result_data;
 pub mod safe_dir;
 pub mod interrupt;
 pub mod poll;

@@ -19,18 +19,33 @@
 //! `(expected=…, actual=…)` (the article prints some lines that way);
 //! [`Transcript::check_eq`] reads as a plain sentence while it holds and
 //! shows both values only when it fails. Either way a FAIL says what was seen.
+//!
+//! The same transcript is kept as data ([`CaseData`]: each case's lines,
+//! its counts, and the *figures* it measured, each named): what a run
+//! writes as JSON beside its text (`cases::command`), and what the book's
+//! facts read. A number the book quotes from a run is a figure, recorded
+//! from the same value the line prints ([`Transcript::figure`]); nothing
+//! reads a number back out of the text.
+//!
+//! The text's one reader is [`Line::read`] (the mutation harness judges a
+//! mutant's run by it).
 
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::io::Write;
 
 /// The tag of a transcript line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Tag {
     /// A check that held.
+    #[serde(rename = "ok")]
     Ok,
     /// A fact reported without a verdict.
+    #[serde(rename = "note")]
     Note,
     /// A check that did not hold, or a case that could not finish.
+    #[serde(rename = "FAIL")]
     Fail,
 }
 
@@ -42,6 +57,51 @@ impl Tag {
             Tag::Note => "note",
             Tag::Fail => "FAIL",
         }
+    }
+}
+
+/// One line of a case, as data: its tag and its text (a failure's extra
+/// lines after a newline each).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Said {
+    /// `ok`, `note` or `FAIL`.
+    pub tag: Tag,
+    /// What the line says.
+    pub text: String,
+}
+
+/// One case of a transcript, as data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaseData {
+    /// `F4`.
+    pub id: String,
+    /// Its title, as the `CASE` line prints it.
+    pub title: String,
+    /// Its lines, in order.
+    pub lines: Vec<Said>,
+    /// Checks that held.
+    pub passed: u32,
+    /// Checks that failed.
+    pub failed: u32,
+    /// What it measured, by name (`etcd_election_ms`), each the value a
+    /// line of it prints.
+    pub figures: BTreeMap<String, f64>,
+}
+
+impl CaseData {
+    /// The case's block as [`Transcript`] printed it, up to its last line
+    /// (its own `SUMMARY` line not included).
+    pub fn text(&self) -> String {
+        let mut out = format!("CASE {} :: {}\n", self.id, self.title);
+        for said in &self.lines {
+            out.push_str(&line_text(said.tag, &said.text));
+        }
+        out
+    }
+
+    /// The figure `name`, or an error naming the case and the figure.
+    pub fn figure(&self, name: &str) -> Result<f64, String> {
+        self.figures.get(name).copied().ok_or_else(|| format!("case {} recorded no figure `{name}`", self.id))
     }
 }
 
@@ -61,6 +121,8 @@ pub struct Transcript {
     case_passed: u32,
     /// Checks that failed in the current case.
     case_failed: u32,
+    /// The cases so far, as data; the last is the current one.
+    cases: Vec<CaseData>,
 }
 
 impl Transcript {
@@ -71,7 +133,7 @@ impl Transcript {
 
     /// A transcript that only keeps its text.
     pub fn quiet() -> Transcript {
-        Transcript { sink: None, text: String::new(), case_start: 0, passed: 0, failed: 0, case_passed: 0, case_failed: 0 }
+        Transcript { sink: None, text: String::new(), case_start: 0, passed: 0, failed: 0, case_passed: 0, case_failed: 0, cases: Vec::new() }
     }
 
     /// Starts a case block: `CASE F1 :: title`.
@@ -79,7 +141,22 @@ impl Transcript {
         self.case_start = self.text.len();
         self.case_passed = 0;
         self.case_failed = 0;
+        self.cases.push(CaseData { id: id.into(), title: title.into(), lines: Vec::new(), passed: 0, failed: 0, figures: BTreeMap::new() });
         self.emit(format!("CASE {id} :: {title}\n"));
+    }
+
+    /// Records what the current case measured as the figure `name`: the
+    /// value one of its lines prints, which the book may quote. A figure
+    /// outside a case, or named twice, is a bug in the case.
+    pub fn figure(&mut self, name: &str, value: f64) {
+        let case = self.cases.last_mut().expect("a figure belongs to a case");
+        let before = case.figures.insert(name.to_owned(), value);
+        assert!(before.is_none(), "case {} records the figure {name} twice", case.id);
+    }
+
+    /// Every case so far, as data.
+    pub fn cases(&self) -> &[CaseData] {
+        &self.cases
     }
 
     /// A check: `ok   text` when `held`; otherwise `FAIL text (saw …)`, so a
@@ -171,17 +248,18 @@ impl Transcript {
             self.failed += 1;
             self.case_failed += 1;
         }
+        if let Some(case) = self.cases.last_mut() {
+            (case.passed, case.failed) = (self.case_passed, self.case_failed);
+        }
         self.line(if held { Tag::Ok } else { Tag::Fail }, &text);
         held
     }
 
     fn line(&mut self, tag: Tag, text: &str) {
-        let mut lines = text.lines();
-        let mut out = format!("  {} {}\n", tag.text(), lines.next().unwrap_or(""));
-        for more in lines {
-            out.push_str(&format!("       | {more}\n"));
+        if let Some(case) = self.cases.last_mut() {
+            case.lines.push(Said { tag, text: text.to_owned() });
         }
-        self.emit(out);
+        self.emit(line_text(tag, text));
     }
 
     fn emit(&mut self, text: String) {
@@ -192,6 +270,17 @@ impl Transcript {
         }
         self.text.push_str(&text);
     }
+}
+
+/// One line as printed: two spaces, the tag, the text; a multi-line text's
+/// further lines indented under it.
+fn line_text(tag: Tag, text: &str) -> String {
+    let mut lines = text.lines();
+    let mut out = format!("  {} {}\n", tag.text(), lines.next().unwrap_or(""));
+    for more in lines {
+        out.push_str(&format!("       | {more}\n"));
+    }
+    out
 }
 
 /// `SUMMARY passed=N failed=M`, with its newline.

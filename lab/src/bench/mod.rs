@@ -193,7 +193,7 @@ pub fn run(options: &Options) -> Result<Results> {
 /// files (the markdown at `options.out`, the CSV and the figures beside it).
 pub fn command(options: &Options) -> Result<()> {
     let results = run(options)?;
-    print!("{}", report::markdown(&results));
+    print!("{}", report::markdown(&results)?);
     report::write_files(&results, &options.out)?;
     eprintln!("bench: wrote {} and {}", options.out.display(), options.out.with_extension("csv").display());
     Ok(())

@@ -148,10 +148,12 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
 }
 
 /// The whole report as markdown: facts, the write table, the acquire line,
-/// the targets.
-pub fn markdown(results: &Results) -> String {
+/// the targets. The table and the targets are drawn from the rows of the
+/// CSV (`csv`): the figures and the book's facts read those same rows, so
+/// a ratio rounds the same way everywhere.
+pub fn markdown(results: &Results) -> Result<String> {
     let (f, o) = (&results.facts, &results.options);
-    let rows = rows(results);
+    let rows = rows_from_csv(&csv(results))?;
     let mut md = String::new();
     let _ = writeln!(md, "# 栅栏的代价：每种资源端模式的写入吞吐与延迟\n");
     let _ = writeln!(md, "- 机器：{} 核（{}），PostgreSQL {}，数据目录在 {} 上", f.machine.cpus_shown(), f.machine.model, f.server_version, f.filesystem);
@@ -205,7 +207,7 @@ pub fn markdown(results: &Results) -> String {
             t.at_least
         );
     }
-    md
+    Ok(md)
 }
 
 /// The table as CSV, one line per cell and one for the acquires, for a chart.
@@ -245,30 +247,28 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Row>> {
     let mut lines = text.lines();
     let header = lines.next().unwrap_or_default();
     let columns: Vec<&str> = header.split(',').collect();
-    let at = |name: &str| columns.iter().position(|c| *c == name).ok_or_else(|| format!("the CSV has no column {name}: {header}"));
+    let at = |name: &'static str| columns.iter().position(|c| *c == name).map(|i| (i, name)).ok_or_else(|| format!("the CSV has no column {name}: {header}"));
     let (kind, mode, writers, scopes) = (at("kind")?, at("mode")?, at("writers")?, at("scopes")?);
     let (per_second, ratio, p50, p99, wal, refused) = (at("per_second")?, at("ratio_to_unfenced")?, at("p50_ms")?, at("p99_ms")?, at("wal_bytes_per_write")?, at("refused")?);
     let mut rows = Vec::new();
     for (n, line) in lines.enumerate() {
         let cells: Vec<&str> = line.split(',').collect();
-        if cells.get(kind) != Some(&"write") {
+        if cells.get(kind.0) != Some(&"write") {
             continue;
         }
-        let wrong = |what: &str| format!("line {} of the CSV: {what}: {line}", n + 2);
-        let cell = |i: usize| cells.get(i).copied().ok_or_else(|| wrong("too few columns"));
-        let number = |i: usize| -> Result<f64> { cell(i)?.parse::<f64>().map_err(|_| wrong("not a number").into()) };
-        let millis = |i: usize| -> Result<Duration> { Ok(Duration::from_secs_f64(number(i)? / 1000.0)) };
+        // Each failure names the line and the column.
+        let wrong = |(_, name): (usize, &str), what: &str| format!("line {} of the CSV, column {name}: {what}: {line}", n + 2);
+        let cell = |column: (usize, &'static str)| cells.get(column.0).copied().filter(|c| !c.is_empty()).ok_or_else(|| wrong(column, "no value"));
+        let number = |column| -> Result<f64> { cell(column)?.parse::<f64>().map_err(|_| wrong(column, "not a number").into()) };
+        let count = |column| -> Result<usize> { cell(column)?.parse::<usize>().map_err(|_| wrong(column, "not a count").into()) };
+        let millis = |column| -> Result<Duration> { Ok(Duration::from_secs_f64(number(column)? / 1000.0)) };
         rows.push(Row {
-            cell: Cell {
-                mode: cell(mode)?.parse::<FenceMode>().map_err(|e| wrong(&e))?,
-                writers: cell(writers)?.parse().map_err(|_| wrong("writers"))?,
-                scopes: cell(scopes)?.parse().map_err(|_| wrong("scopes"))?,
-            },
+            cell: Cell { mode: cell(mode)?.parse::<FenceMode>().map_err(|e| wrong(mode, &e))?, writers: count(writers)?, scopes: count(scopes)? },
             per_second: number(per_second)?,
             ratio: number(ratio)?,
             p50: millis(p50)?,
             p99: millis(p99)?,
-            refused: cell(refused)?.parse().map_err(|_| wrong("refused"))?,
+            refused: count(refused)? as u64,
             wal_per_write: number(wal)?,
         });
     }
@@ -285,7 +285,7 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Row>> {
 pub fn write_files(results: &Results, out: &Path) -> Result<()> {
     let csv = csv(results);
     let figures = chart::figures(&rows_from_csv(&csv)?);
-    report_files::write(out, markdown(results), vec![("csv", csv)], figures)
+    report_files::write(out, markdown(results)?, vec![("csv", csv)], figures)
 }
 
 /// `lab bench --redraw`: draws the figures again from the CSV beside `out`,

@@ -63,8 +63,10 @@ pub fn run(request: &RunRequest) -> Result<bool> {
         // The evidence run keeps its pictures and its histories too, for the book.
         keep_timelines(&selected, out)?;
         keep_histories(&selected, out, since)?;
-        // Written whole and renamed into place: a reader never finds half a run.
+        // Written whole and renamed into place: a reader never finds half a
+        // run. Its data beside it: what the book's facts read.
         paths::write_whole(out, t.text()).map_err(|e| format!("writing {}: {e}", out.display()))?;
+        crate::result_data::ResultData::write(&super::run_data::RunData::of(&t, &times), &out.with_extension("json"))?;
     }
     drop(runner);
     print_times(&times, started.elapsed());

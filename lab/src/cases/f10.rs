@@ -66,6 +66,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
         Ok::<_, crate::Error>(gone && !locked)
     })?;
     let took = killed_at.elapsed().as_millis();
+    t.figure("took_ms", took as f64);
     t.check(rolled_back, format!("服务器发现连接断开，回滚 A 的事务并释放 floor 行锁 (took={took}ms)"), || &seen);
     t.check_eq("回滚之后仍然看不到 A 写了一半的东西：崩溃的写入不留痕迹", nothing, traces(&mut view)?);
 

@@ -126,6 +126,7 @@ fn with_timeout(lab: &Lab, t: &mut Transcript) -> Result<()> {
         Ok::<_, crate::Error>(gone && !locked && floor == 2)
     }))?;
     let took = inside_at.elapsed().as_millis();
+    t.figure("took_ms", took as f64);
     t.check(
         ended,
         format!(

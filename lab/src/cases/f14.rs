@@ -85,7 +85,9 @@ fn asynchronous(lab: &Lab, t: &mut Transcript, pair: &FailoverPair) -> Result<()
     t.check_eq_shown("主库 pg_stat_replication 中备库的 state/sync_state", "streaming/async".to_owned(), replication::walsender_state(pair)?);
     let (primary, standby) = (pair.primary().endpoint(), pair.standby().endpoint());
     let mut leases = LeaseStore::connect_to(&primary, "lab")?;
-    t.note(format!("异步复制下，主库上一次获取的延迟中位数（{SAMPLES} 次）：{:.1}ms", median_acquire_ms(&mut leases, TTL)?));
+    let median = median_acquire_ms(&mut leases, TTL)?;
+    t.figure("async_acquire_median_ms", median);
+    t.note(format!("异步复制下，主库上一次获取的延迟中位数（{SAMPLES} 次）：{median:.1}ms"));
 
     let mut on_primary = LeaseStore::connect_to(&primary, "lab observer")?;
     let mut on_standby = LeaseStore::connect_to(&standby, "lab observer")?;
@@ -185,7 +187,9 @@ fn synchronous(lab: &Lab, t: &mut Transcript, pair: &FailoverPair) -> Result<()>
     );
     let mut c_leases = LeaseStore::connect_to(&primary, "holder-c")?;
     t.check_eq("holder-c 释放", true, c_leases.release(&c)?);
-    t.note(format!("同步复制（{SYNCHRONOUS_COMMIT}）下，主库上一次获取的延迟中位数（{SAMPLES} 次）：{:.1}ms", median_acquire_ms(&mut leases, TTL)?));
+    let median = median_acquire_ms(&mut leases, TTL)?;
+    t.figure("sync_acquire_median_ms", median);
+    t.note(format!("同步复制（{SYNCHRONOUS_COMMIT}）下，主库上一次获取的延迟中位数（{SAMPLES} 次）：{median:.1}ms"));
 
     // The same failover as in the asynchronous timeline.
     let a = acquire(&mut leases, "holder-a", CRASH_TTL)?;

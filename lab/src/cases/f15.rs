@@ -17,6 +17,7 @@
 //! `count=N`, which the evidence redacts. The schedule is the seed's alone
 //! and is locked as it is; so are the zeros.
 
+use crate::chaos::workload::Fate;
 use super::{Case, Lab};
 use crate::vocabulary::FaultKind;
 use crate::chaos::{run_mode, Config, ModeRun, Schedule};
@@ -55,6 +56,9 @@ const DURATION: Duration = Duration::from_secs(20);
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let config = Config { seed: SEED, holders: HOLDERS, duration: DURATION, holder_bin: lab.holder_bin.clone(), trace: false, case: Some("F15") };
     let schedule = Schedule::generate(SEED, DURATION);
+    t.figure("plan_faults", schedule.len() as f64);
+    t.figure("plan_aimed", schedule.aimed() as f64);
+    t.figure("plan_pause_long", schedule.counts().get(&crate::vocabulary::FaultKind::PauseLong).copied().unwrap_or(0) as f64);
     t.note(format!("故障计划只由种子决定：{schedule}"));
     t.note("注入方式：暂停是发给持有者进程的真实 SIGSTOP 和 SIGCONT，kill 是真实的 SIGKILL（槽位随即启动新的一代），延迟发生在每个槽位自己的 TCP 代理上；每个槽位在自己的网络主机上，分区是虚拟交换机把一台（partition-isolate）或几台（partition-split）槽位主机与其余主机隔开，到时再恢复");
 
@@ -93,7 +97,7 @@ fn chaos_run(lab: &Lab, t: &mut Transcript, config: &Config, schedule: &Schedule
         v.refused,
         v.holdings,
         faults.join("，"),
-        run.missed.values().sum::<usize>()
+        run.fated(Fate::NoTarget)
     ));
     // The verdict's own gaps, in two checks: what a failure shows goes
     // through the same `count=` redaction, so a broken run's transcript can
@@ -109,9 +113,9 @@ fn chaos_run(lab: &Lab, t: &mut Transcript, config: &Config, schedule: &Schedule
     // (a connection from the cut host hears nothing) before it counts it.
     let partitions: usize = [FaultKind::PartitionIsolate, FaultKind::PartitionSplit].iter().map(|k| v.faults.get(k).copied().unwrap_or(0)).sum();
     t.check(
-        partitions > 0 && run.uncut == 0,
+        partitions > 0 && run.fated(Fate::DidNotCut) == 0,
         format!("{mode}：分区真的切断了网络：每做完一个分区，从被切的主机连它在数据库主机上的链路，都没有回音"),
-        || format!("确认切断的分区 count={partitions}，没有切断的 count={}", run.uncut),
+        || format!("确认切断的分区 count={partitions}，没有切断的 count={}", run.fated(Fate::DidNotCut)),
     );
     t.check(
         !gaps.contains(&Gap::FloorsUnrecorded),

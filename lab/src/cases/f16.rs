@@ -115,6 +115,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     leader_killed(lab, t, &cluster, &mut side)?;
 
     let median = median_acquire_ms(&mut store.another_session("lab")?, ETCD_TTL)?;
+    t.figure("acquire_median_ms", median);
     t.note(format!("etcd 上一次获取（lease grant + txn：两次经 raft 的提交）的延迟中位数（{SAMPLES} 次）：{median:.1}ms"));
 
     // The cluster's one owner ends it here (SIGKILL, reaped); the pids
@@ -234,6 +235,7 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
     // still judges what the wait returns.
     let new = poll::designed(|| cluster.wait_for_leader_after(&old))?;
     let elected = killed_at.elapsed();
+    t.figure("election_ms", ms(elected));
     t.check(new.id != old.id && new.term > old.term, format!("etcd 选出新的 leader（不是被杀的成员，term 更大）：{}，杀掉之后 {:.1}ms", leader_text(&new), ms(elected)), || {
         format!("{} → {}", leader_text(&old), leader_text(&new))
     });
@@ -250,6 +252,8 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
     // lessor still counts no lease down and reports "forever": wait for a
     // countdown, at most the probe's TTL.
     let after = remaining_down_to(store, &probe, TTL_PROBE)?;
+    t.figure("remaining_before_s", before.as_secs() as f64);
+    t.figure("remaining_after_s", after.as_secs() as f64);
     t.check(
         after > before,
         format!(

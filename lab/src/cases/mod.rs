@@ -50,6 +50,7 @@ pub mod f18;
 pub mod f19;
 pub mod partitioned;
 pub mod paused_holder;
+pub mod run_data;
 pub mod runner;
 pub mod test_args;
 

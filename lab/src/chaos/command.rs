@@ -56,7 +56,8 @@ pub fn run(options: &Options) -> Result<bool> {
         runs.push(run);
     }
     drop(session);
-    println!("{}", report::table(&runs));
+    let data = super::results::ChaosData::of(config, &schedule, &runs, &machine)?;
+    println!("{}", report::table(&data));
     let vacuous = runs.iter().any(|r| matches!(r.verdict.judgement(), Judgement::NothingToJudge(_)));
     // Each mode's history beside the table it belongs to (evidence/26/chaos.md:
     // evidence/26/history/), or with the lab's own files.
@@ -70,7 +71,7 @@ pub fn run(options: &Options) -> Result<bool> {
         if vacuous {
             println!("chaos: {} NOT written: a run with nothing to judge is no evidence", out.display());
         } else {
-            report::write_files(config, &schedule, &runs, &machine, out)?;
+            report::write_files(&data, out)?;
             println!("chaos: table written to {}, a chart per mode beside it", out.display());
         }
     }

@@ -36,6 +36,7 @@ pub mod checker;
 pub mod command;
 pub mod nemesis;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod schedule;
 pub mod workload;

@@ -103,9 +103,9 @@ struct Nemesis<'a> {
     slow_until: Vec<Option<(Instant, FaultId)>>,
     /// The database restart in progress, if one is, and it in the log.
     restart: Option<(JoinHandle<Result<()>>, FaultId)>,
-    /// A fault aimed at the writer that is waiting for one, with the
-    /// moment it stops waiting.
-    waiting: Option<(Event, Instant)>,
+    /// A fault aimed at the writer that is waiting for one (by its index in
+    /// the schedule), with the moment it stops waiting.
+    waiting: Option<(usize, Event, Instant)>,
 }
 
 /// Injects `schedule` into `slots` and `cluster` from `start` until `stop`
@@ -121,7 +121,7 @@ pub fn run(schedule: &Schedule, slots: &[Slot], cluster: &Cluster, network: &Net
 
 impl Nemesis<'_> {
     fn walk(&mut self, events: &[Event], stop: &AtomicBool) -> Result<()> {
-        let mut events = events.iter().peekable();
+        let mut events = events.iter().enumerate().peekable();
         while !stop.load(Ordering::SeqCst) && !interrupt::requested() {
             let now = Instant::now();
             for (slot, until) in self.slots.iter().zip(self.slow_until.iter_mut()) {
@@ -137,8 +137,8 @@ impl Nemesis<'_> {
             if self.partitioned_until.is_some_and(|(u, _)| now >= u) {
                 self.heal_partition()?;
             }
-            while let Some(event) = events.next_if(|e| self.start + e.at <= now) {
-                self.inject(event);
+            while let Some((index, event)) = events.next_if(|(_, e)| self.start + e.at <= now) {
+                self.inject(index, event);
             }
             if let Some(why) = self.failed.take() {
                 return Err(format!("the nemesis's partition failed: {why}").into());
@@ -146,7 +146,7 @@ impl Nemesis<'_> {
             self.retry_waiting();
             let next = events
                 .peek()
-                .map(|e| self.start + e.at)
+                .map(|(_, e)| self.start + e.at)
                 .into_iter()
                 .chain(self.slow_until.iter().flatten().map(|(u, _)| *u))
                 .chain(self.partitioned_until.map(|(u, _)| u))
@@ -154,27 +154,32 @@ impl Nemesis<'_> {
             let nap = next.map_or(TICK, |t| t.saturating_duration_since(Instant::now()).min(TICK));
             std::thread::sleep(nap);
         }
+        // The run ended before these came.
+        for (index, _) in events {
+            self.log.not_reached(index);
+        }
         Ok(())
     }
 
-    fn inject(&mut self, event: &Event) {
+    /// Injects the schedule's fault `index`.
+    fn inject(&mut self, index: usize, event: &Event) {
         match (event.kind, event.aim) {
-            (FaultKind::DbRestart, _) => self.restart_database(),
+            (FaultKind::DbRestart, _) => self.restart_database(index),
             (_, Aim::Writer) => {
-                if self.hit(event, Want::Writer) {
+                if self.hit(index, event, Want::Writer) {
                     return;
                 }
                 // One fault at most waits for the next writer: a queue of
                 // them would all fall on it at its first write, and on the
                 // one after it, and no holder would write at all.
                 if self.waiting.is_none() {
-                    self.waiting = Some((event.clone(), Instant::now() + WAIT_FOR_WRITER));
+                    self.waiting = Some((index, event.clone(), Instant::now() + WAIT_FOR_WRITER));
                 } else {
-                    self.hit(event, Want::Bystander);
+                    self.hit(index, event, Want::Bystander);
                 }
             }
             (_, Aim::Bystander) => {
-                self.hit(event, Want::Bystander);
+                self.hit(index, event, Want::Bystander);
             }
         }
     }
@@ -182,12 +187,12 @@ impl Nemesis<'_> {
     /// The fault waiting for a writer hits one if there is one now, or a
     /// bystander once it has waited long enough.
     fn retry_waiting(&mut self) {
-        let Some((event, until)) = self.waiting.take() else { return };
-        if !self.hit(&event, Want::Writer) {
+        let Some((index, event, until)) = self.waiting.take() else { return };
+        if !self.hit(index, &event, Want::Writer) {
             if Instant::now() >= until {
-                self.hit(&event, Want::Bystander);
+                self.hit(index, &event, Want::Bystander);
             } else {
-                self.waiting = Some((event, until));
+                self.waiting = Some((index, event, until));
             }
         }
     }
@@ -195,7 +200,7 @@ impl Nemesis<'_> {
     /// Sends `event` to a slot of the kind `want` asks for; `false` when it
     /// wants the writer and there is none to take it now. A bystander
     /// fault that finds no slot at all is recorded as missed.
-    fn hit(&mut self, event: &Event, want: Want) -> bool {
+    fn hit(&mut self, index: usize, event: &Event, want: Want) -> bool {
         let views: Vec<_> = self.slots.iter().map(Slot::view).collect();
         let eligible: Vec<usize> = (0..self.slots.len())
             .filter(|&i| match event.kind {
@@ -215,7 +220,7 @@ impl Nemesis<'_> {
         };
         let Some(&target) = from.get((event.pick % from.len().max(1) as u64) as usize) else {
             if want == Want::Bystander {
-                self.log.missed(event.kind);
+                self.log.missed(index);
             }
             return want == Want::Bystander;
         };
@@ -223,25 +228,25 @@ impl Nemesis<'_> {
         match event.kind {
             FaultKind::Delay => {
                 slot.link.set_delay(Some(event.delay));
-                let fault = self.log.begun(self.start, FaultKind::Delay, Some(&slot.name));
+                let fault = self.log.begun(self.start, FaultKind::Delay, Some(&slot.name), index);
                 self.slow_until[target] = Some((Instant::now() + event.length, fault));
             }
-            FaultKind::Kill => slot.order(Order::Kill),
+            FaultKind::Kill => slot.order(Order::Kill { event: index }, self.log),
             FaultKind::PartitionIsolate | FaultKind::PartitionSplit => {
-                if let Err(e) = self.partition(event, target) {
+                if let Err(e) = self.partition(index, event, target) {
                     // The switch refused the rules: the run cannot make the
                     // faults it was asked for.
                     self.failed.get_or_insert(chain(e.as_ref()));
                 }
             }
-            kind => slot.order(Order::Pause { kind, length: event.length, at_write: want == Want::Writer, into_write: event.into_write }),
+            kind => slot.order(Order::Pause { kind, length: event.length, at_write: want == Want::Writer, into_write: event.into_write, event: index }, self.log),
         }
         true
     }
 
     /// Cuts slot `target`'s host off (with `event.group − 1` more slots'
     /// for a split, the ones after it), for the event's length.
-    fn partition(&mut self, event: &Event, target: usize) -> Result<()> {
+    fn partition(&mut self, index: usize, event: &Event, target: usize) -> Result<()> {
         let n = self.slots.len();
         let group: Vec<&str> = (0..event.group.clamp(1, n)).map(|k| self.slots[(target + k) % n].name.as_str()).collect();
         match event.kind {
@@ -257,9 +262,9 @@ impl Nemesis<'_> {
         // answered is counted apart, never as injected.
         let (host, link) = (self.network.host(group[0]), self.network.host(SERVER_HOST).at(self.slots[target].link.port()));
         let fault = match host.reach_within(link, CONFIRM_BOUND)? {
-            Reach::Silent => Some(self.log.begun(self.start, event.kind, Some(&group.join("+")))),
+            Reach::Silent => Some(self.log.begun(self.start, event.kind, Some(&group.join("+")), index)),
             _ => {
-                self.log.uncut();
+                self.log.uncut(index);
                 None
             }
         };
@@ -279,15 +284,15 @@ impl Nemesis<'_> {
 
     /// An immediate stop and a start of the server, on a thread of its
     /// own; missed while the previous one is still running.
-    fn restart_database(&mut self) {
+    fn restart_database(&mut self, index: usize) {
         if self.restart.is_some() {
-            self.log.missed(FaultKind::DbRestart);
+            self.log.missed(index);
             return;
         }
         let cluster = self.cluster.clone();
         match std::thread::Builder::new().name("db-restart".into()).spawn(move || cluster.restart_immediate()) {
-            Ok(thread) => self.restart = Some((thread, self.log.begun(self.start, FaultKind::DbRestart, None))),
-            Err(_) => self.log.missed(FaultKind::DbRestart),
+            Ok(thread) => self.restart = Some((thread, self.log.begun(self.start, FaultKind::DbRestart, None, index))),
+            Err(_) => self.log.missed(index),
         }
     }
 
@@ -305,8 +310,8 @@ impl Nemesis<'_> {
     /// Every link fast again; the restart in progress finished; faults
     /// still waiting for a writer missed.
     fn heal(&mut self) -> Result<()> {
-        if let Some((event, _)) = self.waiting.take() {
-            self.log.missed(event.kind);
+        if let Some((index, _, _)) = self.waiting.take() {
+            self.log.missed(index);
         }
         for (slot, until) in self.slots.iter().zip(self.slow_until.iter_mut()) {
             slot.link.set_delay(None);

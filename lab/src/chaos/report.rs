@@ -1,8 +1,9 @@
 //! The chaos run's table: the checker's counts, one column per mode, as
-//! `lab chaos` prints it and as the book includes it (`evidence/26/chaos.md`).
+//! `lab chaos` prints it and as the book includes it (`evidence/26/chaos.md`),
+//! and its charts; all drawn from the run's data ([`ChaosData`]).
 
-use super::run::{Config, ModeRun};
-use super::schedule::Schedule;
+use super::results::{ChaosData, ModeData};
+use crate::result_data::ResultData;
 use crate::vocabulary::FaultKind;
 use crate::error::Result;
 use crate::history::FindingKind;
@@ -29,40 +30,41 @@ struct Row {
 }
 
 /// The rows, in the order of the checker's own rendering, then the faults
-/// by kind, what found no target, and the verdict.
-fn rows(runs: &[ModeRun]) -> Vec<Row> {
-    let count = |label: &str, f: &dyn Fn(&ModeRun) -> usize| Row { label: label.into(), values: runs.iter().map(|r| f(r).to_string()).collect(), findings: None };
+/// by kind, the fates of the faults not injected, and the verdict.
+fn rows(data: &ChaosData) -> Vec<Row> {
+    let modes = &data.modes;
+    let count = |label: &str, f: &dyn Fn(&ModeData) -> usize| Row { label: label.into(), values: modes.iter().map(|m| f(m).to_string()).collect(), findings: None };
     let found = |kind: FindingKind, row: Row| Row { findings: Some(kind), ..row };
     let mut rows = vec![
-        count("write attempts", &|r| r.verdict.attempts),
-        count("accepted", &|r| r.verdict.accepted),
-        count("refused", &|r| r.verdict.refused),
-        count("holdings granted", &|r| r.verdict.holdings),
-        found(FindingKind::Stale, count("stale writes accepted (I3)", &|r| r.verdict.stale_accepted)),
-        found(FindingKind::Reused, count("tokens reused (I2)", &|r| r.verdict.tokens_reused)),
-        found(FindingKind::Regression, count("floor regressions (I3)", &|r| r.verdict.floor_regressions)),
-        found(FindingKind::Lost, count("lost writes", &|r| r.verdict.lost_writes)),
-        count("faults injected", &|r| r.verdict.faults.values().sum()),
+        count("write attempts", &|m| m.verdict.attempts),
+        count("accepted", &|m| m.verdict.accepted),
+        count("refused", &|m| m.verdict.refused),
+        count("holdings granted", &|m| m.verdict.holdings),
+        found(FindingKind::Stale, count("stale writes accepted (I3)", &|m| m.verdict.stale_accepted)),
+        found(FindingKind::Reused, count("tokens reused (I2)", &|m| m.verdict.tokens_reused)),
+        found(FindingKind::Regression, count("floor regressions (I3)", &|m| m.verdict.floor_regressions)),
+        found(FindingKind::Lost, count("lost writes", &|m| m.verdict.lost_writes)),
+        count("faults injected", &|m| m.fates.injected),
     ];
     for kind in FaultKind::ALL {
-        rows.push(count(&format!("  {kind}"), &|r| r.verdict.faults.get(&kind).copied().unwrap_or(0)));
+        // A kind the history has no fault of: none was injected.
+        rows.push(count(&format!("  {kind}"), &|m| m.verdict.faults.get(&kind).copied().unwrap_or(0)));
     }
-    rows.push(count("faults with no target", &|r| r.missed.values().sum()));
-    rows.push(count("partitions that did not cut", &|r| r.uncut));
-    rows.push(count("holder processes", &|r| r.started));
-    rows.push(count("  failed (server restarts)", &|r| r.failed));
-    rows.push(Row {
-        label: "verdict".into(),
-        values: runs.iter().map(|r| r.verdict.judgement().word().into()).collect(),
-        findings: None,
-    });
+    // With the faults injected, these make up the schedule: each fault of it
+    // met exactly one of the four fates (`workload::Fate`).
+    rows.push(count("faults with no target", &|m| m.fates.no_target));
+    rows.push(count("partitions that did not cut", &|m| m.fates.did_not_cut));
+    rows.push(count("faults not reached before the end", &|m| m.fates.not_reached));
+    rows.push(count("holder processes", &|m| m.holder_processes));
+    rows.push(count("  failed (server restarts)", &|m| m.failed));
+    rows.push(Row { label: "verdict".into(), values: modes.iter().map(|m| m.verdict.judgement().word().into()).collect(), findings: None });
     rows
 }
 
 /// The table as text: a label column, then one right-aligned column per mode.
-pub fn table(runs: &[ModeRun]) -> String {
-    let rows = rows(runs);
-    let heads: Vec<String> = runs.iter().map(|r| r.mode.name().to_owned()).collect();
+pub fn table(data: &ChaosData) -> String {
+    let rows = rows(data);
+    let heads: Vec<String> = data.modes.iter().map(|m| m.mode.name().to_owned()).collect();
     let widths: Vec<usize> =
         heads.iter().enumerate().map(|(i, h)| rows.iter().map(|r| r.values[i].len()).chain([h.len()]).max().unwrap_or(0)).collect();
     let label_width = rows.iter().map(|r| r.label.len()).max().unwrap_or(0);
@@ -82,40 +84,41 @@ pub fn table(runs: &[ModeRun]) -> String {
 /// file the book includes. Each mode's name links to its history's page
 /// in [`HISTORY_DIR`] beside the table, and each count of findings above
 /// zero to the page showing just those operations (`#only=stale`).
-pub fn markdown(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine: &str) -> String {
-    let rows = rows(runs);
+pub fn markdown(data: &ChaosData) -> String {
+    let rows = rows(data);
+    let modes = &data.modes;
     let mut out = String::new();
     let _ = writeln!(
         out,
         "`lab chaos --seed {} --holders {} --duration {}s --mode {}`：{}\n",
-        config.seed,
-        config.holders,
-        config.duration.as_secs(),
-        match runs {
+        data.seed,
+        data.holders,
+        data.duration_s,
+        match modes.as_slice() {
             [one] => one.mode.cli_name(),
-            _ => "all".into(),
+            _ => "all",
         },
-        schedule
+        data.plan
     );
-    let page = |run: &ModeRun| format!("{HISTORY_DIR}/{}.html", run.record.run.name);
-    let _ = writeln!(out, "| | {} |", runs.iter().map(|r| format!("[`{}`]({})", r.mode.name(), page(r))).collect::<Vec<_>>().join(" | "));
-    let _ = writeln!(out, "|---|{}", "---:|".repeat(runs.len()));
+    let page = |m: &ModeData| format!("{HISTORY_DIR}/{}.html", m.history);
+    let _ = writeln!(out, "| | {} |", modes.iter().map(|m| format!("[`{}`]({})", m.mode.name(), page(m))).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(out, "|---|{}", "---:|".repeat(modes.len()));
     for row in &rows {
         let label = row.label.trim_start();
         let label = if row.label.starts_with(' ') { format!("　{label}") } else { label.to_owned() };
         let cells: Vec<String> = row
             .values
             .iter()
-            .zip(runs)
-            .map(|(value, run)| match row.findings {
-                Some(kind) if value != "0" => format!("[{value}]({}#only={})", page(run), kind.name()),
+            .zip(modes)
+            .map(|(value, m)| match row.findings {
+                Some(kind) if value != "0" => format!("[{value}]({}#only={})", page(m), kind.name()),
                 _ => value.clone(),
             })
             .collect();
         let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
     }
-    let took: Vec<String> = runs.iter().map(|r| format!("{} {:.0}s", r.mode.name(), r.took.as_secs_f64())).collect();
-    let _ = writeln!(out, "\n机器：{machine}。每种模式实际用时（含读取历史）：{}。", took.join("，"));
+    let took: Vec<String> = modes.iter().map(|m| format!("{} {:.0}s", m.mode.name(), m.seconds)).collect();
+    let _ = writeln!(out, "\n机器：{}。每种模式实际用时（含读取历史）：{}。", data.machine, took.join("，"));
     out
 }
 
@@ -135,27 +138,30 @@ pub fn machine_line(machine: &Machine, server_version: &str) -> String {
 /// chart): the token of each accepted write in the order the resource
 /// recorded it. A scope fence draws a staircase that never steps down; a
 /// stale write accepted is a dip below a step already drawn.
-pub fn charts(runs: &[ModeRun]) -> Vec<(FenceMode, String)> {
-    runs.iter()
-        .map(|run| {
-            let tokens: Vec<String> = run.accepted_tokens.iter().map(i64::to_string).collect();
-            let top = run.accepted_tokens.iter().max().copied().unwrap_or(0) + 1;
+pub fn charts(data: &ChaosData) -> Vec<(FenceMode, String)> {
+    data.modes
+        .iter()
+        .map(|m| {
+            let tokens: Vec<String> = m.accepted_tokens.iter().map(i64::to_string).collect();
+            let top = m.accepted_tokens.iter().max().copied().unwrap_or(0) + 1;
             let chart = format!(
                 "xychart-beta\n    title \"{}：被接受的写入的 token，按接受顺序\"\n    x-axis \"第几次被接受的写入\" 1 --> {}\n    y-axis \"token\" 0 --> {top}\n    line [{}]\n",
-                run.mode,
+                m.mode,
                 tokens.len().max(1),
                 tokens.join(", ")
             );
-            (run.mode, chart)
+            (m.mode, chart)
         })
         .collect()
 }
 
-/// Writes the table to `out` and one chart per mode beside it
-/// (`chaos-fenced-scope.mmd` …), each whole.
-pub fn write_files(config: &Config, schedule: &Schedule, runs: &[ModeRun], machine: &str, out: &Path) -> Result<()> {
-    let charts = charts(runs).into_iter().map(|(mode, chart)| (format!("{}.mmd", mode.cli_name()), chart)).collect();
-    report_files::write(out, markdown(config, schedule, runs, machine), Vec::new(), charts)
+/// Writes the data to `out` with `.json`, the table drawn from it to
+/// `out`, and one chart per mode beside it (`chaos-fenced-scope.mmd` …),
+/// each whole.
+pub fn write_files(data: &ChaosData, out: &Path) -> Result<()> {
+    ResultData::write(data, &out.with_extension("json"))?;
+    let charts = charts(data).into_iter().map(|(mode, chart)| (format!("{}.mmd", mode.cli_name()), chart)).collect();
+    report_files::write(out, markdown(data), Vec::new(), charts)
 }
 
 #[cfg(test)]
@@ -166,8 +172,29 @@ mod tests {
     /// mode, its axes sized to them.
     #[test]
     fn a_chart_draws_the_accepted_tokens_in_order() {
-        let run = ModeRun::judged(FenceMode::Unfenced, Default::default(), vec![1, 3, 2, 4]);
-        let charts = charts(&[run]);
+        let mode = ModeData {
+            mode: FenceMode::Unfenced,
+            history: "chaos-unfenced".into(),
+            verdict: Default::default(),
+            fates: Default::default(),
+            holder_processes: 0,
+            failed: 0,
+            seconds: 0.0,
+            accepted_tokens: vec![1, 3, 2, 4],
+        };
+        let data = ChaosData {
+            schema: 1,
+            seed: 1,
+            holders: 1,
+            duration_s: 1.0,
+            plan: String::new(),
+            scheduled: 0,
+            aimed: 0,
+            scheduled_by_kind: Default::default(),
+            machine: String::new(),
+            modes: vec![mode],
+        };
+        let charts = charts(&data);
         assert_eq!(charts.len(), 1);
         let (mode, chart) = &charts[0];
         assert_eq!(*mode, FenceMode::Unfenced);

@@ -15,7 +15,7 @@ use crate::vocabulary::Verdict;
 use super::nemesis;
 use super::schedule::Schedule;
 use crate::vocabulary::FaultKind;
-use super::workload::{holder_name, FaultLog, SlotPlan, Tally, Workload, SERVER_HOST};
+use super::workload::{holder_name, Fate, FaultLog, SlotPlan, Tally, Workload, SERVER_HOST};
 use crate::cluster::{self, Cluster};
 use crate::hosts::Network;
 use crate::error::{panic_message, Result, ResultExt};
@@ -23,7 +23,6 @@ use crate::history::{self, hundredths, FaultSpan, Record, RunInfo};
 use crate::vocabulary::FenceMode;
 use crate::stats::ms;
 use crate::{call_log, db, events, interrupt, poll};
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,11 +75,11 @@ pub struct ModeRun {
     pub mode: FenceMode,
     /// The checker's verdict on the whole history.
     pub verdict: Verdict,
-    /// Faults that found no target when they came, by kind.
-    pub missed: BTreeMap<FaultKind, usize>,
-    /// Partitions made that a connection from a cut host got through:
-    /// they did not cut (see `nemesis.rs`), and are not counted as faults.
-    pub uncut: usize,
+    /// Each fault of the schedule, in its order: its kind and what became
+    /// of it. Those injected are the history's faults; the others found no
+    /// target, were partitions that did not cut (see `nemesis.rs`), or
+    /// came after the run had ended.
+    pub fates: Vec<(FaultKind, Fate)>,
     /// Holder processes started.
     pub started: usize,
     /// Holder processes that failed on their own (mostly during restarts).
@@ -96,6 +95,13 @@ pub struct ModeRun {
     pub record: Record,
 }
 
+impl ModeRun {
+    /// How many of the schedule's faults met `fate`.
+    pub fn fated(&self, fate: Fate) -> usize {
+        self.fates.iter().filter(|(_, f)| *f == fate).count()
+    }
+}
+
 #[cfg(test)]
 impl ModeRun {
     /// A run of `mode` that found `verdict` and accepted `accepted_tokens`,
@@ -104,8 +110,7 @@ impl ModeRun {
         ModeRun {
             mode,
             verdict,
-            missed: Default::default(),
-            uncut: 0,
+            fates: Vec::new(),
             started: 0,
             failed: 0,
             first_failure: None,
@@ -197,8 +202,15 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
     let heard = call_log::take();
     let resource = history::read_resource(&mut observer, Some(mode), t0_unix_ms)?;
     let ops = history::ops_from_calls(&heard, resource.attempts, t0_unix_ms)?;
-    let faults = log
-        .all_injected()
+    // What became of every fault of the schedule: each has one fate, and
+    // the injected ones are exactly the history's faults.
+    let fates: Vec<(FaultKind, Fate)> = schedule.events.iter().map(|e| e.kind).zip(log.fates(schedule.events.len())?).collect();
+    let injected_faults = log.all_injected();
+    let settled = fates.iter().filter(|(_, f)| *f == Fate::Injected).count();
+    if settled != injected_faults.len() {
+        return Err(format!("{settled} of the schedule's faults were injected, but the log holds {} injected faults", injected_faults.len()).into());
+    }
+    let faults = injected_faults
         .into_iter()
         .enumerate()
         .map(|(i, f)| FaultSpan {
@@ -229,8 +241,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
     Ok(ModeRun {
         mode,
         verdict: checker::check(&history),
-        missed: log.all_missed(),
-        uncut: log.all_uncut(),
+        fates,
         started: tally.started.load(Ordering::SeqCst),
         failed: tally.failed.load(Ordering::SeqCst),
         first_failure,
@@ -265,7 +276,7 @@ fn progress_line(mode: FenceMode, start: Instant, duration: Duration, log: &Faul
         start.elapsed().as_secs_f64(),
         duration.as_secs_f64(),
         log.all_injected().len(),
-        log.all_missed().values().sum::<usize>(),
+        log.missed_so_far(),
         tally.grants.lock().len(),
         tally.started.load(Ordering::SeqCst),
         tally.failed.load(Ordering::SeqCst),

@@ -297,13 +297,29 @@ impl Schedule {
         }
         counts
     }
+
+    /// How many faults are aimed at the writer (a server's restart aims at
+    /// no holder).
+    pub fn aimed(&self) -> usize {
+        self.events.iter().filter(|e| e.aim == Aim::Writer && e.kind != FaultKind::DbRestart).count()
+    }
+
+    /// How many faults in all.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Whether the schedule has no fault at all.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
 }
 
 /// One line: `seed 1, 120s: 1187 faults (db-restart 5, delay 410, …), 712 aimed at the writer`.
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kinds: Vec<String> = self.counts().iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let aimed = self.events.iter().filter(|e| e.aim == Aim::Writer && e.kind != FaultKind::DbRestart).count();
+        let aimed = self.aimed();
         write!(
             f,
             "seed {}, {}s: {} faults scheduled ({}), {aimed} of them aimed at the writer",

@@ -37,6 +37,7 @@ pub mod resource;
 pub mod holder;
 pub mod properties;
 pub mod mutation;
+pub mod results;
 pub mod table;
 pub mod timeline;
 pub mod explore;

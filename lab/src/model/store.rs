@@ -25,7 +25,8 @@ pub struct Row {
 }
 
 /// Where the lease row lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StoreKind {
     /// One server (the article's `b3-26`).
     Single,

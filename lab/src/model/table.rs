@@ -7,6 +7,7 @@
 //! (`sometimes`) must have been found and the space must not be empty: a
 //! verdict reached on nothing is a failure of the check, not a safe mode.
 
+use crate::result_data::ResultData;
 use super::holder::{letter, Phase};
 use super::mutation::{COUNTERPARTS, NO_COUNTERPART};
 use super::properties::{is_invariant, name};
@@ -19,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What the checker found for one configuration.
-pub struct Verdict {
+pub struct ConfigCheck {
     /// What was checked.
     pub config: Config,
     /// Distinct states explored.
@@ -35,7 +36,7 @@ pub struct Verdict {
     pub missing: Vec<&'static str>,
 }
 
-impl Verdict {
+impl ConfigCheck {
     /// No invariant broken.
     pub fn is_safe(&self) -> bool {
         self.broken.is_empty()
@@ -69,7 +70,7 @@ impl Verdict {
 /// inserts unconditionally), which gives a path that runs on past the
 /// violation; its record serves only to stop the search once every
 /// property is decided.
-pub fn check(config: Config) -> Verdict {
+pub fn check(config: Config) -> ConfigCheck {
     let model = LeaseModel::new(config);
     let properties = model.properties();
     let first: Arc<Mutex<Vec<(&'static str, Path<State, Action>)>>> = Arc::default();
@@ -99,7 +100,7 @@ pub fn check(config: Config) -> Verdict {
             (false, None) => missing.push(p.name),
         }
     }
-    Verdict { config, states: checker.unique_state_count(), took, broken, found, missing }
+    ConfigCheck { config, states: checker.unique_state_count(), took, broken, found, missing }
 }
 // ANCHOR_END: check
 
@@ -125,7 +126,7 @@ pub fn expected(mode: FenceMode, store: StoreKind) -> &'static [&'static str] {
 /// Where a verdict disagrees with [`expected`], or means nothing; empty
 /// when it agrees. A safe expectation wants no invariant broken; an unsafe
 /// one wants each expected invariant broken (others may break with it).
-pub fn disagreements(v: &Verdict) -> Vec<String> {
+pub fn disagreements(v: &ConfigCheck) -> Vec<String> {
     let mut out = Vec::new();
     let what = format!("{} on {}", v.config.mode, v.config.store.name());
     if v.states == 0 {
@@ -222,7 +223,7 @@ pub fn chart_name(config: &Config) -> String {
 /// counterexample's steps. With `took` (the file the book includes), each
 /// check's time and the total; without (stdout, which the mutation harness
 /// compares with a lock), none: times vary from run to run.
-pub fn markdown(verdicts: &[Verdict], took: Option<Duration>) -> String {
+pub fn markdown(verdicts: &[ConfigCheck], took: Option<Duration>) -> String {
     let mut out = if took.is_some() {
         String::from("| mode | lease store | verdict | states | time | invariants broken |\n|---|---|---|---:|---:|---|\n")
     } else {
@@ -274,19 +275,19 @@ impl Steps for Path<State, Action> {
 }
 
 /// One row of the mutants' table.
-pub struct MutantVerdict {
+pub struct MutantCheck {
     /// The patch.
     pub patch: &'static str,
     /// The invariants the mutation broke that hold unmutated, with the
     /// length of the shortest counterexample.
     pub caught_by: Vec<(&'static str, usize)>,
     /// The mutated check.
-    pub verdict: Verdict,
+    pub verdict: ConfigCheck,
 }
 
 /// Checks every counterpart's mutation against its unmutated baseline.
-pub fn mutants() -> Vec<MutantVerdict> {
-    let mut baselines: Vec<Verdict> = Vec::new();
+pub fn mutants() -> Vec<MutantCheck> {
+    let mut baselines: Vec<ConfigCheck> = Vec::new();
     let mut out = Vec::new();
     for c in COUNTERPARTS {
         let base = Config::new(c.mode, c.store);
@@ -296,13 +297,13 @@ pub fn mutants() -> Vec<MutantVerdict> {
         let baseline = baselines.iter().find(|b| b.config == base).expect("checked above");
         let verdict = check(Config { mutation: Some(c.mutation), ..base });
         let caught_by = verdict.broken.iter().filter(|(n, _)| !baseline.breaks(n)).map(|(n, p)| (*n, p.last_state_index())).collect();
-        out.push(MutantVerdict { patch: c.patch, caught_by, verdict });
+        out.push(MutantCheck { patch: c.patch, caught_by, verdict });
     }
     out
 }
 
 /// The mutants' table as Markdown.
-pub fn mutants_markdown(rows: &[MutantVerdict], took: Duration) -> String {
+pub fn mutants_markdown(rows: &[MutantCheck], took: Duration) -> String {
     let mut out = String::from("| patch (`mutants/`) | checked as | states | caught by (shortest counterexample) |\n|---|---|---:|---|\n");
     for r in rows {
         let caught = if r.caught_by.is_empty() {
@@ -354,6 +355,7 @@ pub fn run(out: Option<&std::path::Path>) -> crate::Result<bool> {
     print!("{}", markdown(&verdicts, None));
     if let Some(out) = out {
         crate::paths::write_whole(out, &markdown(&verdicts, Some(took)))?;
+        ResultData::write(&super::results::ModelData::of(&verdicts, took), &out.with_extension("json"))?;
         let dir = out.parent().unwrap_or(std::path::Path::new("."));
         for v in verdicts.iter().filter(|v| !v.is_safe()) {
             let (property, path) = v.counterexample().expect("unsafe");
@@ -382,10 +384,12 @@ pub fn run(out: Option<&std::path::Path>) -> crate::Result<bool> {
 pub fn run_mutants(out: Option<&std::path::Path>) -> crate::Result<bool> {
     let started = Instant::now();
     let rows = mutants();
-    let table = mutants_markdown(&rows, started.elapsed());
+    let took = started.elapsed();
+    let table = mutants_markdown(&rows, took);
     print!("{table}");
     if let Some(out) = out {
         crate::paths::write_whole(out, &table)?;
+        ResultData::write(&super::results::MutantsData::of(&rows, took), &out.with_extension("json"))?;
         let dir = out.with_extension("");
         for r in &rows {
             let Some((property, _)) = r.caught_by.first() else { continue };

@@ -29,7 +29,7 @@ pub fn lock_path(m: &Mutation) -> PathBuf {
 }
 
 /// What the cases made of one mutation.
-pub enum Verdict {
+pub enum MutantFate {
     /// A case line failed.
     Killed {
         /// The `lab run` arguments of the case whose line failed.
@@ -54,19 +54,19 @@ pub enum Verdict {
 }
 
 /// Applies `m`, builds, runs the cases, and takes the patch back out.
-pub fn judge(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
+pub fn judge(scratch: &Scratch, m: &Mutation) -> Result<MutantFate> {
     let patch = patch_path(m);
     if let Err(e) = scratch.apply(&patch) {
-        return Ok(Verdict::Broken(e.to_string()));
+        return Ok(MutantFate::Broken(e.to_string()));
     }
     let verdict = run_cases(scratch, m);
     scratch.revert(&patch)?;
     verdict
 }
 
-fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
+fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<MutantFate> {
     if let Err(stderr) = scratch.build()? {
-        return Ok(Verdict::Broken(format!("the mutant does not build:\n{stderr}")));
+        return Ok(MutantFate::Broken(format!("the mutant does not build:\n{stderr}")));
     }
     // The table's case first; then, if it missed, every other case. A
     // guard of the model is judged by `lab model` alone: no case runs it.
@@ -81,7 +81,7 @@ fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
             // Cut short (a signal, an error of the lab itself): it proves
             // nothing and is never locked.
             Reading::CutShort => {
-                return Ok(Verdict::Broken(format!(
+                return Ok(MutantFate::Broken(format!(
                     "lab {} ended early ({}) without a SUMMARY line:\n{}",
                     command(&args).join(" "),
                     out.status,
@@ -90,13 +90,13 @@ fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
             }
             Reading::Failed(line) => {
                 let transcript = evidence::redact(&scratch.normalise(&stdout));
-                return Ok(Verdict::Killed { by: args.join(" "), line: scratch.normalise(&line), transcript });
+                return Ok(MutantFate::Killed { by: args.join(" "), line: scratch.normalise(&line), transcript });
             }
-            Reading::Aborted(why) => return Ok(Verdict::Aborted { by: args.join(" "), why: scratch.normalise(&why) }),
+            Reading::Aborted(why) => return Ok(MutantFate::Aborted { by: args.join(" "), why: scratch.normalise(&why) }),
             Reading::Held => {}
         }
         if !out.status.success() {
-            return Ok(Verdict::Broken(format!(
+            return Ok(MutantFate::Broken(format!(
                 "lab {} exited {} without a FAIL line:\n{}",
                 command(&args).join(" "),
                 out.status,
@@ -104,7 +104,7 @@ fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<Verdict> {
             )));
         }
     }
-    Ok(Verdict::Survived)
+    Ok(MutantFate::Survived)
 }
 
 /// The killer of a guard of the model: `lab model`, whose stdout is a
@@ -194,7 +194,7 @@ pub fn run_all(names: &[String], accept: bool) -> Result<bool> {
     for m in chosen {
         let verdict = judge(&scratch, m)?;
         match verdict {
-            Verdict::Killed { by, line, transcript } => {
+            MutantFate::Killed { by, line, transcript } => {
                 println!("{:<30} {:<28} {line}", m.name, by);
                 if by != m.killer.join(" ") {
                     problems.push(format!("{}: killed by {by}, but the table (and the book) says {}", m.name, m.killer.join(" ")));
@@ -205,16 +205,16 @@ pub fn run_all(names: &[String], accept: bool) -> Result<bool> {
                     Lock::Differs(diff) => problems.push(format!("{}: the broken transcript differs from its lock\n{diff}", m.name)),
                 }
             }
-            Verdict::Aborted { by, why } => {
+            MutantFate::Aborted { by, why } => {
                 println!("{:<30} {:<28} -", m.name, "ABORTED");
                 let why = why.lines().next().unwrap_or_default();
                 problems.push(format!("{}: ABORTED: lab run {by} stopped before any check failed ({why}); an abort kills nothing", m.name));
             }
-            Verdict::Survived => {
+            MutantFate::Survived => {
                 println!("{:<30} {:<28} -", m.name, "SURVIVED");
                 problems.push(format!("{}: SURVIVED: no case line fails with the guard broken ({})", m.name, m.guards));
             }
-            Verdict::Broken(why) => {
+            MutantFate::Broken(why) => {
                 println!("{:<30} {:<28} -", m.name, "ERROR");
                 problems.push(format!("{}: {why}", m.name));
             }
@@ -256,16 +256,16 @@ pub fn try_one(name: &str, color: bool) -> Result<bool> {
     let verdict = judge(&scratch, m)?;
     drop(scratch);
     let (by, transcript) = match verdict {
-        Verdict::Killed { by, transcript, .. } => (by, transcript),
-        Verdict::Survived => {
+        MutantFate::Killed { by, transcript, .. } => (by, transcript),
+        MutantFate::Survived => {
             println!("这次没有任何一行失败：这个防线此刻没有被检查到。");
             return Ok(false);
         }
         // The run itself broke (the mutant does not build, or the lab ended
         // without its SUMMARY line), or a case aborted before any check
         // failed: say why, never as a surviving or a caught guard.
-        Verdict::Broken(why) => return Err(format!("the exercise's run broke, so it proves nothing: {why}").into()),
-        Verdict::Aborted { by, why } => return Err(format!("lab run {by} aborted before any check failed, so it proves nothing: {why}").into()),
+        MutantFate::Broken(why) => return Err(format!("the exercise's run broke, so it proves nothing: {why}").into()),
+        MutantFate::Aborted { by, why } => return Err(format!("lab run {by} aborted before any check failed, so it proves nothing: {why}").into()),
     };
     println!("失败的行（{by}）：");
     for line in transcript.lines().filter(|l| matches!(Line::read(l), Line::Check { held: false, .. } | Line::Aborted(_))) {

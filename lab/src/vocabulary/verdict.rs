@@ -7,7 +7,7 @@ use std::fmt;
 
 
 /// What the checker found in one history.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Verdict {
     /// Write attempts recorded.
     pub attempts: usize,

@@ -19,9 +19,14 @@ pub enum Order {
         at_write: bool,
         /// Where in its write to stop it (see `SlotThread::release`).
         into_write: Duration,
+        /// The fault's index in the schedule, to settle its fate by.
+        event: usize,
     },
     /// SIGKILL the holder; the slot starts a new incarnation.
-    Kill,
+    Kill {
+        /// The fault's index in the schedule.
+        event: usize,
+    },
 }
 
 /// What the nemesis sees of a slot; the slot's thread keeps it current.
@@ -43,10 +48,9 @@ pub struct SlotView {
     pub busy: bool,
 }
 
-/// The fault an order would have injected.
-pub(super) fn order_kind(order: &Order) -> FaultKind {
+/// The schedule's fault an order would inject, by its index there.
+pub(super) fn order_event(order: &Order) -> usize {
     match order {
-        Order::Pause { kind, .. } => *kind,
-        Order::Kill => FaultKind::Kill,
+        Order::Pause { event, .. } | Order::Kill { event } => *event,
     }
 }

@@ -1,5 +1,5 @@
-//! What the workload records as it goes: the faults injected and missed
-//! (the [`FaultLog`], shared by the nemesis and the slots), the [`Tally`]
+//! What the workload records as it goes: what became of every fault of the
+//! schedule (the [`FaultLog`], shared by the nemesis and the slots), the [`Tally`]
 //! of grants, holder starts and failures that the run reads. Their locks
 //! are `parking_lot`'s, which a panicking thread does not poison: the
 //! records stay readable, and the run reports the panic itself.
@@ -7,6 +7,7 @@
 use crate::chaos::checker::GrantRecord;
 use crate::error::panic_message;
 use crate::vocabulary::FaultKind;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize};
 use parking_lot::Mutex;
@@ -31,18 +32,36 @@ pub struct Injected {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaultId(usize);
 
+/// What became of one fault of the schedule. Every scheduled fault ends in
+/// exactly one, so the table's counts add up to the schedule, and a fault
+/// the lab lost track of is an error, not a gap in the sum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fate {
+    /// It hit its target: a history's fault.
+    Injected,
+    /// It found no target when it came (every slot stopped, busy or
+    /// restarting; the holder it was armed on exited first).
+    NoTarget,
+    /// A partition made but not confirmed: a connection from a host it had
+    /// cut was answered (`nemesis.rs`).
+    DidNotCut,
+    /// The run ended before its time came.
+    NotReached,
+}
+
 /// The run's record of faults, shared by the nemesis and the slots: the
-/// ones injected, and the ones that found no target.
+/// ones injected, and the fate of every fault of the schedule, by its
+/// index there.
 #[derive(Default)]
 pub struct FaultLog {
     /// Every fault injected, in the order of injection.
     injected: Mutex<Vec<Injected>>,
-    /// Faults that found no target when they came (every slot stopped,
-    /// busy or restarting), by kind.
-    missed: Mutex<BTreeMap<FaultKind, usize>>,
-    /// Partitions the nemesis made but could not confirm: a connection from
-    /// a host it had cut was answered. Not counted as injected.
-    uncut: Mutex<usize>,
+    /// Each scheduled fault's fate, by its index in the schedule.
+    fates: Mutex<BTreeMap<usize, Fate>>,
+    /// Faults given a second fate: a slip of the lab's own bookkeeping,
+    /// reported when the fates are read.
+    twice: Mutex<Vec<usize>>,
     /// Whether to print each fault as it is injected.
     trace: bool,
 }
@@ -53,17 +72,27 @@ impl FaultLog {
         FaultLog { trace, ..FaultLog::default() }
     }
 
-    /// Records a fault injected now (one without a length, or whose end
-    /// is not recorded).
-    pub fn injected(&self, start: Instant, kind: FaultKind, target: Option<&str>) {
-        self.begun(start, kind, target);
+    /// Settles the fate of the schedule's fault `event`; a second fate is
+    /// kept apart, and fails the run when the fates are read.
+    fn settle(&self, event: usize, fate: Fate) {
+        if self.fates.lock().insert(event, fate).is_some() {
+            self.twice.lock().push(event);
+        }
     }
 
-    /// Records a fault injected now whose end comes later ([`Self::ended`]).
-    pub fn begun(&self, start: Instant, kind: FaultKind, target: Option<&str>) -> FaultId {
+    /// Records the schedule's fault `event` injected now (one without a
+    /// length, or whose end is not recorded).
+    pub fn injected(&self, start: Instant, kind: FaultKind, target: Option<&str>, event: usize) {
+        self.begun(start, kind, target, event);
+    }
+
+    /// Records the schedule's fault `event` injected now, whose end comes
+    /// later ([`Self::ended`]).
+    pub fn begun(&self, start: Instant, kind: FaultKind, target: Option<&str>, event: usize) -> FaultId {
         if self.trace {
             eprintln!("[{:8.3}s] {} {kind}", start.elapsed().as_secs_f64(), target.unwrap_or("server"));
         }
+        self.settle(event, Fate::Injected);
         let mut injected = self.injected.lock();
         injected.push(Injected { at: start.elapsed(), kind, target: target.map(str::to_owned), until: None });
         FaultId(injected.len() - 1)
@@ -76,19 +105,19 @@ impl FaultLog {
         }
     }
 
-    /// Records a fault that found no target.
-    pub fn missed(&self, kind: FaultKind) {
-        *self.missed.lock().entry(kind).or_insert(0) += 1;
+    /// Records that the schedule's fault `event` found no target.
+    pub fn missed(&self, event: usize) {
+        self.settle(event, Fate::NoTarget);
     }
 
-    /// Records a partition that did not cut.
-    pub fn uncut(&self) {
-        *self.uncut.lock() += 1;
+    /// Records that the schedule's partition `event` did not cut.
+    pub fn uncut(&self, event: usize) {
+        self.settle(event, Fate::DidNotCut);
     }
 
-    /// How many partitions did not cut.
-    pub fn all_uncut(&self) -> usize {
-        *self.uncut.lock()
+    /// Records that the run ended before the schedule's fault `event` came.
+    pub fn not_reached(&self, event: usize) {
+        self.settle(event, Fate::NotReached);
     }
 
     /// Every fault injected so far.
@@ -96,9 +125,20 @@ impl FaultLog {
         self.injected.lock().clone()
     }
 
-    /// How many faults found no target, by kind.
-    pub fn all_missed(&self) -> BTreeMap<FaultKind, usize> {
-        self.missed.lock().clone()
+    /// How many faults have found no target so far.
+    pub fn missed_so_far(&self) -> usize {
+        self.fates.lock().values().filter(|f| **f == Fate::NoTarget).count()
+    }
+
+    /// The fate of each of the schedule's `count` faults, in its order:
+    /// an error when one has none, or had two.
+    pub fn fates(&self, count: usize) -> crate::Result<Vec<Fate>> {
+        let twice = self.twice.lock().clone();
+        if let Some(event) = twice.first() {
+            return Err(format!("the schedule's fault {event} was given two fates ({} faults in all were)", twice.len()).into());
+        }
+        let fates = self.fates.lock();
+        (0..count).map(|i| fates.get(&i).copied().ok_or_else(|| format!("the schedule's fault {i} has no fate: the lab lost track of it").into())).collect()
     }
 }
 

@@ -80,12 +80,13 @@ impl Slot {
     }
 
     /// Sends an order; the slot takes no other until it has carried it out.
-    pub fn order(&self, order: Order) {
+    pub fn order(&self, order: Order, log: &FaultLog) {
         self.view.lock().busy = true;
         // A send fails only once the thread has ended (the run is ending):
-        // the order then simply does not happen.
-        if self.orders.send(order).is_err() {
+        // the fault then finds no target, and the log says so.
+        if let Err(unsent) = self.orders.send(order) {
             self.view.lock().busy = false;
+            log.missed(super::orders::order_event(&unsent.0));
         }
     }
 

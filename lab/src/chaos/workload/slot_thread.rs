@@ -3,7 +3,7 @@
 //! lines (recording grants), carries out the nemesis's orders (pause,
 //! kill), and at the run's end resumes, kills and reaps its holder.
 
-use super::orders::{order_kind, Order, SlotView};
+use super::orders::{order_event, Order, SlotView};
 use super::plan::SlotPlan;
 use super::record::{FaultId, FaultLog, Tally};
 use crate::chaos::checker::GrantRecord;
@@ -98,7 +98,7 @@ enum Pause {
     Off,
     /// Stop the holder at its next write (`into_write`), or at
     /// `until` at the latest.
-    Armed { kind: FaultKind, length: Duration, into_write: Duration, until: Instant },
+    Armed { kind: FaultKind, length: Duration, into_write: Duration, until: Instant, event: usize },
     /// Stopped; SIGCONT at `until`, which ends `fault` in the log. A long
     /// pause of a holder that holds the lease with token `outlast` waits
     /// after `until` (up to [`OUTLAST_BOUND`]) until a write with a larger
@@ -150,7 +150,7 @@ impl SlotThread {
         }
         // Orders still queued will never be carried out.
         while let Ok(order) = self.inbox.try_recv() {
-            self.log.missed(order_kind(&order));
+            self.log.missed(order_event(&order));
         }
         self.set(|v| v.busy = false);
     }
@@ -167,7 +167,7 @@ impl SlotThread {
                         holder.resume()?;
                         self.log.ended(self.start, fault);
                     }
-                    Pause::Armed { kind, .. } => self.log.missed(kind),
+                    Pause::Armed { event, .. } => self.log.missed(event),
                     Pause::Off => {}
                 }
                 holder.kill()?;
@@ -181,42 +181,42 @@ impl SlotThread {
                     pause = Pause::Off;
                     self.set(|v| v.live = true);
                 }
-                Pause::Armed { kind, length, until, .. } if now >= until => {
-                    pause = self.freeze(holder, kind, length)?;
+                Pause::Armed { kind, length, until, event, .. } if now >= until => {
+                    pause = self.freeze(holder, kind, length, event)?;
                 }
                 _ => {}
             }
             while let Ok(order) = self.inbox.try_recv() {
                 match order {
-                    Order::Kill if holder.state().is_ok_and(|s| s == 'Z') => {
+                    Order::Kill { event } if holder.state().is_ok_and(|s| s == 'Z') => {
                         // It has just exited by itself: nothing left to kill.
-                        self.log.missed(FaultKind::Kill);
+                        self.log.missed(event);
                         self.set(|v| v.busy = false);
                     }
-                    Order::Kill => {
+                    Order::Kill { event } => {
                         // SIGKILL ends a stopped process too; the kernel
                         // needs no SIGCONT for it.
                         match pause {
-                            Pause::Armed { kind, .. } => self.log.missed(kind),
+                            Pause::Armed { event, .. } => self.log.missed(event),
                             // The pause ends with the process.
                             Pause::Stopped { fault, .. } => self.log.ended(self.start, fault),
                             Pause::Off => {}
                         }
                         holder.kill()?;
-                        self.log.injected(self.start, FaultKind::Kill, Some(&self.name));
+                        self.log.injected(self.start, FaultKind::Kill, Some(&self.name), event);
                         self.set(|v| v.busy = false);
                         self.drain(holder, incarnation, holding)?;
                         return Ok(Ended::Killed);
                     }
-                    Order::Pause { kind, .. } if !matches!(pause, Pause::Off) => {
-                        self.log.missed(kind);
+                    Order::Pause { event, .. } if !matches!(pause, Pause::Off) => {
+                        self.log.missed(event);
                         self.set(|v| v.busy = false);
                     }
-                    Order::Pause { kind, length, at_write: true, into_write } => {
-                        pause = Pause::Armed { kind, length, into_write, until: now + AIM_BOUND };
+                    Order::Pause { kind, length, at_write: true, into_write, event } => {
+                        pause = Pause::Armed { kind, length, into_write, until: now + AIM_BOUND, event };
                     }
-                    Order::Pause { kind, length, at_write: false, .. } => {
-                        pause = self.freeze(holder, kind, length)?;
+                    Order::Pause { kind, length, at_write: false, event, .. } => {
+                        pause = self.freeze(holder, kind, length, event)?;
                     }
                 }
             }
@@ -232,7 +232,7 @@ impl SlotThread {
                 Output::Ended => {
                     let status = holder.wait_exit()?;
                     match pause {
-                        Pause::Armed { kind, .. } => self.log.missed(kind),
+                        Pause::Armed { event, .. } => self.log.missed(event),
                         Pause::Stopped { fault, .. } => self.log.ended(self.start, fault),
                         Pause::Off => {}
                     }
@@ -253,30 +253,31 @@ impl SlotThread {
     /// write: between check-then-write's read and its writes (F6a's
     /// window), or inside the fenced transaction (F11's).
     fn release(&self, holder: &mut HolderGuard, pause: Pause) -> Result<Pause> {
-        let Pause::Armed { kind, length, into_write, .. } = pause else {
+        let Pause::Armed { kind, length, into_write, event, .. } = pause else {
             go(holder)?;
             return Ok(pause);
         };
         if into_write < BEFORE_WRITE {
-            let pause = self.freeze(holder, kind, length)?;
+            let pause = self.freeze(holder, kind, length, event)?;
             go(holder)?;
             return Ok(pause);
         }
         go(holder)?;
         std::thread::sleep(into_write - BEFORE_WRITE);
-        self.freeze(holder, kind, length)
+        self.freeze(holder, kind, length, event)
     }
 
-    /// SIGSTOP now, until `length` from now; a holder that exited just
-    /// before is not paused, and the fault counts as missed.
-    fn freeze(&self, holder: &mut HolderGuard, kind: FaultKind, length: Duration) -> Result<Pause> {
+    /// SIGSTOP now, until `length` from now: the schedule's fault `event`.
+    /// A holder that exited just before is not paused, and the fault
+    /// found no target.
+    fn freeze(&self, holder: &mut HolderGuard, kind: FaultKind, length: Duration, event: usize) -> Result<Pause> {
         let state = holder.stop()?;
         self.set(|v| v.busy = false);
         if state != 'T' {
-            self.log.missed(kind);
+            self.log.missed(event);
             return Ok(Pause::Off);
         }
-        let fault = self.log.begun(self.start, kind, Some(&self.name));
+        let fault = self.log.begun(self.start, kind, Some(&self.name), event);
         self.set(|v| v.live = false);
         // Only a long pause of a holding holder outlasts its successor: a
         // short one ends inside the lease, and a bystander has no token.
