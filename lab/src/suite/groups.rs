@@ -150,6 +150,30 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
     Ok(out)
 }
 
+/// The groups a selection names: each of `only` picks every group whose
+/// name contains it (`cases`, `book 07`), and none of them leaves all.
+/// A name that picks nothing is refused, naming it and the groups there
+/// are: a mistyped name must not run nothing, or less than was asked, and
+/// pass.
+pub fn select(all: Vec<Group>, only: &[String]) -> Result<Vec<Group>> {
+    if only.is_empty() {
+        return Ok(all);
+    }
+    let unmatched: Vec<&String> = only.iter().filter(|o| !all.iter().any(|g| g.name.contains(o.as_str()))).collect();
+    if !unmatched.is_empty() {
+        let mut names: Vec<&str> = all.iter().map(|g| g.name.as_str()).collect();
+        names.sort_unstable();
+        let asked: Vec<String> = unmatched.iter().map(|o| format!("{o:?}")).collect();
+        return Err(format!(
+            "no group of the suite has {} in its name, so nothing would run for it; a GROUP picks every group whose name contains it, and the groups are:\n  {}",
+            asked.join(" or "),
+            names.join("\n  ")
+        )
+        .into());
+    }
+    Ok(all.into_iter().filter(|g| only.iter().any(|o| g.name.contains(o.as_str()))).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +194,27 @@ mod tests {
         assert!(names.contains(&"book 07-lease-not-enough.md"), "{names:?}");
         // Longest first.
         assert!(all.windows(2).all(|w| w[0].estimate >= w[1].estimate));
+    }
+
+    /// A selection that names no group is refused, naming what was asked
+    /// and the groups there are; one name that matches nothing among names
+    /// that do is refused too; a selection that matches keeps its groups.
+    #[test]
+    fn a_selection_that_matches_nothing_fails() {
+        let fake = PathBuf::from("/nonexistent/test-binary");
+        let binaries = TestBinaries([("cases".to_owned(), fake.clone()), ("layers".to_owned(), fake.clone()), ("lib".to_owned(), fake)].into());
+        let all = groups(&binaries, &BTreeMap::new()).unwrap();
+        let only = |names: &[&str]| select(all.clone(), &names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+
+        let refused = only(&["no-such-group"]).map(|g| g.len()).unwrap_err().to_string();
+        assert!(refused.contains("\"no-such-group\""), "{refused}");
+        assert!(refused.contains("\n  layers\n") && refused.contains("\n  unit"), "the groups are not listed: {refused}");
+        let partly = only(&["layers", "lyers"]).map(|g| g.len()).unwrap_err().to_string();
+        assert!(partly.contains("\"lyers\"") && !partly.contains("\"layers\" or"), "{partly}");
+
+        let picked: Vec<String> = only(&["layers", "cases F1 "]).unwrap().into_iter().map(|g| g.name).collect();
+        assert_eq!(picked.len(), 2, "{picked:?}");
+        assert!(picked.contains(&"layers".to_owned()) && picked.iter().any(|n| n.starts_with("cases F1 F2")), "{picked:?}");
+        assert_eq!(only(&[]).unwrap().len(), all.len());
     }
 }

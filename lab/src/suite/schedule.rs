@@ -1,7 +1,7 @@
 //! Running the groups: a few at once, each in an environment of its own,
 //! with progress while they run and a table of the slowest at the end.
 
-use super::groups::{groups, Group, TestBinaries};
+use super::groups::{groups, select, Group, TestBinaries};
 use crate::error::{Result, ResultExt};
 use crate::{interrupt, paths};
 use nix::sys::signal::{kill, Signal};
@@ -26,7 +26,8 @@ pub struct Options {
     /// overlap. Before the exercises built each mutant once, 6 and 8 were
     /// alike (15:40, 15:51): the cores were the limit then.
     pub workers: usize,
-    /// Only the groups whose name contains one of these (all when empty).
+    /// Only the groups whose name contains one of these (all when empty);
+    /// each must pick some group (`groups::select`).
     pub only: Vec<String>,
 }
 
@@ -95,13 +96,7 @@ pub fn run(options: &Options) -> Result<bool> {
     // beside this file (a run on a 2-core machine), to start the longest first.
     let mut times = parse_times(include_str!("times.tsv"));
     times.extend(read_times(&dir.join("times.tsv")));
-    let mut pending: Vec<Group> = groups(&binaries, &times)?;
-    if !options.only.is_empty() {
-        pending.retain(|g| options.only.iter().any(|o| g.name.contains(o.as_str())));
-        if pending.is_empty() {
-            return Err(format!("no group of the suite matches {:?}", options.only).into());
-        }
-    }
+    let mut pending: Vec<Group> = select(groups(&binaries, &times)?, &options.only)?;
     let total = pending.len();
     let workers = options.workers.max(1);
     println!("suite: {total} groups on {workers} workers (binaries built in {:.0}s)", built.as_secs_f64());
