@@ -10,8 +10,11 @@
 //! After the cases, the variants the book asks the reader to try (`F4 --mode
 //! unfenced`, …) run the same way, locked in `evidence/26/variants/`.
 //!
-//! `cargo test --test cases -- F4` runs one case (`F4-unfenced` one variant); like any cargo test filter,
-//! one that names no case (`cargo test -p lab book`) runs none and passes.
+//! `cargo test --test cases -- F4` runs one case (`F4-unfenced` one variant).
+//! Unlike a libtest filter, one that names no case or variant fails,
+//! naming it and the cases there are: a run of nothing would pass on
+//! nothing. A bare `cargo test -p lab book` passes `book` to this binary
+//! too, and so fails here; name the binary (`cargo test --test book`).
 //! libtest's own flags are read as libtest reads them
 //! ([`lab::cases::test_args`]): `--skip F14` leaves F14 out, `--list`
 //! lists, `--test-threads 1` is no filter. Under `CI=true` insta only
@@ -48,8 +51,15 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    let runs: Vec<(String, &str)> =
+        cases::ALL.iter().map(|c| (c.id.to_owned(), c.id)).chain(cases::variants().into_iter().map(|v| (v.name(), v.case.id))).collect();
+    if let Some(why) = args.runs_nothing(&runs) {
+        eprintln!("cases: FAILED: nothing to check: {why}");
+        return ExitCode::FAILURE;
+    }
     if selected.is_empty() && variants.is_empty() {
-        println!("\nrunning 0 cases (none matches {:?}, skipping {:?})", args.filters, args.skips);
+        // --ignored or --bench: this binary has neither kind of test.
+        println!("\nrunning 0 cases (--ignored or --bench: the snapshot test has no ignored tests and no benchmarks)");
         return ExitCode::SUCCESS;
     }
     // No PostgreSQL is a failure with a reason, never a skip.
