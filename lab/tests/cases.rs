@@ -25,6 +25,7 @@ use lab::cases::test_args::{TestArgs, USAGE};
 use lab::cases::{self, Options, Runner};
 use lab::error::chain;
 use lab::evidence::redact;
+use lab::suite::checked::Checked;
 use lab::transcript::Transcript;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -73,6 +74,8 @@ fn main() -> ExitCode {
 
     println!("\nrunning {} cases and {} variants", selected.len(), variants.len());
     let mut failed = Vec::new();
+    // What matched its snapshot, for the suite's count (`suite::checked`).
+    let mut checked = Checked::default();
     let mut t = Transcript::quiet();
     let mut runner = runner;
     let mut judge = |name: String, t: &Transcript, elapsed: std::time::Duration| {
@@ -95,6 +98,10 @@ fn main() -> ExitCode {
         }
         if !(clean && locked) {
             failed.push(name);
+        } else if cases::find(&name).is_some() {
+            checked.cases += 1;
+        } else {
+            checked.variants += 1;
         }
         Ok(())
     };
@@ -108,6 +115,10 @@ fn main() -> ExitCode {
     }
     drop(runner);
     lab::interrupt::settle();
+    if let Err(e) = checked.report_to_suite() {
+        println!("\ncases: FAILED: {}", chain(e.as_ref()));
+        return ExitCode::FAILURE;
+    }
     if let Err(e) = outcome {
         println!("\ncases: FAILED: {}", chain(e.as_ref()));
         return ExitCode::FAILURE;

@@ -2,6 +2,7 @@
 //! test binaries cargo made and from the book's chapters.
 
 use super::book;
+use super::checked::Reporter;
 use crate::cases;
 use crate::error::{Result, ResultExt};
 use crate::paths;
@@ -23,6 +24,9 @@ pub struct Group {
     pub env: Vec<(String, String)>,
     /// Whether it breaks guards in a scratch copy (one of the pool's).
     pub needs_scratch: bool,
+    /// How it says what it checked: libtest's summary, or a file its
+    /// runner writes (the cases' snapshot test, the book's commands).
+    pub reporter: Reporter,
     /// Seconds it is expected to take, to start the longest first: what it
     /// took last time, else a guess.
     pub estimate: f64,
@@ -99,18 +103,18 @@ fn guess(name: &str) -> f64 {
 /// know is run whole, never skipped.
 pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<Vec<Group>> {
     let mut out = Vec::new();
-    let mut add = |name: String, program: &PathBuf, args: Vec<String>, env: Vec<(String, String)>, needs_scratch: bool| {
+    let mut add = |name: String, program: &PathBuf, args: Vec<String>, env: Vec<(String, String)>, needs_scratch: bool, reporter: Reporter| {
         let estimate = times.get(&name).copied().unwrap_or_else(|| guess(&name));
-        out.push(Group { name, program: program.clone(), args, env, needs_scratch, estimate });
+        out.push(Group { name, program: program.clone(), args, env, needs_scratch, reporter, estimate });
     };
     for (target, program) in &binaries.0 {
         match target.as_str() {
             "cases" => {
                 for slice in CASE_SLICES {
-                    add(format!("cases {}", slice.join(" ")), program, slice.iter().map(|s| s.to_string()).collect(), vec![], false);
+                    add(format!("cases {}", slice.join(" ")), program, slice.iter().map(|s| s.to_string()).collect(), vec![], false, Reporter::File);
                 }
                 let variants: Vec<String> = cases::variants().iter().map(|v| v.name()).collect();
-                add("cases variants".into(), program, variants, vec![], false);
+                add("cases variants".into(), program, variants, vec![], false, Reporter::File);
             }
             "book_commands" => {
                 let dir = paths::root().join("book");
@@ -131,13 +135,13 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
                             env.push(("LAB_BOOK_SLICE".to_owned(), format!("{i}/{slices}")));
                             format!("book {chapter} {}/{slices}", i + 1)
                         };
-                        // --nocapture: its progress and its count reach the log.
-                        add(name, program, vec!["--nocapture".into()], env, book::needs_scratch(&commands));
+                        // --nocapture: its progress reaches the log.
+                        add(name, program, vec!["--nocapture".into()], env, book::needs_scratch(&commands), Reporter::LibtestAndFile);
                     }
                 }
             }
-            "lib" => add("unit".into(), program, vec![], vec![], false),
-            other => add(other.to_owned(), program, vec![], vec![], false),
+            "lib" => add("unit".into(), program, vec![], vec![], false, Reporter::Libtest),
+            other => add(other.to_owned(), program, vec![], vec![], false, Reporter::Libtest),
         }
     }
     // Every slice of cases together must be every case: a case added to the
