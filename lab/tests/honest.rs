@@ -4,6 +4,10 @@
 //!   variant, fails and names the filter and the cases there are (a bare
 //!   `cargo test FILTER` reaches it too), where it once ran nothing and
 //!   passed.
+//! - A test that needs root, run by an ordinary account under `CI=true`,
+//!   fails, saying CI must run it; outside CI it says NOT RUN loudly and
+//!   returns (`common::not_run`, and its copy for the library's one such
+//!   unit test).
 //!
 //! Each runs a test binary as it is built now: cargo is asked for it
 //! (`cargo test --no-run --test NAME`, which builds it if it is stale, as
@@ -60,4 +64,41 @@ fn a_cases_filter_that_names_nothing_fails() {
         assert!(!stdout(&out).contains("case F4 ..."), "cases {filters:?} ran F4 all the same:\n{}", stdout(&out));
     }
     assert!(!nowhere.exists(), "the refused runs made a cluster place");
+}
+
+/// A root-only test run as an ordinary uid: under `CI=true` it fails,
+/// saying CI must run it and why it cannot; outside CI it passes with a
+/// loud NOT RUN line. The uid is 1000 inside a user namespace of its own
+/// (`unshare --user --map-user=1000`), which works as root and as any
+/// account: there geteuid() is 1000, so the test sees no root, and the
+/// binary stays readable, since the kernel's uid is unchanged. One test of
+/// the integration tests' rule and one of the library's copy of it.
+#[test]
+fn a_root_only_test_fails_under_ci_without_root() {
+    let root_only = [("privacy", "a_planted_cluster_folder_is_refused_and_left_alone"), ("lib", "fault::proxy::tests::another_accounts_connection_is_refused")];
+    for (target, test) in root_only {
+        let binary = test_binary(target);
+        // The name the test calls itself in its messages: without its module path.
+        let name = test.rsplit("::").next().unwrap();
+        let run = |ci: bool| {
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--user", "--map-user=1000", "--map-group=1000"]).arg(&binary).args(["--exact", test]);
+            if ci {
+                cmd.env("CI", "true");
+            } else {
+                cmd.env_remove("CI");
+            }
+            cmd.output().unwrap_or_else(|e| panic!("cannot run unshare: {e}"))
+        };
+        let under_ci = run(true);
+        let said = format!("{}{}", stdout(&under_ci), stderr(&under_ci));
+        assert!(!under_ci.status.success(), "{test}, without root under CI=true, passed:\n{said}");
+        assert!(said.contains(&format!("CI must run {name}, and it cannot here: it needs root")), "{test} failed without saying why:\n{said}");
+        assert!(said.contains("this process runs as uid 1000"), "{test} did not name the uid:\n{said}");
+
+        let outside = run(false);
+        common::assert_exit(&outside, 0, &format!("{test} without root, outside CI"));
+        assert!(stderr(&outside).contains(&format!("*** NOT RUN: {name}: it needs root")), "{test} returned without NOT RUN:\n{}", stderr(&outside));
+        assert!(stdout(&outside).contains("test result: ok. 1 passed;"), "{test} was not the one test run:\n{}", stdout(&outside));
+    }
 }
