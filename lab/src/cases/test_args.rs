@@ -8,6 +8,9 @@
 //! variant whole (`F4`, `F4-unfenced`, in any case), where libtest matches
 //! substrings, because `F1` is a prefix of F10–F19. `--exact` is therefore
 //! what happens anyway. A skip of a case skips its variants too.
+//!
+//! Another: a filter that names no case or variant is refused
+//! ([`TestArgs::runs_nothing`]), where libtest runs nothing and passes.
 
 /// libtest's flags that take a value (`--test-threads 2` or `--test-threads=2`).
 const WITH_VALUE: [&str; 7] = ["--test-threads", "--skip", "--color", "--format", "--logfile", "--shuffle-seed", "-Z"];
