@@ -18,7 +18,9 @@
 //!   this machine, else by `times.tsv`: a run on a 2-core machine beside
 //!   two busy loops);
 //! - progress is printed as groups start and end, and every minute; at the
-//!   end, a table of the slowest groups and the counts of what was checked.
+//!   end, a table of the slowest groups and the counts of what was checked,
+//!   as the runners say them ([`checked`]): a group that passed without
+//!   checking anything has failed.
 //!
 //! Nothing runs twice to check the same thing: the mutation table's runs
 //! are the book's `./run.sh try NAME` commands (each is the same judgement
@@ -31,6 +33,7 @@
 //! their own cleanup, and then clears their places.
 
 pub mod book;
+pub mod checked;
 pub mod groups;
 pub mod schedule;
 

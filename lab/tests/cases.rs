@@ -10,8 +10,11 @@
 //! After the cases, the variants the book asks the reader to try (`F4 --mode
 //! unfenced`, …) run the same way, locked in `evidence/26/variants/`.
 //!
-//! `cargo test --test cases -- F4` runs one case (`F4-unfenced` one variant); like any cargo test filter,
-//! one that names no case (`cargo test -p lab book`) runs none and passes.
+//! `cargo test --test cases -- F4` runs one case (`F4-unfenced` one variant).
+//! Unlike a libtest filter, one that names no case or variant fails,
+//! naming it and the cases there are: a run of nothing would pass on
+//! nothing. A bare `cargo test -p lab book` passes `book` to this binary
+//! too, and so fails here; name the binary (`cargo test --test book`).
 //! libtest's own flags are read as libtest reads them
 //! ([`lab::cases::test_args`]): `--skip F14` leaves F14 out, `--list`
 //! lists, `--test-threads 1` is no filter. Under `CI=true` insta only
@@ -22,6 +25,7 @@ use lab::cases::test_args::{TestArgs, USAGE};
 use lab::cases::{self, Options, Runner};
 use lab::error::chain;
 use lab::evidence::redact;
+use lab::suite::checked::Checked;
 use lab::transcript::Transcript;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,8 +52,15 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    let runs: Vec<(String, &str)> =
+        cases::ALL.iter().map(|c| (c.id.to_owned(), c.id)).chain(cases::variants().into_iter().map(|v| (v.name(), v.case.id))).collect();
+    if let Some(why) = args.runs_nothing(&runs) {
+        eprintln!("cases: FAILED: nothing to check: {why}");
+        return ExitCode::FAILURE;
+    }
     if selected.is_empty() && variants.is_empty() {
-        println!("\nrunning 0 cases (none matches {:?}, skipping {:?})", args.filters, args.skips);
+        // --ignored or --bench: this binary has neither kind of test.
+        println!("\nrunning 0 cases (--ignored or --bench: the snapshot test has no ignored tests and no benchmarks)");
         return ExitCode::SUCCESS;
     }
     // No PostgreSQL is a failure with a reason, never a skip.
@@ -63,6 +74,8 @@ fn main() -> ExitCode {
 
     println!("\nrunning {} cases and {} variants", selected.len(), variants.len());
     let mut failed = Vec::new();
+    // What matched its snapshot, for the suite's count (`suite::checked`).
+    let mut checked = Checked::default();
     let mut t = Transcript::quiet();
     let mut runner = runner;
     let mut judge = |name: String, t: &Transcript, elapsed: std::time::Duration| {
@@ -85,6 +98,10 @@ fn main() -> ExitCode {
         }
         if !(clean && locked) {
             failed.push(name);
+        } else if cases::find(&name).is_some() {
+            checked.cases += 1;
+        } else {
+            checked.variants += 1;
         }
         Ok(())
     };
@@ -98,6 +115,10 @@ fn main() -> ExitCode {
     }
     drop(runner);
     lab::interrupt::settle();
+    if let Err(e) = checked.report_to_suite() {
+        println!("\ncases: FAILED: {}", chain(e.as_ref()));
+        return ExitCode::FAILURE;
+    }
     if let Err(e) = outcome {
         println!("\ncases: FAILED: {}", chain(e.as_ref()));
         return ExitCode::FAILURE;

@@ -15,14 +15,19 @@ fn layer_order() -> Vec<String> {
     lib.lines().filter_map(|l| l.trim().strip_prefix("pub mod ")?.strip_suffix(';').map(str::to_owned)).collect()
 }
 
-/// Every `.rs` file of a top-level module (a file, or a folder).
+/// Every `.rs` file of a top-level module: its file `x.rs`, its folder
+/// `x/` (with `mod.rs`, or beside `x.rs`, as `suite.rs` and `suite/`), or
+/// both. Both are read when both exist: the folder's files are the
+/// module's submodules, and an upward import there is one all the same.
 fn files_of(module: &str) -> Vec<PathBuf> {
     let file = src().join(format!("{module}.rs"));
+    let folder = src().join(module);
+    assert!(file.is_file() || folder.is_dir(), "lib.rs declares {module}, but neither src/{module}.rs nor src/{module}/ exists");
+    let mut out: Vec<PathBuf> = Vec::new();
     if file.is_file() {
-        return vec![file];
+        out.push(file);
     }
-    let mut out = Vec::new();
-    let mut stack = vec![src().join(module)];
+    let mut stack: Vec<PathBuf> = if folder.is_dir() { vec![folder] } else { vec![] };
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
             let path = entry.path();
@@ -87,4 +92,17 @@ fn modules_use_only_the_layers_below() {
 fn uses_are_found_in_paths_and_groups() {
     let text = "use crate::error::Result;\nuse crate::{db, poll::BOUND};\n// crate::cases in a comment\nlet x = crate::params::TTL;";
     assert_eq!(uses(text).into_iter().collect::<Vec<_>>(), ["db", "error", "params", "poll"]);
+}
+
+/// A module that is a file and a folder (`suite.rs` beside `suite/`) is
+/// read whole: its folder's files too, not the file alone.
+#[test]
+fn a_module_of_a_file_and_a_folder_is_read_whole() {
+    for (module, inside) in [("suite", "suite/schedule.rs"), ("safe_dir", "safe_dir/handed_down.rs")] {
+        let files = files_of(module);
+        assert!(files.contains(&src().join(format!("{module}.rs"))), "{module}: {files:?}");
+        assert!(files.contains(&src().join(inside)), "{module}: {inside} is not read: {files:?}");
+    }
+    // A module that is a folder alone is read too.
+    assert!(files_of("cases").contains(&src().join("cases/mod.rs")));
 }

@@ -22,7 +22,7 @@
 mod common;
 
 use common::{assert_exit, leftovers, namespaces_alive, namespaces_of, stderr, stdout, PrivateCluster, LAB};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -81,8 +81,7 @@ fn only_the_reader_gets_in() {
     assert_exit(&me, 0, "the reader's lab psql");
     assert!(stdout(&me).contains(" lab\n"), "{}", stdout(&me));
 
-    if !nix::unistd::Uid::effective().is_root() {
-        let _ = writeln!(std::io::stderr(), "\n*** NOT RUN: the other-account half of only_the_reader_gets_in needs root (to create {STRANGER})\n");
+    if !common::needs_root("the other-account half of only_the_reader_gets_in", &format!("to create the account {STRANGER} and connect as it")) {
         return;
     }
     let no_password = psql_as_stranger("127.0.0.1", &cluster.port, None);
@@ -242,13 +241,9 @@ fn as_stranger(script: &str) -> Output {
     out
 }
 
-/// Root-only test: says so on stderr when it cannot run.
+/// Root-only test: NOT RUN when it cannot run, a failure under CI.
 fn needs_root(test: &str) -> bool {
-    if nix::unistd::Uid::effective().is_root() {
-        return true;
-    }
-    let _ = writeln!(std::io::stderr(), "\n*** NOT RUN: {test} needs root (it plants attacks as another account)\n");
-    false
+    common::needs_root(test, &format!("to plant attacks as another account ({STRANGER}, postgres)"))
 }
 
 /// Another account prepares the cluster's folder before the lab's first

@@ -65,12 +65,7 @@ fn loudly(text: &str) {
 
 /// Headless Chromium, or None after saying NOT RUN (a failure under CI).
 fn chromium(what: &str) -> Option<PathBuf> {
-    let found = common::chromium();
-    if found.is_none() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must run the visual check ({what}): install chromium");
-        loudly(&format!("NOT RUN: headless Chromium is not installed, so the visual check ({what}) did not run. Install it: apt-get install chromium"));
-    }
-    found
+    common::chromium_for(&format!("the visual check ({what})"))
 }
 
 /// Builds the book whose `book.toml` is in `dir` into `out` with the pinned mdbook.

@@ -8,6 +8,9 @@
 //! variant whole (`F4`, `F4-unfenced`, in any case), where libtest matches
 //! substrings, because `F1` is a prefix of F10–F19. `--exact` is therefore
 //! what happens anyway. A skip of a case skips its variants too.
+//!
+//! Another: a filter that names no case or variant is refused
+//! ([`TestArgs::runs_nothing`]), where libtest runs nothing and passes.
 
 /// libtest's flags that take a value (`--test-threads 2` or `--test-threads=2`).
 const WITH_VALUE: [&str; 7] = ["--test-threads", "--skip", "--color", "--format", "--logfile", "--shuffle-seed", "-Z"];
@@ -94,6 +97,42 @@ impl TestArgs {
         let skipped = self.skips.iter().any(|s| is(s) || s.eq_ignore_ascii_case(case));
         wanted && !skipped && !self.none_of_these
     }
+
+    /// Why a run of this command line would check nothing it was asked
+    /// to, if so: a filter that names no case or variant (a typo, or a
+    /// test of another binary, since a bare `cargo test FILTER` passes
+    /// FILTER to every test binary, this one included), or filters and
+    /// skips that leave nothing. A run of nothing would pass on nothing,
+    /// so the snapshot test refuses it. `runs`: every run there is, its
+    /// name (a case id or a variant's name) and its case's id.
+    /// `--ignored` and `--bench` are no such request: they ask for kinds
+    /// of test this binary has none of, and get none, as from any libtest
+    /// binary.
+    pub fn runs_nothing(&self, runs: &[(String, &str)]) -> Option<String> {
+        if self.none_of_these {
+            return None;
+        }
+        let unmatched: Vec<&String> = self.filters.iter().filter(|f| !runs.iter().any(|(name, _)| name.eq_ignore_ascii_case(f))).collect();
+        if unmatched.is_empty() && runs.iter().any(|(name, case)| self.selects(name, case)) {
+            return None;
+        }
+        let names = |variants: bool| runs.iter().filter(|(name, case)| (name != case) == variants).map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(" ");
+        let why = if unmatched.is_empty() {
+            format!("the filters {:?} with --skip {:?} leave no case or variant to run", self.filters, self.skips)
+        } else {
+            let asked: Vec<String> = unmatched.iter().map(|f| format!("{f:?}")).collect();
+            format!(
+                "the filter {} names no case or variant (a bare `cargo test FILTER` passes FILTER to every test binary, this one too: \
+                 name the binary, `cargo test --test NAME FILTER` or `--lib`)",
+                asked.join(", ")
+            )
+        };
+        Some(format!(
+            "{why}; the cases are {}; the variants are {} (whole names, any case; `cargo test --test cases -- --list` lists them)",
+            names(false),
+            names(true)
+        ))
+    }
 }
 
 /// How to call the snapshot test.
@@ -150,6 +189,28 @@ mod tests {
         assert_eq!(selected("F1 f4 F4-unfenced --exact"), ["F1", "F4", "F4-unfenced"]);
         assert_eq!(selected("book"), Vec::<String>::new());
         assert_eq!(selected("--ignored"), Vec::<String>::new());
+    }
+
+    /// What `runs_nothing` is given: every case and variant, with its case.
+    fn runs() -> Vec<(String, &'static str)> {
+        let cases = crate::cases::ALL.iter().map(|c| (c.id.to_owned(), c.id));
+        cases.chain(crate::cases::variants().into_iter().map(|v| (v.name(), v.case.id))).collect()
+    }
+
+    /// A filter that names nothing, or filters and skips that leave
+    /// nothing, would run nothing and pass: refused, naming the filter
+    /// and the cases and variants there are. What names something runs.
+    #[test]
+    fn a_selection_of_nothing_is_refused() {
+        let why = parse("F999").unwrap().runs_nothing(&runs()).expect("F999 names no case, and was not refused");
+        assert!(why.contains("\"F999\"") && why.contains("F1 F2 F3") && why.contains("F19;") && why.contains("F4-unfenced"), "{why}");
+        let typo = parse("F4 F4-unfenced F4-unfencd").unwrap().runs_nothing(&runs()).expect("a typo among good names");
+        assert!(typo.contains("\"F4-unfencd\"") && !typo.contains("\"F4\""), "{typo}");
+        let left = parse("F4 --skip F4").unwrap().runs_nothing(&runs()).expect("F4 skipped leaves nothing");
+        assert!(left.contains("leave no case or variant"), "{left}");
+        for line in ["", "F4", "f4-UNFENCED --exact", "--skip F14", "--test-threads 1", "--ignored"] {
+            assert_eq!(parse(line).unwrap().runs_nothing(&runs()), None, "{line:?} was refused");
+        }
     }
 
     /// `--list` lists; unknown flags and missing values are refused.

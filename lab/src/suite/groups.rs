@@ -2,6 +2,7 @@
 //! test binaries cargo made and from the book's chapters.
 
 use super::book;
+use super::checked::Reporter;
 use crate::cases;
 use crate::error::{Result, ResultExt};
 use crate::paths;
@@ -23,6 +24,9 @@ pub struct Group {
     pub env: Vec<(String, String)>,
     /// Whether it breaks guards in a scratch copy (one of the pool's).
     pub needs_scratch: bool,
+    /// How it says what it checked: libtest's summary, or a file its
+    /// runner writes (the cases' snapshot test, the book's commands).
+    pub reporter: Reporter,
     /// Seconds it is expected to take, to start the longest first: what it
     /// took last time, else a guess.
     pub estimate: f64,
@@ -99,18 +103,18 @@ fn guess(name: &str) -> f64 {
 /// know is run whole, never skipped.
 pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<Vec<Group>> {
     let mut out = Vec::new();
-    let mut add = |name: String, program: &PathBuf, args: Vec<String>, env: Vec<(String, String)>, needs_scratch: bool| {
+    let mut add = |name: String, program: &PathBuf, args: Vec<String>, env: Vec<(String, String)>, needs_scratch: bool, reporter: Reporter| {
         let estimate = times.get(&name).copied().unwrap_or_else(|| guess(&name));
-        out.push(Group { name, program: program.clone(), args, env, needs_scratch, estimate });
+        out.push(Group { name, program: program.clone(), args, env, needs_scratch, reporter, estimate });
     };
     for (target, program) in &binaries.0 {
         match target.as_str() {
             "cases" => {
                 for slice in CASE_SLICES {
-                    add(format!("cases {}", slice.join(" ")), program, slice.iter().map(|s| s.to_string()).collect(), vec![], false);
+                    add(format!("cases {}", slice.join(" ")), program, slice.iter().map(|s| s.to_string()).collect(), vec![], false, Reporter::File);
                 }
                 let variants: Vec<String> = cases::variants().iter().map(|v| v.name()).collect();
-                add("cases variants".into(), program, variants, vec![], false);
+                add("cases variants".into(), program, variants, vec![], false, Reporter::File);
             }
             "book_commands" => {
                 let dir = paths::root().join("book");
@@ -131,13 +135,13 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
                             env.push(("LAB_BOOK_SLICE".to_owned(), format!("{i}/{slices}")));
                             format!("book {chapter} {}/{slices}", i + 1)
                         };
-                        // --nocapture: its progress and its count reach the log.
-                        add(name, program, vec!["--nocapture".into()], env, book::needs_scratch(&commands));
+                        // --nocapture: its progress reaches the log.
+                        add(name, program, vec!["--nocapture".into()], env, book::needs_scratch(&commands), Reporter::LibtestAndFile);
                     }
                 }
             }
-            "lib" => add("unit".into(), program, vec![], vec![], false),
-            other => add(other.to_owned(), program, vec![], vec![], false),
+            "lib" => add("unit".into(), program, vec![], vec![], false, Reporter::Libtest),
+            other => add(other.to_owned(), program, vec![], vec![], false, Reporter::Libtest),
         }
     }
     // Every slice of cases together must be every case: a case added to the
@@ -148,6 +152,30 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
     }
     out.sort_by(|a, b| b.estimate.total_cmp(&a.estimate));
     Ok(out)
+}
+
+/// The groups a selection names: each of `only` picks every group whose
+/// name contains it (`cases`, `book 07`), and none of them leaves all.
+/// A name that picks nothing is refused, naming it and the groups there
+/// are: a mistyped name must not run nothing, or less than was asked, and
+/// pass.
+pub fn select(all: Vec<Group>, only: &[String]) -> Result<Vec<Group>> {
+    if only.is_empty() {
+        return Ok(all);
+    }
+    let unmatched: Vec<&String> = only.iter().filter(|o| !all.iter().any(|g| g.name.contains(o.as_str()))).collect();
+    if !unmatched.is_empty() {
+        let mut names: Vec<&str> = all.iter().map(|g| g.name.as_str()).collect();
+        names.sort_unstable();
+        let asked: Vec<String> = unmatched.iter().map(|o| format!("{o:?}")).collect();
+        return Err(format!(
+            "no group of the suite has {} in its name, so nothing would run for it; a GROUP picks every group whose name contains it, and the groups are:\n  {}",
+            asked.join(" or "),
+            names.join("\n  ")
+        )
+        .into());
+    }
+    Ok(all.into_iter().filter(|g| only.iter().any(|o| g.name.contains(o.as_str()))).collect())
 }
 
 #[cfg(test)]
@@ -170,5 +198,27 @@ mod tests {
         assert!(names.contains(&"book 07-lease-not-enough.md"), "{names:?}");
         // Longest first.
         assert!(all.windows(2).all(|w| w[0].estimate >= w[1].estimate));
+    }
+
+    /// A selection that names no group is refused, naming what was asked
+    /// and the groups there are; one name that matches nothing among names
+    /// that do is refused too; a selection that matches keeps its groups.
+    #[test]
+    fn a_selection_that_matches_nothing_fails() {
+        let fake = PathBuf::from("/nonexistent/test-binary");
+        let binaries = TestBinaries([("cases".to_owned(), fake.clone()), ("layers".to_owned(), fake.clone()), ("lib".to_owned(), fake)].into());
+        let all = groups(&binaries, &BTreeMap::new()).unwrap();
+        let only = |names: &[&str]| select(all.clone(), &names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+
+        let refused = only(&["no-such-group"]).map(|g| g.len()).unwrap_err().to_string();
+        assert!(refused.contains("\"no-such-group\""), "{refused}");
+        assert!(refused.contains("\n  layers\n") && refused.contains("\n  unit"), "the groups are not listed: {refused}");
+        let partly = only(&["layers", "lyers"]).map(|g| g.len()).unwrap_err().to_string();
+        assert!(partly.contains("\"lyers\"") && !partly.contains("\"layers\" or"), "{partly}");
+
+        let picked: Vec<String> = only(&["layers", "cases F1 "]).unwrap().into_iter().map(|g| g.name).collect();
+        assert_eq!(picked.len(), 2, "{picked:?}");
+        assert!(picked.contains(&"layers".to_owned()) && picked.iter().any(|n| n.starts_with("cases F1 F2")), "{picked:?}");
+        assert_eq!(only(&[]).unwrap().len(), all.len());
     }
 }

@@ -1,7 +1,8 @@
 //! Running the groups: a few at once, each in an environment of its own,
 //! with progress while they run and a table of the slowest at the end.
 
-use super::groups::{groups, Group, TestBinaries};
+use super::checked::{self, Checked};
+use super::groups::{groups, select, Group, TestBinaries};
 use crate::error::{Result, ResultExt};
 use crate::{interrupt, paths};
 use nix::sys::signal::{kill, Signal};
@@ -26,7 +27,8 @@ pub struct Options {
     /// overlap. Before the exercises built each mutant once, 6 and 8 were
     /// alike (15:40, 15:51): the cores were the limit then.
     pub workers: usize,
-    /// Only the groups whose name contains one of these (all when empty).
+    /// Only the groups whose name contains one of these (all when empty);
+    /// each must pick some group (`groups::select`).
     pub only: Vec<String>,
 }
 
@@ -60,6 +62,9 @@ struct Running {
     home: PathBuf,
     /// Its log.
     log: PathBuf,
+    /// The file its runner writes what it checked to, when it writes one
+    /// ([`checked::VAR`]).
+    checked: PathBuf,
 }
 
 /// How a group ended.
@@ -77,6 +82,10 @@ struct Ended {
     log: PathBuf,
     /// What it left running, if anything.
     leftovers: Vec<String>,
+    /// What it checked, as its runner says (nothing for a group whose
+    /// process failed: it has failed already); or why its pass proves
+    /// nothing (it ran nothing, or its count cannot be read), which fails it.
+    checked: std::result::Result<Checked, String>,
 }
 
 /// The process groups and homes of the running groups, for the Ctrl-C cleanup.
@@ -95,13 +104,7 @@ pub fn run(options: &Options) -> Result<bool> {
     // beside this file (a run on a 2-core machine), to start the longest first.
     let mut times = parse_times(include_str!("times.tsv"));
     times.extend(read_times(&dir.join("times.tsv")));
-    let mut pending: Vec<Group> = groups(&binaries, &times)?;
-    if !options.only.is_empty() {
-        pending.retain(|g| options.only.iter().any(|o| g.name.contains(o.as_str())));
-        if pending.is_empty() {
-            return Err(format!("no group of the suite matches {:?}", options.only).into());
-        }
-    }
+    let mut pending: Vec<Group> = select(groups(&binaries, &times)?, &options.only)?;
     let total = pending.len();
     let workers = options.workers.max(1);
     println!("suite: {total} groups on {workers} workers (binaries built in {:.0}s)", built.as_secs_f64());
@@ -175,8 +178,15 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o711))?;
     let width = (PORTS_HIGH - PORTS_LOW) / workers as u32;
     let (low, high) = (PORTS_LOW + slot as u32 * width, PORTS_LOW + (slot as u32 + 1) * width);
-    let log = dir.join("logs").join(format!("{}.log", group.name.replace([' ', '/'], "_")));
+    let stem = group.name.replace([' ', '/'], "_");
+    let log = dir.join("logs").join(format!("{stem}.log"));
     let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    // A count left by an earlier run must not speak for this one.
+    let checked = dir.join("logs").join(format!("{stem}.checked.json"));
+    match std::fs::remove_file(&checked) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("removing the old count {}: {e}", checked.display()).into()),
+        _ => {}
+    }
     let mut cmd = Command::new(&group.program);
     cmd.args(&group.args)
         .current_dir(paths::root().join("lab"))
@@ -189,6 +199,7 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
         .env("LAB_TEST_TMP", &home)
         .env("LAB_ETCD_DIR", home.join("etcd-26"))
         .env("LAB_FREE_PORTS", format!("{low}-{high}"))
+        .env(checked::VAR, &checked)
         .env("LAB_PORT", crate::cluster::free_ports_in(low, high, crate::cluster::PORTS)?.to_string())
         .env("LAB_ETCD_PORT_BASE", crate::cluster::free_ports_in(low, high, crate::cluster::etcd::PORTS)?.to_string())
         .envs(group.env.iter().map(|(k, v)| (k, v)));
@@ -200,16 +211,19 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
     cmd.process_group(0);
     let child = cmd.spawn().with_context(|| format!("starting {}", group.name))?;
     LIVE.lock().push((child.id() as i32, home.clone()));
-    Ok(Running { group, child, started: Instant::now(), slot, scratch, home, log })
+    Ok(Running { group, child, started: Instant::now(), slot, scratch, home, log, checked })
 }
 
-/// Judges a group that ended: its exit status, and what it left running in
-/// its folder (a server, etcd members), which is stopped and fails it.
+/// Judges a group that ended: its exit status, what it says it checked (a
+/// pass of nothing fails it), and what it left running in its folder (a
+/// server, etcd members), which is stopped and fails it.
 fn finish(r: Running, passed: bool, cpu: Duration) -> Result<Ended> {
     LIVE.lock().retain(|(pid, _)| *pid != r.child.id() as i32);
     let mut leftovers = stop_strays(r.child.id() as i32);
     leftovers.extend(clear_home(&r.home));
-    Ok(Ended { name: r.group.name, took: r.started.elapsed(), cpu, ok: passed && leftovers.is_empty(), log: r.log, leftovers })
+    let checked = if passed { checked::read(r.group.reporter, &r.log, &r.checked) } else { Ok(Checked::default()) };
+    let ok = passed && leftovers.is_empty() && checked.is_ok();
+    Ok(Ended { name: r.group.name, took: r.started.elapsed(), cpu, ok, log: r.log, leftovers, checked })
 }
 
 /// Kills the processes still in the process group `pgid` once its leader
@@ -365,6 +379,9 @@ fn report(ended: &[Ended], wall: Duration, built: Duration) -> bool {
         for what in &e.leftovers {
             println!("left running: {what}");
         }
+        if let Err(why) = &e.checked {
+            println!("{why}");
+        }
         let text = std::fs::read_to_string(&e.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         for line in &lines[lines.len().saturating_sub(40)..] {
@@ -379,7 +396,11 @@ fn report(ended: &[Ended], wall: Duration, built: Duration) -> bool {
     }
     let busy: f64 = ended.iter().map(|e| e.took.as_secs_f64()).sum();
     let cpu: f64 = ended.iter().map(|e| e.cpu.as_secs_f64()).sum();
-    let counts = counts(ended);
+    let mut counts = Checked::default();
+    // Only what passed counts as checked.
+    for checked in ended.iter().filter(|e| e.ok).filter_map(|e| e.checked.as_ref().ok()) {
+        counts.add(checked);
+    }
     println!(
         "\nsuite: {} groups, {} failed; {} wall ({} building), {:.0} s of group time, {:.0} s of processor time\nchecked: {counts}",
         ended.len(),
@@ -391,33 +412,6 @@ fn report(ended: &[Ended], wall: Duration, built: Duration) -> bool {
     );
     let _ = std::io::stdout().flush();
     failed.is_empty()
-}
-
-/// What the logs say was checked: libtest's passed tests, the cases and
-/// variants matched with their snapshots, the book's commands run.
-fn counts(ended: &[Ended]) -> String {
-    let (mut tests, mut cases, mut variants, mut commands) = (0u64, 0u64, 0u64, 0u64);
-    // Only what passed counts as checked.
-    for e in ended.iter().filter(|e| e.ok) {
-        let text = std::fs::read_to_string(&e.log).unwrap_or_default();
-        for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("test result: ok. ") {
-                tests += rest.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
-            } else if let Some(rest) = line.strip_prefix("case ") {
-                if rest.contains(" ... ok") {
-                    let name = rest.split_whitespace().next().unwrap_or_default();
-                    if name.contains('-') {
-                        variants += 1;
-                    } else {
-                        cases += 1;
-                    }
-                }
-            } else if let Some(rest) = line.strip_prefix("book commands: ran ") {
-                commands += rest.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
-            }
-        }
-    }
-    format!("{tests} tests passed, {cases} cases and {variants} variants match their snapshots, {commands} book commands behaved as the book says")
 }
 
 /// The seconds each group took last time, to start the longest first.

@@ -1,10 +1,12 @@
 //! Helpers shared by the integration tests: running a command and failing
-//! loudly with its output, private clusters, and finding leftover processes.
+//! loudly with its output, private clusters, finding leftover processes,
+//! and a check that cannot run here (NOT RUN, a failure under CI).
 
 #![allow(dead_code)] // each test binary uses its own subset
 
 pub mod bench_table;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -212,6 +214,45 @@ pub const HEADLESS_CHROMIUM: &[&str] = &[
 /// another build's name for it.
 pub fn chromium() -> Option<PathBuf> {
     which(&["chromium", "chromium-browser", "google-chrome"])
+}
+
+/// Whether this is CI's run (`CI=true`, as `.ci/run` sets it), where every
+/// check must run.
+pub fn under_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// A check that cannot run here, for want of what `why` says (root, a
+/// second account, Chromium). Outside CI: a loud `*** NOT RUN: …` line on
+/// stderr, which the harness does not capture, and the caller returns.
+/// Under `CI=true`: a panic, since CI is there to run every check, and a
+/// test that returned there would pass on nothing. The one home of that
+/// rule for the integration tests (the library's unit tests have a copy
+/// of it in `fault/proxy/tests.rs`, their one such test).
+pub fn not_run(check: &str, why: &str) {
+    if under_ci() {
+        panic!("CI must run {check}, and it cannot here: {why}");
+    }
+    let _ = writeln!(std::io::stderr(), "\n*** NOT RUN: {check}: {why}\n");
+}
+
+/// Whether this process runs as root; if not, `check` did not run
+/// ([`not_run`]: a failure under CI), `why` saying what it needs root for.
+pub fn needs_root(check: &str, why: &str) -> bool {
+    if nix::unistd::Uid::effective().is_root() {
+        return true;
+    }
+    not_run(check, &format!("it needs root, {why}, and this process runs as uid {}", nix::unistd::Uid::effective()));
+    false
+}
+
+/// Headless Chromium, or `None` once `check` is [`not_run`] (a failure under CI).
+pub fn chromium_for(check: &str) -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        not_run(check, "headless Chromium is not installed. Install it: apt-get install chromium");
+    }
+    found
 }
 
 /// The first of `programs` found on PATH.
