@@ -31,7 +31,7 @@ use crate::lease_stores::StoresData;
 use crate::model::results::{ModelData, MutantsData};
 use crate::result_data::ResultData;
 use crate::vocabulary::FenceMode;
-use crate::cases::{self, Options};
+use crate::cases::{self, CaseOptions};
 use crate::cluster::etcd::ELECTION_TIMEOUT;
 use crate::error::{Result, ResultExt};
 use crate::evidence::{self, REDACTIONS};
@@ -260,7 +260,7 @@ fn code_facts() -> Vec<Fact> {
 
 /// The case table as `./run.sh list` prints it: id and title.
 fn case_facts() -> Vec<Fact> {
-    let options = Options::default();
+    let options = CaseOptions::default();
     let mut table = String::from("| 用例 | 标题（`./run.sh list` 打印的那一行） |\n|---|---|");
     for case in cases::ALL {
         table.push_str(&format!("\n| {} | {} |", case.id, (case.title)(&options).replace('|', "\\|")));

@@ -144,6 +144,10 @@
 //!   store, the holders and each resource mode as a model that stateright
 //!   checks whole (`lab model`), the same against the mutations, its
 //!   Explorer, and each counterexample replayed against the real cluster.
+//! - [`replay`]: a counterexample of the model run again with real holders
+//!   on PostgreSQL, then the same schedule fenced: a case driven by the
+//!   model's path (`lab model --replay MODE`), so the model itself stays
+//!   pure and the I3 scans stay the checker's.
 //! - [`suite`]: the whole test suite in parallel (`./run.sh test`): its
 //!   groups (test binaries, slices of the cases, the book's chapters), each
 //!   in an environment of its own, the longest first, with progress and a
@@ -195,6 +199,7 @@ pub mod cases;
 pub mod bench;
 pub mod mutants;
 pub mod model;
+pub mod replay;
 pub mod suite;
 pub mod facts;
 pub mod cli;

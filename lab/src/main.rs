@@ -43,11 +43,11 @@ fn dispatch(command: Command) -> ExitCode {
                 }));
             }
             interrupt::install();
-            report(bench::command(&bench::Options { seconds, runs, out }).map(|()| ExitCode::SUCCESS))
+            report(bench::command(&bench::BenchOptions { seconds, runs, out }).map(|()| ExitCode::SUCCESS))
         }
         Command::Suite { workers, only } => {
             interrupt::install();
-            report(lab::suite::run(&lab::suite::Options { workers, only }).map(verdict))
+            report(lab::suite::run(&lab::suite::SuiteOptions { workers, only }).map(verdict))
         }
         Command::Mutants { names, accept } => {
             if accept && std::env::var("CI").as_deref() == Ok("true") {

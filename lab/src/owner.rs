@@ -79,7 +79,7 @@ pub fn read(dir: &Path) -> Result<Option<Owner>> {
 
 /// The owner recorded in the file `name` of `place`, if there is one.
 pub fn read_in(place: &SafeDir, name: &str) -> Result<Option<Owner>> {
-    match place.read_file(name, safe_dir::Owner::me())? {
+    match place.read_file(name, safe_dir::Account::me())? {
         None => Ok(None),
         Some(text) => Owner::parse(&text).map(Some).ok_or_else(|| format!("{} says {text:?}, which is not an owner record", place.path().join(name).display()).into()),
     }

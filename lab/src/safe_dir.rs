@@ -60,22 +60,22 @@ pub struct SafeDir {
 
 /// Who a file or folder must belong to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Owner {
+pub struct Account {
     /// Its uid.
     pub uid: Uid,
     /// Its gid (for `fchown`).
     pub gid: Gid,
 }
 
-impl Owner {
+impl Account {
     /// The account this process runs as.
-    pub fn me() -> Owner {
-        Owner { uid: Uid::effective(), gid: Gid::effective() }
+    pub fn me() -> Account {
+        Account { uid: Uid::effective(), gid: Gid::effective() }
     }
 
     /// Another account (the server's).
-    pub fn of(user: &User) -> Owner {
-        Owner { uid: user.uid, gid: user.gid }
+    pub fn of(user: &User) -> Account {
+        Account { uid: user.uid, gid: user.gid }
     }
 }
 
@@ -168,7 +168,7 @@ impl SafeDir {
     pub fn own_folder(dir: &Path) -> Result<SafeDir> {
         let (parent, name) = split(dir)?;
         std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-        SafeDir::open_parent(parent)?.sub_dir(name, Owner::me(), 0o755)
+        SafeDir::open_parent(parent)?.sub_dir(name, Account::me(), 0o755)
     }
 
     /// Where the folder is.
@@ -179,7 +179,7 @@ impl SafeDir {
     /// `name` inside this folder: created (mode `mode`, given to `owner`
     /// through its descriptor) if missing; if present, it must be a real
     /// folder that belongs to `owner` and is open to nobody else.
-    pub fn sub_dir(&self, name: &str, owner: Owner, mode: u32) -> Result<SafeDir> {
+    pub fn sub_dir(&self, name: &str, owner: Account, mode: u32) -> Result<SafeDir> {
         let path = self.path.join(name);
         let made = match mkdirat(&self.fd, name, Mode::from_bits_truncate(0o700)) {
             Ok(()) => true,
@@ -208,7 +208,7 @@ impl SafeDir {
     }
 
     /// An existing sub-folder, if there is one, checked as [`Self::sub_dir`] checks it.
-    pub fn existing_sub_dir(&self, name: &str, owner: Owner, mode: u32) -> Result<Option<SafeDir>> {
+    pub fn existing_sub_dir(&self, name: &str, owner: Account, mode: u32) -> Result<Option<SafeDir>> {
         match nix::sys::stat::fstatat(&self.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
             Err(Errno::ENOENT) => Ok(None),
             _ => self.sub_dir(name, owner, mode).map(Some),
@@ -234,7 +234,7 @@ impl SafeDir {
     /// with `flags`, never through a link and never outside this folder; it
     /// must be a regular file with one link, owned by `owner`. `O_CREAT`
     /// in `flags` creates it when missing (then given to `owner`).
-    pub fn open_file(&self, relative: &str, flags: OFlag, owner: Owner) -> Result<File> {
+    pub fn open_file(&self, relative: &str, flags: OFlag, owner: Account) -> Result<File> {
         let path = self.path.join(relative);
         let mut how = OpenHow::new()
             .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
@@ -255,7 +255,7 @@ impl SafeDir {
     }
 
     /// The text of the file at `relative` (see [`Self::open_file`]), `None` when it does not exist.
-    pub fn read_file(&self, relative: &str, owner: Owner) -> Result<Option<String>> {
+    pub fn read_file(&self, relative: &str, owner: Account) -> Result<Option<String>> {
         match self.open_file(relative, OFlag::O_RDONLY, owner) {
             Ok(mut file) => {
                 let mut text = String::new();
@@ -326,7 +326,7 @@ impl SafeDir {
 
     /// Refuses a folder without the lab's marker.
     pub fn check_marker(&self) -> Result<()> {
-        let text = match self.read_file(MARKER, Owner::me()) {
+        let text = match self.read_file(MARKER, Account::me()) {
             Ok(Some(text)) => text,
             Ok(None) => {
                 return Err(format!(
@@ -388,7 +388,7 @@ fn check_folder(stat: &FileStat, path: &Path, last: bool) -> Result<()> {
 }
 
 /// A file found where the lab expects its own (or the server's) file.
-fn check_file(stat: &FileStat, path: &Path, owner: Owner) -> Result<()> {
+fn check_file(stat: &FileStat, path: &Path, owner: Account) -> Result<()> {
     if SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG {
         return Err(format!("{} is not a regular file; the lab will not use it", path.display()).into());
     }
@@ -463,13 +463,13 @@ mod tests {
         // which carries no marker, so it is refused all the same.
         assert!(SafeDir::open_or_make(&tmp.path().join("link"), 0o700).is_err());
         let dir = SafeDir::open(tmp.path()).unwrap();
-        let err = dir.sub_dir("link", Owner::me(), 0o700).unwrap_err().to_string();
+        let err = dir.sub_dir("link", Account::me(), 0o700).unwrap_err().to_string();
         assert!(err.contains("symbolic link"), "{err}");
         std::fs::write(target.join("secret"), "x").unwrap();
         symlink(target.join("secret"), tmp.path().join("file-link")).unwrap();
-        let err = dir.open_file("file-link", OFlag::O_RDONLY, Owner::me()).unwrap_err().to_string();
+        let err = dir.open_file("file-link", OFlag::O_RDONLY, Account::me()).unwrap_err().to_string();
         assert!(err.contains("symbolic link"), "{err}");
-        let err = dir.open_file("link/secret", OFlag::O_RDONLY, Owner::me()).unwrap_err().to_string();
+        let err = dir.open_file("link/secret", OFlag::O_RDONLY, Account::me()).unwrap_err().to_string();
         assert!(err.contains("symbolic link"), "{err}");
     }
 
@@ -492,7 +492,7 @@ mod tests {
         std::fs::write(tmp.path().join("a"), "x").unwrap();
         std::fs::hard_link(tmp.path().join("a"), tmp.path().join("b")).unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
-        let err = dir.open_file("b", OFlag::O_RDONLY, Owner::me()).unwrap_err().to_string();
+        let err = dir.open_file("b", OFlag::O_RDONLY, Account::me()).unwrap_err().to_string();
         assert!(err.contains("2 links"), "{err}");
     }
 
@@ -503,11 +503,11 @@ mod tests {
         let dir = SafeDir::open(tmp.path()).unwrap();
         dir.write_whole("f", "one", 0o600).unwrap();
         dir.write_whole("f", "two", 0o600).unwrap();
-        assert_eq!(dir.read_file("f", Owner::me()).unwrap().as_deref(), Some("two"));
+        assert_eq!(dir.read_file("f", Account::me()).unwrap().as_deref(), Some("two"));
         std::fs::write(tmp.path().join("victim"), "keep").unwrap();
         symlink(tmp.path().join("victim"), tmp.path().join("g.partial")).unwrap();
         dir.write_whole("g", "new", 0o600).unwrap();
         assert_eq!(std::fs::read_to_string(tmp.path().join("victim")).unwrap(), "keep");
-        assert_eq!(dir.read_file("missing", Owner::me()).unwrap(), None);
+        assert_eq!(dir.read_file("missing", Account::me()).unwrap(), None);
     }
 }

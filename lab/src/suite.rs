@@ -38,4 +38,4 @@ pub mod groups;
 pub mod schedule;
 
 pub use groups::{groups, Group, TestBinaries};
-pub use schedule::{run, Options};
+pub use schedule::{run, SuiteOptions};

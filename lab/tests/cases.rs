@@ -22,7 +22,7 @@
 //! review, and `./run.sh accept` re-locks the evidence.
 
 use lab::cases::test_args::{TestArgs, USAGE};
-use lab::cases::{self, Options, Runner};
+use lab::cases::{self, CaseOptions, Runner};
 use lab::error::chain;
 use lab::evidence::redact;
 use lab::suite::checked::Checked;
@@ -64,7 +64,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // No PostgreSQL is a failure with a reason, never a skip.
-    let runner = match Runner::begin(PathBuf::from(env!("CARGO_BIN_EXE_holder")), Options::default()) {
+    let runner = match Runner::begin(PathBuf::from(env!("CARGO_BIN_EXE_holder")), CaseOptions::default()) {
         Ok(runner) => runner,
         Err(e) => {
             eprintln!("cases: FAILED: cannot run the cases without the lab's cluster:\n{}", chain(e.as_ref()));

@@ -19,7 +19,7 @@
 
 mod common;
 
-use lab::chaos::checker::{check, findings, History};
+use lab::chaos::checker::{check, findings, CheckerInput};
 use lab::history::{Record, Target};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -85,7 +85,7 @@ fn json_lines_reproduce_the_chaos_table() {
     assert!(pages.len() >= 5, "{pages:?}");
     let row = |label: &str| rows.iter().find(|(l, _)| l == label).unwrap_or_else(|| panic!("chaos.md has no row {label}")).1.clone();
     for (i, name) in pages.iter().enumerate() {
-        let v = check(&History::from_record(&record(&history_dir().join(format!("{name}.jsonl")))).unwrap());
+        let v = check(&CheckerInput::from_record(&record(&history_dir().join(format!("{name}.jsonl")))).unwrap());
         let faults: usize = v.faults.values().sum();
         for (label, count) in [
             ("write attempts", v.attempts),
@@ -113,11 +113,11 @@ fn a_planted_line_changes_the_verdict() {
     let (pages, _) = chaos_table();
     let name = pages.iter().find(|n| n.contains("unfenced")).expect("an unfenced run");
     let text = std::fs::read_to_string(history_dir().join(format!("{name}.jsonl"))).unwrap();
-    let before = check(&History::from_record(&Record::from_jsonl(&text).unwrap()).unwrap());
+    let before = check(&CheckerInput::from_record(&Record::from_jsonl(&text).unwrap()).unwrap());
     assert!(before.stale_accepted > 0);
     // Every write refused: nothing is stale any more.
     let planted = text.replace("\"accepted\":true", "\"accepted\":false");
-    let after = check(&History::from_record(&Record::from_jsonl(&planted).unwrap()).unwrap());
+    let after = check(&CheckerInput::from_record(&Record::from_jsonl(&planted).unwrap()).unwrap());
     assert_eq!(after.stale_accepted, 0);
 }
 
@@ -263,7 +263,7 @@ fn foreign_addresses(html: &str) -> Vec<String> {
 /// writes whose attempt a finding is about, the granted acquires of a
 /// token reused.
 fn expected_marks(record: &Record) -> Vec<(&'static str, BTreeSet<String>)> {
-    let found = findings(&History::from_record(record).unwrap());
+    let found = findings(&CheckerInput::from_record(record).unwrap());
     lab::history::FindingKind::ALL
         .iter()
         .map(|&kind| {

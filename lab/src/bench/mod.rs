@@ -61,7 +61,7 @@ use std::time::Duration;
 
 /// The reader's knobs.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct BenchOptions {
     /// How long each cell's writers (or acquirers) run, per run.
     pub seconds: u32,
     /// How many times every cell is measured; the table shows the median.
@@ -130,7 +130,7 @@ pub struct Results {
     /// Where and how it was measured.
     pub facts: report::Facts,
     /// The knobs.
-    pub options: Options,
+    pub options: BenchOptions,
     /// Each write cell with its samples, one per run, in table order.
     pub cells: Vec<(Cell, Vec<Sample>)>,
     /// The acquire cell's samples, one per run.
@@ -153,7 +153,7 @@ pub fn cells() -> Vec<Cell> {
 /// Runs the whole bench: takes the cluster (starting it if needed),
 /// recreates the databases, measures every cell `runs` times, and returns
 /// the samples. Progress goes to stderr.
-pub fn run(options: &Options) -> Result<Results> {
+pub fn run(options: &BenchOptions) -> Result<Results> {
     let session = Session::begin()?;
     db::setup::recreate_databases()?;
     let facts = report::Facts::read(session.cluster())?;
@@ -191,7 +191,7 @@ pub fn run(options: &Options) -> Result<Results> {
 
 /// `lab bench`: runs the whole bench, prints the table and writes its
 /// files (the markdown at `options.out`, the CSV and the figures beside it).
-pub fn command(options: &Options) -> Result<()> {
+pub fn command(options: &BenchOptions) -> Result<()> {
     let results = run(options)?;
     print!("{}", report::markdown(&results)?);
     report::write_files(&results, &options.out)?;

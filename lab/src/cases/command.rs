@@ -3,7 +3,7 @@
 //! kept beside its output, and where the time went.
 
 use super::runner::{CaseTime, Runner};
-use super::{Case, Options};
+use super::{Case, CaseOptions};
 use crate::error::{Result, ResultExt};
 use crate::interrupt::QuietAfterStop;
 use crate::vocabulary::FenceMode;
@@ -18,7 +18,7 @@ pub struct RunRequest {
     /// The case ids as typed (`F4`, `all`).
     pub cases: Vec<String>,
     /// The reader's knobs.
-    pub options: Options,
+    pub options: CaseOptions,
     /// Where to write the whole transcript too (the evidence run).
     pub out: Option<PathBuf>,
     /// The `holder` binary.
@@ -135,7 +135,7 @@ pub fn stress(id: &str, runs: u32, mode: Option<FenceMode>, holder_bin: PathBuf)
     if let Some(why) = refusal(&[case.id.to_owned()], mode) {
         return Err(why.into());
     }
-    let options = Options { mode, ..Options::default() };
+    let options = CaseOptions { mode, ..CaseOptions::default() };
     let name = case.run_name(&options);
     let runner = Runner::begin(holder_bin, options)?;
     let locked = std::fs::read_to_string(evidence::snapshot_path(&name)).with_context(|| format!("reading the locked transcript of {name}"))?;

@@ -240,13 +240,13 @@ fn two_primaries(lab: &Lab, t: &mut Transcript, net: &Network, pair: &FailoverPa
             history.insert(0, "holder-a summary 2 accepted");
             history.push("holder-a detail 2 refused");
         }
-        t.check_eq_shown("资源库上的写入尝试，按记录顺序", history.join(", "), listed(survivor.history(SCOPE)?));
+        t.check_eq_shown("资源库上的写入尝试，按记录顺序", history.join(", "), listed(survivor.attempts_on(SCOPE)?));
     } else {
         let mut old = ResourceView::connect_to(&pair.primary().endpoint())?;
         t.check_eq_shown(
             "两个主库上各自的写入尝试：lease-p | lease-s",
             "holder-a summary 2 accepted, holder-a detail 2 accepted | holder-b summary 2 accepted, holder-b detail 2 accepted, holder-c detail 3 accepted".to_owned(),
-            format!("{} | {}", listed(old.history(SCOPE)?), listed(survivor.history(SCOPE)?)),
+            format!("{} | {}", listed(old.attempts_on(SCOPE)?), listed(survivor.attempts_on(SCOPE)?)),
         );
     }
     let outcome = judge(&mut ResourceView::connect_to(&a_wrote_to)?, &mut survivor)?;

@@ -23,7 +23,7 @@
 //! (`common::AfterFence`); the transcript names who blocks whom.
 
 use super::common::{part_write, pause_in_gap, require, stale_and_fresh, wait_for_lock_wait, AfterFence};
-use super::{Case, Lab, Options};
+use super::{Case, Lab, CaseOptions};
 use crate::error::Result;
 use crate::latch::BOUND;
 use crate::lease::Grant;
@@ -37,7 +37,7 @@ const MODE: FenceMode = FenceMode::FencedScope;
 /// The case.
 pub const CASE: Case = Case { id: "F6", title, run, mode: Some(MODE), modes: &FenceMode::SCOPE_FENCES };
 
-fn title(options: &Options) -> String {
+fn title(options: &CaseOptions) -> String {
     let mut title = "先检查后写入的竞态（a），与作用域级条件更新（b）".to_owned();
     if let Some(mode) = CASE.mode_in_force(options).filter(|m| *m != MODE) {
         title.push_str(&format!("，(b) 的资源端模式={mode}"));

@@ -8,7 +8,7 @@
 //! `--mode fenced-scope-shared` with the reader/writer fence.
 
 use super::common::{acquire, part_write};
-use super::{Case, Lab, Options};
+use super::{Case, Lab, CaseOptions};
 use crate::db;
 use crate::error::Result;
 use crate::lease::Grant;
@@ -22,7 +22,7 @@ const MODE: FenceMode = FenceMode::FencedScope;
 /// The case.
 pub const CASE: Case = Case { id: "F7", title, run, mode: Some(MODE), modes: &FenceMode::SCOPE_FENCES };
 
-fn title(options: &Options) -> String {
+fn title(options: &CaseOptions) -> String {
     let mut title = "栅栏粒度：逐行比较与作用域级比较".to_owned();
     if let Some(mode) = CASE.mode_in_force(options).filter(|m| *m != MODE) {
         title.push_str(&format!("，作用域级一侧的资源端模式={mode}"));

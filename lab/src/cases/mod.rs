@@ -69,7 +69,7 @@ use std::path::PathBuf;
 /// Knobs for the "things to try" of the book. The defaults are the article's
 /// experiments, which the evidence locks.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct CaseOptions {
     /// Replaces the resource mode of the cases that take it (see [`Case::modes`]).
     pub mode: Option<FenceMode>,
     /// F4/F5: pause holder-a before its deadline check instead of after it.
@@ -78,9 +78,9 @@ pub struct Options {
     pub threads: usize,
 }
 
-impl Default for Options {
-    fn default() -> Options {
-        Options { mode: None, pause_before_check: false, threads: params::RACERS }
+impl Default for CaseOptions {
+    fn default() -> CaseOptions {
+        CaseOptions { mode: None, pause_before_check: false, threads: params::RACERS }
     }
 }
 
@@ -91,7 +91,7 @@ pub struct Lab {
     /// The cluster, for F8's crash-restart.
     pub cluster: Cluster,
     /// The reader's knobs.
-    pub options: Options,
+    pub options: CaseOptions,
 }
 
 impl Lab {
@@ -132,7 +132,7 @@ pub struct Case {
     /// `F1` … `F19`.
     pub id: &'static str,
     /// The header's title, which may name the reader's knobs.
-    pub title: fn(&Options) -> String,
+    pub title: fn(&CaseOptions) -> String,
     /// Runs the case's timeline and checks, after the header.
     pub run: fn(&Lab, &mut Transcript) -> Result<()>,
     /// The resource mode that `--mode` replaces; `None` where it does not apply.
@@ -148,7 +148,7 @@ impl Case {
     /// article's run, `F4-unfenced`, `F4-pause-before-check`, `F3-threads-4`
     /// for the reader's variants (knobs that do not apply, or that repeat
     /// the default, add nothing).
-    pub fn run_name(&self, options: &Options) -> String {
+    pub fn run_name(&self, options: &CaseOptions) -> String {
         let mut name = self.id.to_owned();
         if let (Some(own), Some(picked)) = (self.mode, self.mode_in_force(options)) {
             if own != picked {
@@ -169,7 +169,7 @@ impl Case {
 impl Case {
     /// The resource mode this case runs with under `options`: the picked
     /// one when the case takes it, else its own.
-    pub fn mode_in_force(&self, options: &Options) -> Option<FenceMode> {
+    pub fn mode_in_force(&self, options: &CaseOptions) -> Option<FenceMode> {
         options.mode.filter(|m| self.modes.contains(m)).or(self.mode)
     }
 
@@ -186,7 +186,7 @@ pub struct Variant {
     /// The case.
     pub case: &'static Case,
     /// The reader's knobs.
-    pub options: Options,
+    pub options: CaseOptions,
     /// The flags as typed after `./run.sh F4`.
     pub flags: &'static [&'static str],
 }
@@ -200,7 +200,7 @@ impl Variant {
 
 /// Every variant the book runs.
 pub fn variants() -> Vec<Variant> {
-    let with = |mode: Option<FenceMode>, pause_before_check: bool, threads: usize| Options { mode, pause_before_check, threads };
+    let with = |mode: Option<FenceMode>, pause_before_check: bool, threads: usize| CaseOptions { mode, pause_before_check, threads };
     vec![
         Variant { case: &f4::CASE, options: with(None, true, params::RACERS), flags: &["--pause-before-check"] },
         Variant { case: &f5::CASE, options: with(None, true, params::RACERS), flags: &["--pause-before-check"] },

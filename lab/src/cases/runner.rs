@@ -2,8 +2,8 @@
 //! the cluster for the run, starts every run from fresh databases, and runs
 //! the cases one after another into one transcript.
 
-use super::{history as case_history, Case, Lab, Options};
-use crate::chaos::checker::{self, History};
+use super::{history as case_history, Case, Lab, CaseOptions};
+use crate::chaos::checker::{self, CheckerInput};
 use crate::history;
 use crate::cluster::Session;
 use crate::error::{chain, Result, ResultExt};
@@ -39,7 +39,7 @@ pub struct Runner {
 
 impl Runner {
     /// Takes the cluster (starting it if needed) and recreates both databases.
-    pub fn begin(holder_bin: PathBuf, options: Options) -> Result<Runner> {
+    pub fn begin(holder_bin: PathBuf, options: CaseOptions) -> Result<Runner> {
         if !holder_bin.is_file() {
             return Err(format!("the holder binary is missing ({}): build with `cargo build`", holder_bin.display()).into());
         }
@@ -50,12 +50,12 @@ impl Runner {
     }
 
     /// The reader's knobs for the cases run from now on.
-    pub fn set_options(&mut self, options: Options) {
+    pub fn set_options(&mut self, options: CaseOptions) {
         self.lab.options = options;
     }
 
     /// The knobs in force.
-    pub fn options(&self) -> &Options {
+    pub fn options(&self) -> &CaseOptions {
         &self.lab.options
     }
 
@@ -98,7 +98,7 @@ impl Runner {
     /// stretch whose holders made calls (see `cases::history`).
     fn draw(&self, id: &str, name: &str, began_ms: f64) -> Result<()> {
         for record in case_history::take(id, name)? {
-            let findings = checker::findings(&History::from_record(&record)?);
+            let findings = checker::findings(&CheckerInput::from_record(&record)?);
             history::save(&history::dir(), &record, &findings)?;
         }
         let recorded = timeline::collect()?;

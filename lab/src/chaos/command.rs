@@ -4,7 +4,7 @@
 //! with nothing to judge (a vacuous run is neither, and is never written
 //! into the evidence).
 
-use super::checker::{self, History};
+use super::checker::{self, CheckerInput};
 use crate::vocabulary::Judgement;
 use super::report;
 use super::run::{run_mode, Config, ModeRun};
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 /// What `lab chaos` was asked for.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct ChaosOptions {
     /// The run's seed, holders, duration per mode, holder binary and trace.
     pub config: Config,
     /// The modes to run, in turn.
@@ -28,7 +28,7 @@ pub struct Options {
 
 /// Runs every mode of `options` and reports; `true` when every verdict is
 /// the expected one. Progress goes to stderr, the table to stdout.
-pub fn run(options: &Options) -> Result<bool> {
+pub fn run(options: &ChaosOptions) -> Result<bool> {
     let config = &options.config;
     if !config.holder_bin.is_file() {
         return Err(format!("the holder binary is missing ({}): build with `cargo build`", config.holder_bin.display()).into());
@@ -87,7 +87,7 @@ pub fn run(options: &Options) -> Result<bool> {
 /// Writes one mode's history into `folder`: its JSON lines, and its page
 /// marked with the checker's findings on that same record.
 pub fn save_history(folder: &Path, run: &ModeRun) -> Result<PathBuf> {
-    let findings = checker::findings(&History::from_record(&run.record)?);
+    let findings = checker::findings(&CheckerInput::from_record(&run.record)?);
     history::save(folder, &run.record, &findings)
 }
 
@@ -106,18 +106,18 @@ pub fn unexpected(run: &ModeRun) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chaos::checker::{check, Fault, GrantRecord, History};
+    use crate::chaos::checker::{check, Fault, GrantRecord, CheckerInput};
     use crate::vocabulary::{FaultKind, StoredPart, WriteAttempt};
 
     /// A run of `mode` that the checker judged from `history`.
-    fn judged(mode: FenceMode, history: &History) -> ModeRun {
+    fn judged(mode: FenceMode, history: &CheckerInput) -> ModeRun {
         ModeRun::judged(mode, check(history), Vec::new())
     }
 
     /// One holding, one accepted write with its floor, one fault: a history
     /// with something to judge, and nothing wrong in it.
-    fn a_clean_history(mode: FenceMode) -> History {
-        History {
+    fn a_clean_history(mode: FenceMode) -> CheckerInput {
+        CheckerInput {
             attempts: vec![WriteAttempt {
                 id: 1,
                 scope: "daily-report".into(),
@@ -139,7 +139,7 @@ mod tests {
     /// expected": it had nothing to judge, and says what was missing.
     #[test]
     fn a_fenced_run_with_nothing_to_judge_is_unexpected() {
-        let run = judged(FenceMode::FencedScope, &History::default());
+        let run = judged(FenceMode::FencedScope, &CheckerInput::default());
         let why = unexpected(&run).expect("an empty history must not pass as clean");
         assert!(why.starts_with("FENCED_SCOPE had nothing to judge (no holding granted"), "{why}");
     }

@@ -41,6 +41,6 @@ pub mod run;
 pub mod schedule;
 pub mod workload;
 
-pub use checker::{check, Fault, GrantRecord, History};
+pub use checker::{check, Fault, GrantRecord, CheckerInput};
 pub use run::{run_mode, Config, ModeRun};
 pub use schedule::Schedule;

@@ -10,7 +10,7 @@
 //! exit path, an error or Ctrl-C included, ends them: the nemesis heals
 //! its links and joins its restart, the workload's drop ends every slot.
 
-use super::checker::{self, History};
+use super::checker::{self, CheckerInput};
 use crate::vocabulary::Verdict;
 use super::nemesis;
 use super::schedule::Schedule;
@@ -233,7 +233,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         holders: (0..config.holders).map(holder_name).collect(),
     };
     let record = Record { run, ops, faults, finals: resource.finals };
-    let history = History::from_record(&record)?;
+    let history = CheckerInput::from_record(&record)?;
     let first_failure = tally.first_failure.lock().clone();
     let mut accepted: Vec<&crate::vocabulary::WriteAttempt> = history.attempts.iter().filter(|a| a.accepted).collect();
     accepted.sort_by_key(|a| a.id);

@@ -5,17 +5,17 @@
 //! environment's (exit 3).
 
 use super::{ClusterAction, Database, EtcdAction};
-use crate::cases::{self, Options};
+use crate::cases::{self, CaseOptions};
 use crate::owner::{self, Owner};
 use crate::cluster::{credentials, Cluster};
 use crate::error::{Result, ResultExt};
-use crate::chaos::checker::{self, History};
+use crate::chaos::checker::{self, CheckerInput};
 use crate::{db, evidence, history, paths, timeline};
 use std::path::PathBuf;
 
 /// `lab list`: every case and what it shows.
 pub fn list() {
-    let options = Options::default();
+    let options = CaseOptions::default();
     for case in cases::ALL {
         println!("{}  {}", case.id, (case.title)(&options));
     }
@@ -39,7 +39,7 @@ pub fn history(run: &str) -> Result<()> {
     let jsonl = history::find(run)?;
     let text = std::fs::read_to_string(&jsonl).with_context(|| format!("reading {}", jsonl.display()))?;
     let record = history::Record::from_jsonl(&text).with_context(|| format!("reading {}", jsonl.display()))?;
-    let judged = History::from_record(&record)?;
+    let judged = CheckerInput::from_record(&record)?;
     let folder = jsonl.parent().ok_or("a history file has a folder")?;
     let page = history::save_page(folder, &record, &checker::findings(&judged))?;
     println!("{}: {} operations, {} faults, from {}", record.run.name, record.ops.len(), record.faults.len(), jsonl.display());

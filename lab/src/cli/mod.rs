@@ -7,7 +7,7 @@
 
 pub mod commands;
 
-use crate::cases::{self, command::RunRequest, Options};
+use crate::cases::{self, command::RunRequest, CaseOptions};
 use crate::chaos::{self, Config};
 use crate::vocabulary::FenceMode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -230,7 +230,8 @@ impl ModelArgs {
     /// Runs `lab model`: the Explorer, a replay, the mutants' table or the
     /// table; true when its verdict held.
     pub fn run(&self) -> crate::Result<bool> {
-        use crate::model::{explore, replay, table, Config};
+        use crate::model::{explore, table, Config};
+        use crate::replay;
         if let Some(mode) = self.explore {
             explore::serve(Config::new(mode, self.store))?;
             return Ok(true);
@@ -336,7 +337,7 @@ impl RunArgs {
     pub fn request(&self, holder_bin: PathBuf) -> RunRequest {
         RunRequest {
             cases: self.cases.clone(),
-            options: Options { mode: self.mode, pause_before_check: self.pause_before_check, threads: self.threads.into() },
+            options: CaseOptions { mode: self.mode, pause_before_check: self.pause_before_check, threads: self.threads.into() },
             out: self.out.clone(),
             holder_bin,
         }
@@ -350,8 +351,8 @@ impl RunArgs {
 
 impl ChaosArgs {
     /// The chaos run these arguments ask for, with the holders from `holder_bin`.
-    pub fn options(&self, holder_bin: PathBuf) -> chaos::command::Options {
-        chaos::command::Options {
+    pub fn options(&self, holder_bin: PathBuf) -> chaos::command::ChaosOptions {
+        chaos::command::ChaosOptions {
             config: Config { seed: self.seed, holders: self.holders.into(), duration: self.duration, holder_bin, trace: self.trace, case: None },
             modes: self.mode.0.map_or(FenceMode::ALL.to_vec(), |m| vec![m]),
             out: self.out.clone(),

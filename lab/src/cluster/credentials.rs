@@ -19,7 +19,7 @@
 //! password from a copy that lives only while initdb runs).
 
 use crate::error::{Result, ResultExt};
-use crate::safe_dir::{Owner, SafeDir};
+use crate::safe_dir::{Account, SafeDir};
 use nix::fcntl::OFlag;
 use std::fs;
 use std::io::Read;
@@ -65,7 +65,7 @@ pub fn write_file(place: &SafeDir, text: &str) -> Result<()> {
 pub fn read_file(place: &SafeDir) -> Result<String> {
     let mut text = String::new();
     place
-        .open_file(FILE, OFlag::O_RDONLY, Owner::me())
+        .open_file(FILE, OFlag::O_RDONLY, Account::me())
         .with_context(|| format!("reading the cluster's credentials in {}", place.path().display()))?
         .read_to_string(&mut text)?;
     Ok(text)

@@ -3,7 +3,7 @@
 use super::{credentials, diagnose, Cluster, HOST, LOG_NAME, NAME, SERVER_FOLDER};
 use crate::owner;
 use crate::error::{Result, ResultExt};
-use crate::safe_dir::{Owner, SafeDir};
+use crate::safe_dir::{Account, SafeDir};
 use crate::{interrupt, paths, poll};
 use nix::fcntl::OFlag;
 use nix::sys::signal::Signal;
@@ -290,7 +290,7 @@ impl Cluster {
     /// server folder, so that it is made again with fresh passwords.
     fn replace_unknown_server(&self) -> Result<()> {
         let place = self.place()?;
-        if self.read_server_file("data/PG_VERSION")?.is_none() || place.read_file(credentials::FILE, Owner::me())?.is_some() {
+        if self.read_server_file("data/PG_VERSION")?.is_none() || place.read_file(credentials::FILE, Account::me())?.is_some() {
             return Ok(());
         }
         eprintln!("lab: {} has a server but no credentials the lab made for it; recreating it with fresh passwords", self.dir.display());

@@ -67,7 +67,7 @@ pub use session::{lock_runs, stop_owned, Session};
 use crate::error::{Result, ResultExt};
 use crate::hosts::Host;
 use crate::paths;
-use crate::safe_dir::{Owner, SafeDir};
+use crate::safe_dir::{Account, SafeDir};
 use nix::fcntl::OFlag;
 use nix::unistd::User;
 use std::io::{Read, Seek, SeekFrom};
@@ -238,7 +238,7 @@ impl Cluster {
             // Root's folder for the places of closed checkouts: only root
             // creates entries in it; 0711 lets the server account pass.
             let (parent, name) = (shared.parent().expect("an absolute path"), shared.file_name().expect("a name"));
-            SafeDir::open(parent)?.sub_dir(&name.to_string_lossy(), Owner::me(), 0o711)?;
+            SafeDir::open(parent)?.sub_dir(&name.to_string_lossy(), Account::me(), 0o711)?;
         }
         if self.dir.parent() == Some(paths::build_dir().as_path()) {
             // The default place's parent, which a fresh checkout has not made yet.
@@ -262,8 +262,8 @@ impl Cluster {
     }
 
     /// Who owns `server/` and everything in it.
-    pub(crate) fn server_owner(&self) -> Owner {
-        self.run_as.as_ref().map_or_else(Owner::me, Owner::of)
+    pub(crate) fn server_owner(&self) -> Account {
+        self.run_as.as_ref().map_or_else(Account::me, Account::of)
     }
 
     /// `server/`: the server account's folder in the place, made the first

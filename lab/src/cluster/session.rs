@@ -93,7 +93,7 @@ fn own(cluster: &Cluster) {
 /// locked, through its descriptor).
 pub fn lock_runs() -> Result<std::result::Result<Flock<fs::File>, String>> {
     let place = Cluster::locate()?.place()?;
-    let file = place.open_file(LOCK_FILE, OFlag::O_RDWR | OFlag::O_CREAT, safe_dir::Owner::me())?;
+    let file = place.open_file(LOCK_FILE, OFlag::O_RDWR | OFlag::O_CREAT, safe_dir::Account::me())?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(mut lock) => {
             lock.set_len(0)?;

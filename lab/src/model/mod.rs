@@ -41,7 +41,6 @@ pub mod results;
 pub mod table;
 pub mod timeline;
 pub mod explore;
-pub mod replay;
 
 pub use holder::{Holder, Phase};
 pub use mutation::ModelMutation;

@@ -95,7 +95,7 @@ impl ResourceView {
     /// (`id`; for accepted writes, the order of acceptance: see
     /// RECORD_ATTEMPT): who wrote which part with which token, whether it
     /// was accepted, and the floor the attempt saw (`floor_after`).
-    pub fn history(&mut self, scope: &str) -> Result<Vec<WriteAttempt>> {
+    pub fn attempts_on(&mut self, scope: &str) -> Result<Vec<WriteAttempt>> {
         let rows = self.client.query(ATTEMPTS, &[]).context("reading write_attempt")?;
         let all = rows.iter().map(|r| attempt_from(r, 0.0)).collect::<Result<Vec<_>>>()?;
         Ok(all.into_iter().filter(|a| a.scope == scope).collect())

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// How the suite runs.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct SuiteOptions {
     /// How many groups run at once. Their time is mostly waiting, so more
     /// than the machine's cores: 6 on 2 cores. Beside two busy loops, 4
     /// took 17:19 with the cores not full (each busy loop got under half a
@@ -93,7 +93,7 @@ static LIVE: Mutex<Vec<(i32, PathBuf)>> = Mutex::new(Vec::new());
 
 /// Runs the suite: builds the test binaries, runs every group, prints the
 /// table; `Ok(true)` when every group passed.
-pub fn run(options: &Options) -> Result<bool> {
+pub fn run(options: &SuiteOptions) -> Result<bool> {
     let started = Instant::now();
     let dir = paths::root().join("target").join("suite");
     std::fs::create_dir_all(dir.join("logs"))?;

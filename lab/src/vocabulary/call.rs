@@ -2,8 +2,6 @@
 //! complete, as the holder prints them and a history records them.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 
 /// What a call does (the history's `f`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -34,19 +32,6 @@ impl Operation {
     }
 }
 
-impl fmt::Display for Operation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Operation {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Operation, String> {
-        super::parse(&Operation::ALL, Operation::name, text, "operation")
-    }
-}
-
 /// How a call returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -73,15 +58,5 @@ impl Outcome {
     }
 }
 
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Outcome {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Outcome, String> {
-        super::parse(&Outcome::ALL, Outcome::name, text, "outcome")
-    }
-}
+spelled!(Operation, shown by Operation::name, read by Operation::name, as "operation");
+spelled!(Outcome, shown by Outcome::name, read by Outcome::name, as "outcome");

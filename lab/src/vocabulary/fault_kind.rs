@@ -1,8 +1,6 @@
 //! The faults the chaos run's nemesis injects.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 
 /// The faults the nemesis injects, as the checker counts them. Counts are
 /// keyed by the kind itself; its order (the variants' order, which is their
@@ -59,18 +57,7 @@ impl FaultKind {
     }
 }
 
-impl fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for FaultKind {
-    type Err = String;
-    fn from_str(text: &str) -> Result<FaultKind, String> {
-        super::parse(&FaultKind::ALL, FaultKind::name, text, "fault kind")
-    }
-}
+spelled!(FaultKind, shown by FaultKind::name, read by FaultKind::name, as "fault kind");
 
 #[cfg(test)]
 mod tests {

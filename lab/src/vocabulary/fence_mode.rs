@@ -1,8 +1,6 @@
 //! How the resource decides whether to accept a write.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 
 /// How the resource decides whether to accept a write.
 ///
@@ -75,19 +73,9 @@ impl FenceMode {
     }
 }
 
-impl fmt::Display for FenceMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The command line's spelling, `fenced-scope`.
-impl FromStr for FenceMode {
-    type Err = String;
-    fn from_str(text: &str) -> Result<FenceMode, String> {
-        super::parse(&FenceMode::ALL, FenceMode::cli_name, text, "resource mode")
-    }
-}
+// Shown as its name (`FENCED_SCOPE`); read as the command line spells it
+// (`fenced-scope`): `from_name` reads the name.
+spelled!(FenceMode, shown by FenceMode::name, read by FenceMode::cli_name, as "resource mode");
 
 #[cfg(test)]
 mod tests {

@@ -1,8 +1,6 @@
 //! A change of the lease row, as the store's `lease_event` table records it.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 
 /// What changed the lease row (`lease_event.kind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -30,15 +28,4 @@ impl LeaseEventKind {
     }
 }
 
-impl fmt::Display for LeaseEventKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for LeaseEventKind {
-    type Err = String;
-    fn from_str(text: &str) -> Result<LeaseEventKind, String> {
-        super::parse(&LeaseEventKind::ALL, LeaseEventKind::name, text, "lease event")
-    }
-}
+spelled!(LeaseEventKind, shown by LeaseEventKind::name, read by LeaseEventKind::name, as "lease event");

@@ -1,8 +1,6 @@
 //! Which store keeps the lease.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 
 /// Which store keeps the lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -28,15 +26,4 @@ impl LeaseStoreKind {
     }
 }
 
-impl fmt::Display for LeaseStoreKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for LeaseStoreKind {
-    type Err = String;
-    fn from_str(text: &str) -> Result<LeaseStoreKind, String> {
-        super::parse(&LeaseStoreKind::ALL, LeaseStoreKind::name, text, "lease store")
-    }
-}
+spelled!(LeaseStoreKind, shown by LeaseStoreKind::name, read by LeaseStoreKind::name, as "lease store");

@@ -22,6 +22,25 @@
 //!   the [`Gap`]s that leave a count nothing to judge, and the
 //!   [`Judgement`]: clean, not clean, or nothing to judge).
 
+/// `Display` by one spelling and `FromStr` by another (often the same):
+/// each word's one printer and one parser, written once for all of them.
+macro_rules! spelled {
+    ($word:ty, shown by $show:path, read by $read:path, as $what:literal) => {
+        impl std::fmt::Display for $word {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str($show(*self))
+            }
+        }
+
+        impl std::str::FromStr for $word {
+            type Err = String;
+            fn from_str(text: &str) -> Result<$word, String> {
+                super::parse(&<$word>::ALL, $read, text, $what)
+            }
+        }
+    };
+}
+
 mod act;
 mod call;
 mod fault_kind;

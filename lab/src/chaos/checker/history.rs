@@ -1,7 +1,7 @@
 //! A chaos run's history as the checker reads it: the write attempts and
 //! final parts the resource recorded, the grants the holders reported, the
 //! faults the nemesis injected; taken from the run's whole record
-//! ([`History::from_record`]), or written by hand in a test.
+//! ([`CheckerInput::from_record`]), or written by hand in a test.
 
 use crate::error::Result;
 use crate::history::Record;
@@ -38,7 +38,7 @@ pub struct Fault {
 
 /// Everything a chaos run leaves behind, as the checker reads it.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct History {
+pub struct CheckerInput {
     /// Every write attempt, accepted or refused, in `write_attempt.id`
     /// order ([`check`] sorts by id anyway).
     pub attempts: Vec<WriteAttempt>,
@@ -50,13 +50,13 @@ pub struct History {
     pub faults: Vec<Fault>,
 }
 
-impl History {
+impl CheckerInput {
     /// The checker's view of a run's recorded history (`crate::history`):
     /// the attempt rows of its writes, its granted acquires as grants, its
     /// final rows, its faults. It reads nothing else, so a verdict is a
     /// function of the JSON lines alone. A mode or a fault kind the lab
     /// does not know is an error naming it, never a skipped line.
-    pub fn from_record(record: &Record) -> Result<History> {
+    pub fn from_record(record: &Record) -> Result<CheckerInput> {
         let attempts = record.ops.iter().filter_map(|o| o.attempt.clone()).collect();
         let mut grants = Vec::new();
         for op in record.ops.iter().filter(|o| o.f == Operation::Acquire && o.outcome == Outcome::Ok) {
@@ -67,6 +67,6 @@ impl History {
         }
         let final_parts = record.finals.clone();
         let faults = record.faults.iter().map(|f| Fault { kind: f.kind }).collect();
-        Ok(History { attempts, grants, final_parts, faults })
+        Ok(CheckerInput { attempts, grants, final_parts, faults })
     }
 }

@@ -5,7 +5,7 @@
 //! (`write_attempt`) and holds the final parts (`report_part`); the holders
 //! report their calls, the granted acquires among them, and the nemesis its
 //! faults. The run gathers them into one record (`crate::history`), and the
-//! checker reads its view of that ([`History::from_record`]).
+//! checker reads its view of that ([`CheckerInput::from_record`]).
 //!
 //! What the counts mean in the article's terms:
 //! - a *stale write accepted* is I3 broken as chapter 2 states it: in a
@@ -42,7 +42,7 @@ mod history;
 #[cfg(test)]
 mod tests;
 
-pub use history::{Fault, GrantRecord, History};
+pub use history::{Fault, GrantRecord, CheckerInput};
 
 use crate::vocabulary::{FaultKind, StoredPart, Verdict, WriteAttempt};
 use crate::history::{Finding, FindingKind, Target};
@@ -50,7 +50,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 // ANCHOR: check
 /// Judges a history; see [`Verdict`] for what each count means.
-pub fn check(history: &History) -> Verdict {
+pub fn check(history: &CheckerInput) -> Verdict {
     let mut attempts: Vec<&WriteAttempt> = history.attempts.iter().collect();
     attempts.sort_by_key(|a| a.id);
     let accepted = attempts.iter().filter(|a| a.accepted).count();
@@ -74,7 +74,7 @@ pub fn check(history: &History) -> Verdict {
 // ANCHOR: stale_accepted
 /// Accepted attempts below the largest token their scope accepted before
 /// them, each with the attempt that brought that token.
-fn stale_accepted<'a>(attempts: &[&'a WriteAttempt]) -> Vec<(&'a WriteAttempt, &'a WriteAttempt)> {
+pub fn stale_accepted<'a>(attempts: &[&'a WriteAttempt]) -> Vec<(&'a WriteAttempt, &'a WriteAttempt)> {
     let mut largest: BTreeMap<&str, &WriteAttempt> = BTreeMap::new();
     let mut stale = Vec::new();
     for &a in attempts.iter().filter(|a| a.accepted) {
@@ -100,7 +100,7 @@ fn tokens_reused(grants: &[GrantRecord]) -> Vec<(i64, BTreeSet<(&str, u32, u32)>
 
 /// Steps down between consecutive recorded floors of one scope: each
 /// attempt that recorded the lower floor, with the one before it.
-fn floor_regressions<'a>(attempts: &[&'a WriteAttempt]) -> Vec<(&'a WriteAttempt, &'a WriteAttempt)> {
+pub fn floor_regressions<'a>(attempts: &[&'a WriteAttempt]) -> Vec<(&'a WriteAttempt, &'a WriteAttempt)> {
     let mut previous: BTreeMap<&str, &WriteAttempt> = BTreeMap::new();
     let mut regressions = Vec::new();
     for &a in attempts {
@@ -132,7 +132,7 @@ fn lost_writes<'a>(attempts: &[&'a WriteAttempt], final_parts: &[StoredPart]) ->
 /// Everything the counts of [`check`] counted, one finding each, with the
 /// checker's reason: what the history's page marks on each operation.
 /// There are exactly as many findings of a kind as its count.
-pub fn findings(history: &History) -> Vec<Finding> {
+pub fn findings(history: &CheckerInput) -> Vec<Finding> {
     let mut attempts: Vec<&WriteAttempt> = history.attempts.iter().collect();
     attempts.sort_by_key(|a| a.id);
     let mut out = Vec::new();

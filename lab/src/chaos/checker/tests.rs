@@ -11,7 +11,7 @@ const WEEKLY: &str = "weekly-report";
 #[derive(Default)]
 struct Run {
     /// The history so far.
-    history: History,
+    history: CheckerInput,
 }
 
 impl Run {
@@ -392,7 +392,7 @@ fn a_record_is_read_as_the_checker_reads_a_history() {
         .enumerate()
         .map(|(i, k)| FaultSpan { id: i as u64 + 1, kind: *k, targets: Vec::new(), start_ms: 0.0, end_ms: None })
         .collect();
-    let history = History::from_record(&record).unwrap();
+    let history = CheckerInput::from_record(&record).unwrap();
     assert_eq!(history.grants, [GrantRecord { holder: "holder-a".into(), incarnation: 1, holding: 2, token: 4 }]);
     assert_eq!((history.attempts.len(), history.attempts[0].id, history.attempts[0].mode), (1, 7, Unfenced));
     assert_eq!(history.faults.iter().map(|f| f.kind).collect::<Vec<_>>(), FaultKind::ALL);

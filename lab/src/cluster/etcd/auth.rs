@@ -17,7 +17,7 @@
 use super::gateway::{Gateway, GrpcStatus, Login};
 use super::{reply, EtcdCluster, NAME};
 use crate::error::{Result, ResultExt};
-use crate::safe_dir::{Owner, SafeDir};
+use crate::safe_dir::{Account, SafeDir};
 use serde_json::json;
 use std::path::Path;
 
@@ -30,7 +30,7 @@ const FILE: &str = "credentials";
 /// The login saved in the cluster folder `dir`, if the lab has made one.
 pub(super) fn saved_login(dir: &Path) -> Result<Option<Login>> {
     let Some(folder) = SafeDir::open_made(dir)? else { return Ok(None) };
-    let Some(text) = folder.read_file(FILE, Owner::me())? else { return Ok(None) };
+    let Some(text) = folder.read_file(FILE, Account::me())? else { return Ok(None) };
     let (user, password) = text
         .trim_end()
         .split_once(':')

@@ -31,11 +31,12 @@
 //! replay itself, as F14 does (a holder process reaches one server for both
 //! its lease and its resource, and the pair holds only the lease).
 
+use crate::chaos::checker;
+use crate::model::holder::{letter, name};
+use crate::model::properties::name as property;
+use crate::model::table::{check, steps};
+use crate::model::{Action, Config, LeaseModel, State, StoreKind};
 use crate::vocabulary::Act;
-use super::holder::{letter, name};
-use super::properties::name as property;
-use super::table::{check, steps};
-use super::{Action, Config, LeaseModel, State, StoreKind};
 use crate::cases::common::{part_write, require};
 use crate::cases::Lab;
 use crate::cluster::replica::FailoverPair;
@@ -100,14 +101,14 @@ pub fn schedule(model: &LeaseModel, path: &Path<State, Action>, fenced: bool) ->
             Action::Acquire(h) => Some(Op::Acquire(h)),
             Action::Check(h) => Some(Op::Check(h)),
             Action::Write(h, stmt) => {
-                let super::Phase::Write { statement, .. } = before.holders[h].phase else { return Err("a write step of a holder not writing".into()) };
+                let crate::model::Phase::Write { statement, .. } = before.holders[h].phase else { return Err("a write step of a holder not writing".into()) };
                 // What the model says the resource answers this write (a
                 // write the path leaves unfinished runs on: accepted); the
                 // fenced replay has no answer from this model.
-                let answer = if fenced { None } else { Some(model.outcome(before, h, stmt) != super::resource::Outcome::Refused) };
+                let answer = if fenced { None } else { Some(model.outcome(before, h, stmt) != crate::model::resource::Outcome::Refused) };
                 // The write's last statement in the path: it ends the write,
                 // or the path ends before the write does.
-                let last = !matches!(after.holders[h].phase, super::Phase::Write { .. }) || !actions[step..].iter().any(|a| matches!(a, Action::Write(x, _) if *x == h));
+                let last = !matches!(after.holders[h].phase, crate::model::Phase::Write { .. }) || !actions[step..].iter().any(|a| matches!(a, Action::Write(x, _) if *x == h));
                 // Fenced, a write whose statements others' steps come between
                 // left at its first statement and arrives at its last: it is
                 // delayed in flight.
@@ -133,8 +134,8 @@ pub fn schedule(model: &LeaseModel, path: &Path<State, Action>, fenced: bool) ->
                     // The upsert follows the floor write with no gap: it
                     // must come right after it in the path.
                     (false, _, _) => {
-                        if actions.get(i.wrapping_sub(1)) != Some(&Action::Write(h, super::Statement::SetFloor)) {
-                            return Err(format!("step {step} ({}) cannot be forced: the code runs it right after the floor write", super::table::action_text(action)).into());
+                        if actions.get(i.wrapping_sub(1)) != Some(&Action::Write(h, crate::model::Statement::SetFloor)) {
+                            return Err(format!("step {step} ({}) cannot be forced: the code runs it right after the floor write", crate::model::table::action_text(action)).into());
                         }
                         None
                     }
@@ -145,7 +146,7 @@ pub fn schedule(model: &LeaseModel, path: &Path<State, Action>, fenced: bool) ->
             // Renewal and release follow a holder's last write on their own.
             Action::Renew(_) | Action::Release(_) => None,
             Action::Restart(_) | Action::Replicate | Action::Promote => {
-                return Err(format!("step {step} ({}) has no replay against one server", super::table::action_text(action)).into())
+                return Err(format!("step {step} ({}) has no replay against one server", crate::model::table::action_text(action)).into())
             }
         };
         if let Some(op) = op {
@@ -257,7 +258,7 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
         let label = |what: &str| format!("步 {step}（{}）：{what}", shown[step - 1]);
         match op {
             Op::Acquire(h) => {
-                let parts: Vec<String> = (0..model.parts(h)).map(|i| super::resource::PARTS[usize::from(model.part(h, i as u8))].to_owned()).collect();
+                let parts: Vec<String> = (0..model.parts(h)).map(|i| crate::model::resource::PARTS[usize::from(model.part(h, i as u8))].to_owned()).collect();
                 let mut waits = vec![WaitPoint::BeforeCheck, WaitPoint::BeforeWrite];
                 if gap {
                     waits.push(WaitPoint::InsideFence);
@@ -404,23 +405,20 @@ fn end(hs: &mut Holders, h: usize) -> Result<()> {
 }
 
 /// The first accepted write below a token accepted before it, in the
-/// order of acceptance (I3 broken), as `writer token=t after token=u`.
+/// order of acceptance (I3 broken: the checker's own scan), as `writer
+/// part token=t 在 writer token=u 之后被接受`.
 fn stale_accepted(history: &[WriteAttempt]) -> Option<String> {
-    let mut bar: Option<&WriteAttempt> = None;
-    for a in history.iter().filter(|a| a.accepted) {
-        match bar {
-            Some(b) if a.token < b.token => return Some(format!("{} {} token={} 在 {} token={} 之后被接受", a.writer, a.part, a.token, b.writer, b.token)),
-            Some(b) if a.token <= b.token => {}
-            _ => bar = Some(a),
-        }
-    }
-    None
+    let attempts: Vec<&WriteAttempt> = history.iter().collect();
+    let (a, b) = checker::stale_accepted(&attempts).into_iter().next()?;
+    Some(format!("{} {} token={} 在 {} token={} 之后被接受", a.writer, a.part, a.token, b.writer, b.token))
 }
 
-/// The first step down of the floor among the attempts' `floor_after`.
+/// The first step down of the floor among the attempts' `floor_after`
+/// (the checker's own scan).
 fn floor_regression(history: &[WriteAttempt]) -> Option<String> {
-    let floors: Vec<i64> = history.iter().filter_map(|a| a.floor_after).collect();
-    floors.windows(2).find(|w| w[1] < w[0]).map(|w| format!("floor {} → {}", w[0], w[1]))
+    let attempts: Vec<&WriteAttempt> = history.iter().collect();
+    let (a, before) = checker::floor_regressions(&attempts).into_iter().next()?;
+    Some(format!("floor {} → {}", before.floor_after?, a.floor_after?))
 }
 
 /// The history as `writer part token accepted floor_after`, one per attempt.
@@ -430,7 +428,7 @@ fn shown(history: &[WriteAttempt]) -> String {
 
 /// PostgreSQL shows the counterexample's violation.
 fn judge_violation(lab: &Lab, t: &mut Transcript, broken: &str) -> Result<()> {
-    let history = lab.view()?.history(SCOPE)?;
+    let history = lab.view()?.attempts_on(SCOPE)?;
     t.note(format!("write_attempt（按 id）：{}", shown(&history)));
     require(!history.is_empty(), "the replay wrote nothing")?;
     match broken {
@@ -448,7 +446,7 @@ fn judge_violation(lab: &Lab, t: &mut Transcript, broken: &str) -> Result<()> {
 
 /// PostgreSQL shows the fence refusing the stale write, and nothing broken.
 fn judge_refusal(lab: &Lab, t: &mut Transcript) -> Result<()> {
-    let history = lab.view()?.history(SCOPE)?;
+    let history = lab.view()?.attempts_on(SCOPE)?;
     t.note(format!("write_attempt（按 id）：{}", shown(&history)));
     let refused: Vec<&WriteAttempt> = history.iter().filter(|a| !a.accepted).collect();
     let stale = history.iter().filter(|a| a.accepted).map(|a| a.token).max().unwrap_or(0);
@@ -489,7 +487,7 @@ fn failover(lab: &Lab, t: &mut Transcript, path: &Path<State, Action>) -> Result
         let (mut a_store, mut b_store) = (lab.store(FenceMode::FencedScope, "holder-a")?, lab.store(FenceMode::FencedScope, "holder-b")?);
         let b_ok = b_store.write(&part_write(&b, "summary", "rows=201(B)"))?;
         let a_ok = a_store.write(&part_write(&a, "detail", "rows=200(A)"))?;
-        let history = lab.view()?.history(SCOPE)?;
+        let history = lab.view()?.attempts_on(SCOPE)?;
         t.note(format!("write_attempt（按 id）：{}", shown(&history)));
         let both = history.iter().filter(|w| w.accepted && w.token == a.token).count();
         t.exposes(a_ok && b_ok && both == 2, format!("FENCED_SCOPE 分不出两个相同的 token：token={} 的两次写入都被接受", a.token), || format!("A {a_ok} B {b_ok}, {both} accepted"));
