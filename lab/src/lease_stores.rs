@@ -244,7 +244,7 @@ fn measure(cluster: &Cluster) -> Result<(Vec<Row>, Vec<Place>, Vec<String>)> {
 }
 
 /// The table the book includes, drawn from the data.
-fn table(data: &StoresData) -> String {
+pub fn table(data: &StoresData) -> String {
     let mut text = String::new();
     let _ = writeln!(text, "<!-- 由 `./run.sh lease-stores` 生成（lab/src/lease_stores.rs）；不要手改，重新测量即可。 -->");
     let _ = writeln!(text, "| 租约库 | 一次获取要等什么 | 获取延迟中位数 | p90 | 出故障时（见用例） |");
@@ -314,6 +314,13 @@ fn utc_now() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The book's table is what its data draws, line for line.
+    #[test]
+    fn the_table_is_drawn_from_its_data() {
+        let data = StoresData::read(&default_out().with_extension("json")).unwrap();
+        assert_eq!(std::fs::read_to_string(default_out()).unwrap(), table(&data), "evidence/26/lease-stores.md is not what lease-stores.json draws");
+    }
 
     /// The median of an even count is the mean of the two middle samples;
     /// the p90 of 50 is the 45th.

@@ -7,6 +7,27 @@
 //! the article) against a real, throw-away PostgreSQL cluster and prints
 //! their transcripts.
 //!
+//! # Where a number is born
+//!
+//! Every number the book shows is measured once, by a run, and kept as
+//! data; everything a reader sees is drawn from that data, and nothing
+//! reads a number back out of text:
+//!
+//! ```text
+//!  a run: lab run, lab chaos, lab model, lab lease-stores, lab bench
+//!    │  reads the database and the processes (never a literal)
+//!    ▼
+//!  data: output.json, chaos.json, model.json, model-mutants.json,
+//!        lease-stores.json, bench.csv, history/*.jsonl
+//!    │  one reader each ([`result_data`] lists them)
+//!    ├──► what a reader looks at: the transcript, the Markdown tables,
+//!    │    the charts, the history pages (drawn from the data)
+//!    ├──► the book's facts: `lab facts` → evidence/26/facts/*.md, which
+//!    │    the chapters include by anchor (a missing field is an error)
+//!    └──► the tests: a table is what its data draws; the checker judges
+//!         a history's lines again; the facts are what the data gives now
+//! ```
+//!
 //! # Layout
 //!
 //! The map is also the order of the layers: a module uses only modules

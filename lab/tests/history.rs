@@ -3,8 +3,9 @@
 //! Chromium draws them, show what the lines hold and nothing else.
 //!
 //! Table of contents:
-//! - the JSON lines alone reproduce `evidence/26/chaos.md`'s counts, mode
-//!   by mode (the checker run on the parsed lines);
+//! - the JSON lines alone reproduce `evidence/26/chaos.json`'s counts, mode
+//!   by mode (the checker run on the parsed lines), and `chaos.md` is what
+//!   that data draws;
 //! - every page the book links to exists, beside its lines, and the book
 //!   reaches them (`book/history` is the evidence's folder);
 //! - in Chromium, each page draws every operation and every fault of its
@@ -20,6 +21,8 @@
 mod common;
 
 use lab::chaos::checker::{check, findings, CheckerInput};
+use lab::chaos::results::ChaosData;
+use lab::result_data::ResultData;
 use lab::history::{Record, Target};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -54,64 +57,37 @@ fn record(jsonl: &Path) -> Record {
     Record::from_jsonl(&text).unwrap_or_else(|e| panic!("{}: {e}", jsonl.display()))
 }
 
-/// The chaos table's modes, each with its page's name, and its rows.
-fn chaos_table() -> (Vec<String>, Vec<(String, Vec<String>)>) {
-    let table = std::fs::read_to_string(root().join("evidence/26/chaos.md")).unwrap();
-    let cells = |line: &str| -> Vec<String> { line.trim().trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect() };
-    // `[`FENCED_ROW`](history/chaos-fenced-row.html)`, or `[22](history/….html#only=stale)`: the text.
-    let text = |cell: &str| cell.strip_prefix('[').and_then(|c| c.split_once("](")).map_or(cell.to_owned(), |(t, _)| t.trim_matches('`').to_owned());
-    let header = table.lines().find(|l| l.starts_with("| |")).expect("chaos.md has no table");
-    let pages: Vec<String> = cells(header)
-        .iter()
-        .skip(1)
-        .map(|c| c.split_once("](history/").and_then(|(_, rest)| rest.strip_suffix(".html)")).unwrap_or_else(|| panic!("the header cell {c} links to no page")).to_owned())
-        .collect();
-    let rows = table
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| |"))
-        .map(|l| {
-            let c = cells(l);
-            (c[0].clone(), c[1..].iter().map(|v| text(v)).collect())
-        })
-        .collect();
-    (pages, rows)
+/// The chaos run's data, which its table is drawn from.
+fn chaos_data() -> ChaosData {
+    ChaosData::read(&root().join("evidence/26/chaos.json")).unwrap_or_else(|e| panic!("{}", lab::error::chain(e.as_ref())))
 }
 
-/// The checker, run on each mode's JSON lines alone, counts what the
-/// book's table says: the verdict is reproducible from the file.
+/// The checker, run on each mode's JSON lines alone, finds what the run's
+/// data says, count for count: the verdict is reproducible from the file.
 #[test]
-fn json_lines_reproduce_the_chaos_table() {
-    let (pages, rows) = chaos_table();
-    assert!(pages.len() >= 5, "{pages:?}");
-    let row = |label: &str| rows.iter().find(|(l, _)| l == label).unwrap_or_else(|| panic!("chaos.md has no row {label}")).1.clone();
-    for (i, name) in pages.iter().enumerate() {
-        let v = check(&CheckerInput::from_record(&record(&history_dir().join(format!("{name}.jsonl")))).unwrap());
-        let faults: usize = v.faults.values().sum();
-        for (label, count) in [
-            ("write attempts", v.attempts),
-            ("accepted", v.accepted),
-            ("refused", v.refused),
-            ("holdings granted", v.holdings),
-            ("stale writes accepted (I3)", v.stale_accepted),
-            ("tokens reused (I2)", v.tokens_reused),
-            ("floor regressions (I3)", v.floor_regressions),
-            ("lost writes", v.lost_writes),
-            ("faults injected", faults),
-            ("verdict", 0),
-        ] {
-            let shown = &row(label)[i];
-            let got = if label == "verdict" { v.judgement().word().to_owned() } else { count.to_string() };
-            assert_eq!(&got, shown, "{name}.jsonl: {label} is {got}, the table says {shown}");
-        }
+fn json_lines_reproduce_the_chaos_run() {
+    let data = chaos_data();
+    assert!(data.modes.len() >= 5, "{:?}", data.modes.iter().map(|m| m.mode).collect::<Vec<_>>());
+    for mode in &data.modes {
+        let v = check(&CheckerInput::from_record(&record(&history_dir().join(format!("{}.jsonl", mode.history)))).unwrap());
+        assert_eq!(v, mode.verdict, "{}.jsonl: the checker finds other counts than evidence/26/chaos.json", mode.history);
+        assert_eq!(v.faults.values().sum::<usize>(), mode.fates.injected, "{}: faults injected", mode.history);
     }
+}
+
+/// The book's chaos table is what its data draws, line for line.
+#[test]
+fn the_chaos_table_is_drawn_from_its_data() {
+    let table = std::fs::read_to_string(root().join("evidence/26/chaos.md")).unwrap();
+    assert_eq!(table, lab::chaos::report::markdown(&chaos_data()), "evidence/26/chaos.md is not what evidence/26/chaos.json draws");
 }
 
 /// A changed line changes the count: the reproduction above is not a
 /// comparison that cannot fail.
 #[test]
 fn a_planted_line_changes_the_verdict() {
-    let (pages, _) = chaos_table();
-    let name = pages.iter().find(|n| n.contains("unfenced")).expect("an unfenced run");
+    let data = chaos_data();
+    let name = &data.modes.iter().find(|m| m.mode == lab::vocabulary::FenceMode::Unfenced).expect("an unfenced run").history;
     let text = std::fs::read_to_string(history_dir().join(format!("{name}.jsonl"))).unwrap();
     let before = check(&CheckerInput::from_record(&Record::from_jsonl(&text).unwrap()).unwrap());
     assert!(before.stale_accepted > 0);
