@@ -205,55 +205,108 @@ fn accepted(view: &mut crate::resource::ResourceView) -> Result<String> {
     Ok(tokens(&view.accepted_tokens(SCOPE)?))
 }
 
+/// What a forced race must show, in the order every race prints it: the
+/// first writer stopped after its fence (and by whom), the floor others
+/// read meanwhile, the second writer queued (on what, behind whom) and not
+/// returned, both outcomes, the parts, the order of acceptance, the floor
+/// at the end. A line a race does not print is `None`.
+struct Expect<'a> {
+    /// The first writer's letter, the part it stops on, and what its
+    /// statement did before it stopped (for the hold's line).
+    first: (&'a str, &'a str, &'a str),
+    /// The second writer's letter, and the grant it queues behind.
+    second: (&'a str, &'a Grant),
+    /// The floor other sessions read while the first is stopped.
+    gap_floor: Option<(&'a str, i64)>,
+    /// The second writer queued: on the floor row, on the scope's lock,
+    /// and who holds that lock in which mode (see `second_queued`).
+    queued: (&'a str, &'a str, (&'a str, &'a str)),
+    /// That the second writer's call had not returned before the first committed.
+    not_early: Option<&'a str>,
+    /// Both outcomes: the line, what it must read, and the writers' letters
+    /// when it reads them as `B true, A false` (`None`: as `true true`).
+    outcome: (&'a str, &'a str, Option<(&'a str, &'a str)>),
+    /// Each part that must be there afterwards: the line, the part, what it holds.
+    parts: &'a [(&'a str, &'a str, &'a str)],
+    /// The accepted tokens in `write_attempt` order: the line, and what.
+    accepted: (&'a str, &'a str),
+    /// The floor at the end, 2: the line.
+    floor: Option<&'a str>,
+}
+
+/// Checks that `race` showed what `e` expects, line by line.
+fn judge(lab: &Lab, t: &mut Transcript, race: &Race, mode: FenceMode, e: &Expect) -> Result<()> {
+    let mut view = lab.view()?;
+    first_stopped_by_hold(t, race, e.first.0, e.first.1, e.first.2);
+    if let Some((line, floor)) = e.gap_floor {
+        t.check_eq(line, floor, race.floor_while_first_in_gap);
+    }
+    second_queued(t, race, e.queued.0, e.queued.1, e.queued.2);
+    second_queued_on(t, race, mode, e.second.0, e.second.1);
+    if let Some(line) = e.not_early {
+        t.check(!race.second_returned_early, line, || format!("{}'s write had returned", e.second.0));
+    }
+    let outcomes = match e.outcome.2 {
+        Some((first, second)) => format!("{first} {}, {second} {}", race.first_ok, race.second_ok),
+        None => format!("{} {}", race.first_ok, race.second_ok),
+    };
+    t.check_eq(e.outcome.0, e.outcome.1.to_owned(), outcomes);
+    for (line, part, holds) in e.parts {
+        t.check_eq_shown(*line, (*holds).to_owned(), view.part_text(SCOPE, part)?);
+    }
+    t.check_eq_shown(e.accepted.0, e.accepted.1.to_owned(), accepted(&mut view)?);
+    if let Some(line) = e.floor {
+        t.check_eq(line, 2, view.floor(SCOPE)?);
+    }
+    Ok(())
+}
+
 fn fenced_a_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant, mode: FenceMode) -> Result<()> {
     let race = race(lab, mode, Racer { grant: a, part: PART_SUMMARY, content: "old(A)" }, Racer { grant: b, part: PART_SUMMARY, content: "new(B)" })?;
-    let mut view = lab.view()?;
-    first_stopped_by_hold(t, &race, "A", PART_SUMMARY, "推进 floor 后");
-    t.check_eq("A 推进 floor 后尚未提交：其他会话读到的 fence_floor 仍为 0", 0, race.floor_while_first_in_gap);
-    second_queued(
-        t,
-        &race,
-        "B 的 UPDATE 在 pg_stat_activity 中显示为等锁：wait_event_type = Lock",
-        "B 在 pg_stat_activity 中显示为等作用域的咨询锁：wait_event = Lock/advisory",
-        ("pg_locks：A 持排他锁、B 等共享锁", "holder-a ExclusiveLock granted, holder-b ShareLock waiting"),
-    );
-    second_queued_on(t, &race, mode, "B", a);
-    t.check(!race.second_returned_early, "B 的写入在 A 提交前没有返回", || "B's write had returned");
     let both = if mode == FenceMode::FencedScopeShared {
         "顺序 A→B：A 提交后 B 拿到锁，读到 floor=1 < 2，以排他锁推进后写入：两次写入都被接受"
     } else {
         "顺序 A→B：A 提交后 B 对新版本行求值 1 <= 2 成立，两次写入都被接受"
     };
-    t.check_eq(both, "true true".to_owned(), format!("{} {}", race.first_ok, race.second_ok));
-    let summary = view.part_text(SCOPE, PART_SUMMARY)?;
-    t.check_eq_shown("顺序 A→B：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), summary);
-    t.check_eq_shown("顺序 A→B：接受顺序里的 token 单调不减（I3）", "1,2".to_owned(), accepted(&mut view)?);
-    Ok(())
+    judge(lab, t, &race, mode, &Expect {
+        first: ("A", PART_SUMMARY, "推进 floor 后"),
+        second: ("B", a),
+        gap_floor: Some(("A 推进 floor 后尚未提交：其他会话读到的 fence_floor 仍为 0", 0)),
+        queued: (
+            "B 的 UPDATE 在 pg_stat_activity 中显示为等锁：wait_event_type = Lock",
+            "B 在 pg_stat_activity 中显示为等作用域的咨询锁：wait_event = Lock/advisory",
+            ("pg_locks：A 持排他锁、B 等共享锁", "holder-a ExclusiveLock granted, holder-b ShareLock waiting"),
+        ),
+        not_early: Some("B 的写入在 A 提交前没有返回"),
+        outcome: (both, "true true", None),
+        parts: &[("顺序 A→B：最终内容来自 token=2", PART_SUMMARY, "new(B) by holder-b token=2")],
+        accepted: ("顺序 A→B：接受顺序里的 token 单调不减（I3）", "1,2"),
+        floor: None,
+    })
 }
 
 fn fenced_b_first(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant, mode: FenceMode) -> Result<()> {
     let race = race(lab, mode, Racer { grant: b, part: PART_SUMMARY, content: "new(B)" }, Racer { grant: a, part: PART_SUMMARY, content: "old(A)" })?;
-    let mut view = lab.view()?;
-    first_stopped_by_hold(t, &race, "B", PART_SUMMARY, "推进 floor 后");
-    second_queued(
-        t,
-        &race,
-        "顺序 B→A：A 的 UPDATE 排队等 B 的行锁：wait_event_type = Lock",
-        "顺序 B→A：A 排队等 B 的排他咨询锁：wait_event = Lock/advisory",
-        ("顺序 B→A：pg_locks：B 持排他锁、A 等共享锁", "holder-b ExclusiveLock granted, holder-a ShareLock waiting"),
-    );
-    second_queued_on(t, &race, mode, "A", b);
     let refused = if mode == FenceMode::FencedScopeShared {
         "顺序 B→A：B 提交后 A 拿到共享锁，读到 floor=2 > 1，token=1 被拒"
     } else {
         "顺序 B→A：B 提交后 A 对新版本行求值 2 <= 1 不成立，token=1 被拒"
     };
-    t.check_eq(refused, "B true, A false".to_owned(), format!("B {}, A {}", race.first_ok, race.second_ok));
-    let summary = view.part_text(SCOPE, PART_SUMMARY)?;
-    t.check_eq_shown("顺序 B→A：最终内容来自 token=2", "new(B) by holder-b token=2".to_owned(), summary);
-    t.check_eq_shown("顺序 B→A：接受顺序里的 token 单调不减（I3）", "2".to_owned(), accepted(&mut view)?);
-    t.check_eq("顺序 B→A：fence_floor 为 2", 2, view.floor(SCOPE)?);
-    Ok(())
+    judge(lab, t, &race, mode, &Expect {
+        first: ("B", PART_SUMMARY, "推进 floor 后"),
+        second: ("A", b),
+        gap_floor: None,
+        queued: (
+            "顺序 B→A：A 的 UPDATE 排队等 B 的行锁：wait_event_type = Lock",
+            "顺序 B→A：A 排队等 B 的排他咨询锁：wait_event = Lock/advisory",
+            ("顺序 B→A：pg_locks：B 持排他锁、A 等共享锁", "holder-b ExclusiveLock granted, holder-a ShareLock waiting"),
+        ),
+        not_early: None,
+        outcome: (refused, "B true, A false", Some(("B", "A"))),
+        parts: &[("顺序 B→A：最终内容来自 token=2", PART_SUMMARY, "new(B) by holder-b token=2")],
+        accepted: ("顺序 B→A：接受顺序里的 token 单调不减（I3）", "2"),
+        floor: Some("顺序 B→A：fence_floor 为 2"),
+    })
 }
 
 // ANCHOR_END: f6b
@@ -276,24 +329,24 @@ fn floor_at_a(lab: &Lab, t: &mut Transcript, a: &Grant, mode: FenceMode, label: 
 fn raise_waits_for_equal(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant, mode: FenceMode) -> Result<()> {
     floor_at_a(lab, t, a, mode, "A 在途、B 推进：A 先以 token=1 写 summary 被接受，floor=1")?;
     let race = race(lab, mode, Racer { grant: a, part: PART_DETAIL, content: "old(A)" }, Racer { grant: b, part: PART_SUMMARY, content: "new(B)" })?;
-    let mut view = lab.view()?;
-    first_stopped_by_hold(t, &race, "A", PART_DETAIL, "不推进 floor（token 等于 floor），");
-    t.check_eq("A 在途、B 推进：A 以 token=1 写 detail 尚未提交，fence_floor 仍为 1", 1, race.floor_while_first_in_gap);
-    second_queued(
-        t,
-        &race,
-        "A 在途、B 推进：B 的 UPDATE 排队等 A 的行锁：wait_event_type = Lock",
-        "A 在途、B 推进：B 的推进排队等 A 的共享咨询锁：wait_event = Lock/advisory",
-        ("A 在途、B 推进：pg_locks：A 持共享锁、B 等排他锁", "holder-a ShareLock granted, holder-b ExclusiveLock waiting"),
-    );
-    second_queued_on(t, &race, mode, "B", a);
-    t.check(!race.second_returned_early, "A 在途、B 推进：B 的写入在 A 提交前没有返回", || "B's write had returned");
-    t.check_eq("A 在途、B 推进：A 提交后 B 才推进 floor，两次写入都被接受", "A true, B true".to_owned(), format!("A {}, B {}", race.first_ok, race.second_ok));
-    t.check_eq_shown("A 在途、B 推进：detail 来自 token=1", "old(A) by holder-a token=1".to_owned(), view.part_text(SCOPE, PART_DETAIL)?);
-    t.check_eq_shown("A 在途、B 推进：summary 来自 token=2", "new(B) by holder-b token=2".to_owned(), view.part_text(SCOPE, PART_SUMMARY)?);
-    t.check_eq_shown("A 在途、B 推进：接受顺序里的 token 单调不减（I3）", "1,1,2".to_owned(), accepted(&mut view)?);
-    t.check_eq("A 在途、B 推进：fence_floor 为 2", 2, view.floor(SCOPE)?);
-    Ok(())
+    judge(lab, t, &race, mode, &Expect {
+        first: ("A", PART_DETAIL, "不推进 floor（token 等于 floor），"),
+        second: ("B", a),
+        gap_floor: Some(("A 在途、B 推进：A 以 token=1 写 detail 尚未提交，fence_floor 仍为 1", 1)),
+        queued: (
+            "A 在途、B 推进：B 的 UPDATE 排队等 A 的行锁：wait_event_type = Lock",
+            "A 在途、B 推进：B 的推进排队等 A 的共享咨询锁：wait_event = Lock/advisory",
+            ("A 在途、B 推进：pg_locks：A 持共享锁、B 等排他锁", "holder-a ShareLock granted, holder-b ExclusiveLock waiting"),
+        ),
+        not_early: Some("A 在途、B 推进：B 的写入在 A 提交前没有返回"),
+        outcome: ("A 在途、B 推进：A 提交后 B 才推进 floor，两次写入都被接受", "A true, B true", Some(("A", "B"))),
+        parts: &[
+            ("A 在途、B 推进：detail 来自 token=1", PART_DETAIL, "old(A) by holder-a token=1"),
+            ("A 在途、B 推进：summary 来自 token=2", PART_SUMMARY, "new(B) by holder-b token=2"),
+        ],
+        accepted: ("A 在途、B 推进：接受顺序里的 token 单调不减（I3）", "1,1,2"),
+        floor: Some("A 在途、B 推进：fence_floor 为 2"),
+    })
 }
 
 /// B raises the floor to 2 and stops before its commit; A comes to write
@@ -303,24 +356,24 @@ fn raise_waits_for_equal(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant, mo
 fn equal_waits_for_raise(lab: &Lab, t: &mut Transcript, a: &Grant, b: &Grant, mode: FenceMode) -> Result<()> {
     floor_at_a(lab, t, a, mode, "B 推进在途、A 写入：A 先以 token=1 写 summary 被接受，floor=1")?;
     let race = race(lab, mode, Racer { grant: b, part: PART_SUMMARY, content: "new(B)" }, Racer { grant: a, part: PART_DETAIL, content: "old(A)" })?;
-    let mut view = lab.view()?;
-    first_stopped_by_hold(t, &race, "B", PART_SUMMARY, "推进 floor 后");
-    t.check_eq("B 推进在途、A 写入：B 推进 floor 后尚未提交，其他会话读到的 fence_floor 仍为 1", 1, race.floor_while_first_in_gap);
-    second_queued(
-        t,
-        &race,
-        "B 推进在途、A 写入：A 的 UPDATE 排队等 B 的行锁：wait_event_type = Lock",
-        "B 推进在途、A 写入：A 排队等 B 的排他咨询锁：wait_event = Lock/advisory",
-        ("B 推进在途、A 写入：pg_locks：B 持排他锁、A 等共享锁", "holder-b ExclusiveLock granted, holder-a ShareLock waiting"),
-    );
-    second_queued_on(t, &race, mode, "A", b);
-    t.check(!race.second_returned_early, "B 推进在途、A 写入：A 的写入在 B 提交前没有返回", || "A's write had returned");
-    t.check_eq("B 推进在途、A 写入：B 提交后 A 看到 floor=2，token=1 被拒", "B true, A false".to_owned(), format!("B {}, A {}", race.first_ok, race.second_ok));
-    t.check_eq_shown("B 推进在途、A 写入：detail 不存在", "absent".to_owned(), view.part_text(SCOPE, PART_DETAIL)?);
-    t.check_eq_shown("B 推进在途、A 写入：summary 来自 token=2", "new(B) by holder-b token=2".to_owned(), view.part_text(SCOPE, PART_SUMMARY)?);
-    t.check_eq_shown("B 推进在途、A 写入：接受顺序里的 token 单调不减（I3）", "1,2".to_owned(), accepted(&mut view)?);
-    t.check_eq("B 推进在途、A 写入：fence_floor 为 2", 2, view.floor(SCOPE)?);
-    Ok(())
+    judge(lab, t, &race, mode, &Expect {
+        first: ("B", PART_SUMMARY, "推进 floor 后"),
+        second: ("A", b),
+        gap_floor: Some(("B 推进在途、A 写入：B 推进 floor 后尚未提交，其他会话读到的 fence_floor 仍为 1", 1)),
+        queued: (
+            "B 推进在途、A 写入：A 的 UPDATE 排队等 B 的行锁：wait_event_type = Lock",
+            "B 推进在途、A 写入：A 排队等 B 的排他咨询锁：wait_event = Lock/advisory",
+            ("B 推进在途、A 写入：pg_locks：B 持排他锁、A 等共享锁", "holder-b ExclusiveLock granted, holder-a ShareLock waiting"),
+        ),
+        not_early: Some("B 推进在途、A 写入：A 的写入在 B 提交前没有返回"),
+        outcome: ("B 推进在途、A 写入：B 提交后 A 看到 floor=2，token=1 被拒", "B true, A false", Some(("B", "A"))),
+        parts: &[
+            ("B 推进在途、A 写入：detail 不存在", PART_DETAIL, "absent"),
+            ("B 推进在途、A 写入：summary 来自 token=2", PART_SUMMARY, "new(B) by holder-b token=2"),
+        ],
+        accepted: ("B 推进在途、A 写入：接受顺序里的 token 单调不减（I3）", "1,2"),
+        floor: Some("B 推进在途、A 写入：fence_floor 为 2"),
+    })
 }
 
 /// FENCED_SCOPE_SHARED only: A (token 1) finds the floor (0) below its token
