@@ -24,8 +24,8 @@
 //! away at the end of its timeline; a slot would only outlive it on the
 //! primary and hold WAL for a standby that never comes back.
 
-use super::setup::{admin_on, create_database, ensure_login_role};
-use super::{open, reset_schema, LEASE_DB, LEASE_SCHEMA};
+use super::setup::{admin_on, ensure_login_role, make_databases, Existing, LAB_ROLE};
+use super::{open, LEASE_DB, LEASE_SCHEMA};
 use crate::cluster::replica::FailoverPair;
 use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
@@ -96,14 +96,9 @@ pub fn build_with(pair: &FailoverPair, mode: Mode, databases: &[(&str, &str)]) -
     admin.batch_execute("ALTER SYSTEM RESET synchronous_standby_names")?;
     admin.batch_execute("ALTER SYSTEM RESET synchronous_commit")?;
     reload_and_wait(&mut admin, &primary, "", "on")?;
-    ensure_login_role(&mut admin, &primary, credentials::ROLE, "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION")?;
+    ensure_login_role(&mut admin, &primary, credentials::ROLE, LAB_ROLE)?;
     ensure_login_role(&mut admin, &primary, credentials::REPLICATOR, "REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE")?;
-    for (name, schema) in databases {
-        // One statement each: DROP/CREATE DATABASE refuse a transaction.
-        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
-        create_database(&mut admin, name)?;
-        reset_schema(&mut open(&primary, credentials::ROLE, name, "lab setup", None)?, schema)?;
-    }
+    make_databases(&mut admin, &primary, databases, Existing::Replace)?;
 
     let base_backup = pair.build_standby()?;
     wait_for_walsender(&mut admin, pair, "streaming/async")?;

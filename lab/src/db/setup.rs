@@ -15,6 +15,7 @@ use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
 use postgres::Client;
 
+/// The superuser's setup session on `b3-26`.
 fn admin() -> Result<Client> {
     connect_as(credentials::ADMIN, "postgres", "lab setup")
 }
@@ -24,10 +25,8 @@ pub(super) fn admin_on(server: &Endpoint) -> Result<Client> {
     open(server, credentials::ADMIN, "postgres", "lab setup", None)
 }
 
-/// Creates the role `lab` with its password if it does not exist yet.
-fn ensure_role(admin: &mut Client) -> Result<()> {
-    ensure_login_role(admin, &Endpoint::lab()?, credentials::ROLE, "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION")
-}
+/// What the role `lab` may do on the cluster: log in, and nothing more.
+pub(super) const LAB_ROLE: &str = "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION";
 
 /// Creates `role` with the password `server`'s credentials file holds for
 /// it, and exactly the attributes `attributes`, if it does not exist yet.
@@ -46,38 +45,58 @@ pub(super) fn ensure_login_role(admin: &mut Client, server: &Endpoint, role: &st
     Ok(())
 }
 
-/// Drops and creates `lease26` and `res26`, owned by `lab`, with the schema
-/// from `sql/`: every run of cases starts from nothing.
-pub fn recreate_databases() -> Result<()> {
-    let mut admin = admin()?;
-    ensure_role(&mut admin)?;
-    for name in [LEASE_DB, RES_DB] {
+/// What [`make_databases`] does with a database that exists already.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Existing {
+    /// Drop it and make it again: the run starts from nothing.
+    Replace,
+    /// Leave it, and what a reader put in it, alone.
+    Keep,
+}
+
+/// Makes each of `databases` (name, schema) on `server`, owned by `lab`,
+/// with its schema from `sql/` loaded; one that exists already is replaced
+/// or kept, as `existing` says.
+pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &[(&str, &str)], existing: Existing) -> Result<()> {
+    for (name, schema) in databases {
+        // pg_database: one row per database of the cluster.
+        let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[name])?.is_some();
+        if exists && existing == Existing::Keep {
+            continue;
+        }
         // Separate statements: DROP/CREATE DATABASE refuse to run inside
         // the implicit transaction of a multi-statement batch. FORCE ends
         // sessions a reader may have left open in psql.
         admin
             .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .with_context(|| format!("dropping database {name}"))?;
-        create_database(&mut admin, name)?;
+            .with_context(|| format!("dropping database {name} on {}", server.name))?;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", credentials::ROLE))
+            .with_context(|| format!("creating database {name} on {}", server.name))?;
+        reset_schema(&mut open(server, credentials::ROLE, name, "lab setup", None)?, schema)?;
     }
     Ok(())
+}
+
+/// The role `lab` on `server`, made if it is missing, and `databases`
+/// made as [`make_databases`] says.
+fn databases_on(server: &Endpoint, databases: &[(&str, &str)], existing: Existing) -> Result<()> {
+    let mut admin = admin_on(server)?;
+    ensure_login_role(&mut admin, server, credentials::ROLE, LAB_ROLE)?;
+    make_databases(&mut admin, server, databases, existing)
+}
+
+/// Drops and creates `lease26` and `res26` on `b3-26`, owned by `lab`, with
+/// the schema from `sql/`: every run of cases starts from nothing.
+pub fn recreate_databases() -> Result<()> {
+    databases_on(&Endpoint::lab()?, &[(LEASE_DB, LEASE_SCHEMA), (RES_DB, RES_SCHEMA)], Existing::Replace)
 }
 
 /// Creates `lease26` and `res26` with their schema where they do not exist
 /// yet, and leaves existing ones (and what a reader put in them) alone: the
 /// book's commands after `./run.sh cluster start` need them.
 pub fn ensure_databases() -> Result<()> {
-    let mut admin = admin()?;
-    ensure_role(&mut admin)?;
-    for (name, schema) in [(LEASE_DB, LEASE_SCHEMA), (RES_DB, RES_SCHEMA)] {
-        // pg_database: one row per database of the cluster.
-        let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])?.is_some();
-        if !exists {
-            create_database(&mut admin, name)?;
-            reset_schema(&mut super::connect(name, "lab setup")?, schema)?;
-        }
-    }
-    Ok(())
+    databases_on(&Endpoint::lab()?, &[(LEASE_DB, LEASE_SCHEMA), (RES_DB, RES_SCHEMA)], Existing::Keep)
 }
 
 /// Gives `server` (a server of the lab's own beside `b3-26`: a partition
@@ -86,21 +105,7 @@ pub fn ensure_databases() -> Result<()> {
 /// dropped and made again, its schema loaded. Every run of such a case
 /// starts from nothing, as every run of cases does on `b3-26`.
 pub fn fresh_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<()> {
-    let mut admin = admin_on(server)?;
-    ensure_login_role(&mut admin, server, credentials::ROLE, "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION")?;
-    for (name, schema) in databases {
-        // One statement each, outside a transaction, as above.
-        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).with_context(|| format!("dropping database {name} on {}", server.name))?;
-        create_database(&mut admin, name)?;
-        reset_schema(&mut open(server, credentials::ROLE, name, "lab setup", None)?, schema)?;
-    }
-    Ok(())
-}
-
-pub(super) fn create_database(admin: &mut Client, name: &str) -> Result<()> {
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", credentials::ROLE))
-        .with_context(|| format!("creating database {name}"))
+    databases_on(server, databases, Existing::Replace)
 }
 
 /// Writes every dirty buffer to disk now. `CHECKPOINT` is a superuser's
