@@ -30,8 +30,8 @@
 //! TTLs are whole seconds in etcd; etcd raises a TTL below its minimum
 //! ([`crate::cluster::etcd::MIN_TTL`]) and never lowers one.
 
-use crate::cluster::etcd::gateway::{b64, code, unb64, Gateway, Leader};
-use crate::cluster::etcd::reply;
+use crate::etcd_client::{b64, code, unb64, Gateway, Leader};
+use crate::etcd_client::reply;
 use crate::error::{Result, ResultExt};
 use crate::lease::{check_ttl, Grant, LeaseService};
 use crate::{cluster, poll};
@@ -376,7 +376,7 @@ impl LeaseService for EtcdLeaseStore {
     /// off from every member it knows, or from all but a member without a
     /// leader: F19's old leader).
     fn unanswered(err: &(dyn std::error::Error + 'static)) -> bool {
-        crate::cluster::etcd::gateway::is_unanswered(err)
+        crate::etcd_client::is_unanswered(err)
     }
 }
 

@@ -73,6 +73,10 @@
 //!   on a private subnet), the servers and holders started inside them,
 //!   and the partitions between them: the switch drops every frame
 //!   between two groups of hosts, silently, until healed (F17–F19).
+//! - [`etcd_client`]: the client of etcd's JSON gateway and its typed
+//!   replies, with which the lab talks to etcd members on any of them (it
+//!   sits below the servers: the etcd cluster's lifecycle asks it for the
+//!   leader, and the etcd lease store makes its calls with it).
 //!
 //! The database server:
 //! - [`cluster`]: the `b3-26` cluster's lifecycle (binaries, initdb, start,
@@ -81,9 +85,7 @@
 //!   standby beside it (the same lifecycle, twice, plus a base backup and a
 //!   promotion), tied to the run; [`cluster::etcd`]: the second lease
 //!   store's server, the three-member etcd cluster `etcd-26` (lifecycle,
-//!   members, status, authentication on), with the client of etcd's JSON
-//!   gateway and its typed replies, which the lifecycle itself needs to ask
-//!   for the leader (so it sits here, below the lease that uses it too).
+//!   members, status, authentication on).
 //! - [`db`]: how every client reaches a server (as the role `lab`), the
 //!   schema each case starts from, and the superuser's setup;
 //!   `db/replication.rs`: F14's replication setup, fault and checks in SQL.
@@ -198,6 +200,7 @@ pub mod owner;
 pub mod events;
 pub mod params;
 pub mod hosts;
+pub mod etcd_client;
 pub mod cluster;
 pub mod db;
 pub mod fault;

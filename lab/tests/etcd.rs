@@ -33,7 +33,7 @@
 mod common;
 
 use common::{leftovers, TempDir};
-use lab::cluster::etcd::reply;
+use lab::etcd_client::reply;
 use lab::cluster::etcd::{EtcdCluster, MEMBERS, MIN_TTL, NAME};
 use lab::owner::Owner;
 use lab::etcd_lease::EtcdLeaseStore;

@@ -1,7 +1,7 @@
 //! Steps that several cases share.
 
 use super::Lab;
-use crate::cluster::etcd::gateway::Leader;
+use crate::etcd_client::Leader;
 use crate::db;
 use crate::holder::{HolderArgs, Step, Steps};
 use crate::vocabulary::LeaseStoreKind;

@@ -54,8 +54,6 @@
 //! [`Owner::Run`]: crate::owner::Owner::Run
 //! [`Owner::Reader`]: crate::owner::Owner::Reader
 
-pub mod gateway;
-pub mod reply;
 
 mod auth;
 mod config;
@@ -74,7 +72,7 @@ pub use status::{ClusterStatus, MemberState};
 use crate::error::Result;
 use crate::hosts::Host;
 use config::{client_addrs, find_etcd};
-use gateway::Gateway;
+use crate::etcd_client::Gateway;
 use std::path::{Path, PathBuf};
 
 /// The lab's etcd cluster: where it lives, its ports, its binary.
@@ -110,10 +108,7 @@ impl EtcdCluster {
     pub fn new(dir: impl Into<PathBuf>, base: u16) -> Result<EtcdCluster> {
         let dir = dir.into();
         let (bin, version) = find_etcd()?;
-        let gateway = Gateway::new(client_addrs(base));
-        if let Some(login) = auth::saved_login(&dir)? {
-            gateway.set_login(login);
-        }
+        let gateway = auth::logged_in(Gateway::new(client_addrs(base)), &dir)?;
         Ok(EtcdCluster { dir, base, bin, version, gateway, hosts: None })
     }
 
@@ -126,11 +121,7 @@ impl EtcdCluster {
             return Err(format!("etcd cluster {NAME} needs {MEMBERS} hosts, one per member, not {}", hosts.len()).into());
         }
         let routes = hosts.iter().cloned().map(Some).collect();
-        let gateway = Gateway::routed(client_addrs(self.base), routes);
-        if let Some(login) = auth::saved_login(&self.dir)? {
-            gateway.set_login(login);
-        }
-        self.gateway = gateway;
+        self.gateway = auth::logged_in(Gateway::routed(client_addrs(self.base), routes), &self.dir)?;
         self.hosts = Some(hosts);
         Ok(self)
     }

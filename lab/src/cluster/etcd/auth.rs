@@ -14,8 +14,9 @@
 //! cluster that shows any of it is refused: the users and roles must be
 //! exactly `root`, and a new cluster must hold no key at all.
 
-use super::gateway::{Gateway, GrpcStatus, Login};
-use super::{reply, EtcdCluster, NAME};
+use crate::etcd_client::{Gateway, GrpcStatus, Login};
+use super::{EtcdCluster, NAME};
+use crate::etcd_client::reply;
 use crate::error::{Result, ResultExt};
 use crate::safe_dir::{Account, SafeDir};
 use serde_json::json;
@@ -28,7 +29,7 @@ const USER: &str = "root";
 const FILE: &str = "credentials";
 
 /// The login saved in the cluster folder `dir`, if the lab has made one.
-pub(super) fn saved_login(dir: &Path) -> Result<Option<Login>> {
+fn saved_login(dir: &Path) -> Result<Option<Login>> {
     let Some(folder) = SafeDir::open_made(dir)? else { return Ok(None) };
     let Some(text) = folder.read_file(FILE, Account::me())? else { return Ok(None) };
     let (user, password) = text
@@ -36,6 +37,16 @@ pub(super) fn saved_login(dir: &Path) -> Result<Option<Login>> {
         .split_once(':')
         .ok_or_else(|| format!("{} is not `user:password`", dir.join(FILE).display()))?;
     Ok(Some(Login { user: user.to_owned(), password: password.to_owned() }))
+}
+
+/// `gateway`, logged in with the login saved in the cluster folder `dir`
+/// when the lab has made one (else as it is: the cluster is new, and
+/// [`EtcdCluster::ensure_auth`] will make one).
+pub(super) fn logged_in(gateway: Gateway, dir: &Path) -> Result<Gateway> {
+    if let Some(login) = saved_login(dir)? {
+        gateway.set_login(login);
+    }
+    Ok(gateway)
 }
 
 impl EtcdCluster {

@@ -2,7 +2,7 @@
 //! timing flags and the smallest lease TTL they give, where its folder
 //! lives, and which `etcd` binary runs it.
 
-use super::gateway::Gateway;
+use crate::etcd_client::Gateway;
 use crate::error::{Result, ResultExt};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,6 +35,10 @@ pub const HEARTBEAT: Duration = Duration::from_millis(50);
 /// `--election-timeout`: how long a follower waits without a heartbeat
 /// before it starts an election. Ten heartbeats, as etcd advises.
 pub const ELECTION_TIMEOUT: Duration = Duration::from_millis(500);
+
+// The client gives one member two election timeouts to answer (see
+// `etcd_client::ATTEMPT_TIMEOUT`): checked here, where the timeout is set.
+const _: () = assert!(crate::etcd_client::ATTEMPT_TIMEOUT.as_millis() == 2 * ELECTION_TIMEOUT.as_millis());
 
 /// The smallest lease TTL etcd grants with these flags; it raises any
 /// shorter TTL to this.
@@ -86,11 +90,7 @@ pub fn gateway() -> Result<Gateway> {
 /// [`gateway`] through these members' client addresses (a holder on a
 /// host of the lab's network reaches them by their hosts' addresses).
 pub fn gateway_at(members: Vec<SocketAddr>) -> Result<Gateway> {
-    let gateway = Gateway::new(members);
-    if let Some(login) = super::auth::saved_login(&default_dir())? {
-        gateway.set_login(login);
-    }
-    Ok(gateway)
+    super::auth::logged_in(Gateway::new(members), &default_dir())
 }
 
 pub(super) fn client_addrs(base: u16) -> Vec<SocketAddr> {

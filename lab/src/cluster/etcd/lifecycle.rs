@@ -3,7 +3,7 @@
 //! crash (SIGKILL) and restart.
 
 use super::config::{MEMBERS, NAME, STOP_BOUND};
-use super::gateway::{self, Leader};
+use crate::etcd_client::{self, Leader};
 use super::run_members::{wait_gone, LIFECYCLE, RUN_MEMBERS};
 use super::EtcdCluster;
 use crate::owner::{self, Owner};
@@ -76,7 +76,7 @@ impl EtcdCluster {
         RUN_MEMBERS.lock().retain(|m| !own_pid_files.contains(&m.pid_file));
         let running: Vec<(usize, Pid)> =
             (0..MEMBERS).filter_map(|i| self.pid(i).map(|p| (i, Pid::from_raw(p as i32)))).collect();
-        let leader = gateway::agreed_leader(&self.gateway.statuses()).map(|(index, _, _)| index);
+        let leader = etcd_client::agreed_leader(&self.gateway.statuses()).map(|(index, _, _)| index);
         let (last, first): (Vec<_>, Vec<_>) = running.into_iter().partition(|(i, _)| Some(*i) == leader);
         let start = Instant::now();
         let mut forced = Vec::new();

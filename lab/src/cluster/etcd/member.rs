@@ -199,7 +199,7 @@ impl EtcdCluster {
 #[cfg(test)]
 mod tests {
     use super::super::config::client_addrs;
-    use super::super::gateway::Gateway;
+    use crate::etcd_client::Gateway;
     use super::*;
 
     /// Every member listens on loopback only, on its own two ports of the block.

@@ -4,7 +4,7 @@
 //! summary for `lab etcd status`.
 
 use super::config::{ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, MIN_TTL, NAME};
-use super::gateway::{self, Leader, MemberStatus};
+use crate::etcd_client::{self, Leader, MemberStatus};
 use super::member::Member;
 use super::EtcdCluster;
 use crate::cluster::diagnose;
@@ -36,7 +36,7 @@ pub struct ClusterStatus {
 }
 
 impl EtcdCluster {
-    /// The leader, as etcd reports it now (see [`gateway::agreed_leader`]).
+    /// The leader, as etcd reports it now (see [`etcd_client::agreed_leader`]).
     pub fn leader(&self) -> Result<Option<Leader>> {
         self.gateway.leader()
     }
@@ -76,7 +76,7 @@ impl EtcdCluster {
         let ready = poll::poll_until(poll::BOUND, Duration::from_millis(20), || -> Result<bool> {
             self.check_recorded_members_run()?;
             let statuses = self.gateway.statuses();
-            let Some((_, id, term)) = gateway::agreed_leader(&statuses) else { return Ok(false) };
+            let Some((_, id, term)) = etcd_client::agreed_leader(&statuses) else { return Ok(false) };
             let succeeds = old.is_none_or(|old| id != old.id && term > old.term);
             Ok(succeeds && followers.iter().all(|&i| statuses[i].as_ref().is_some_and(|s| s.leader == Some(id))))
         })?;
@@ -122,7 +122,7 @@ impl EtcdCluster {
         let members = (0..MEMBERS)
             .map(|i| MemberState { member: self.member(i), pid: self.pid(i), status: statuses[i].clone() })
             .collect();
-        let leader = if gateway::agreed_leader(&statuses).is_some() { self.leader()? } else { None };
+        let leader = if etcd_client::agreed_leader(&statuses).is_some() { self.leader()? } else { None };
         Ok(ClusterStatus { members, leader, owner: owner::read(&self.dir)? })
     }
 

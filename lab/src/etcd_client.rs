@@ -1,4 +1,5 @@
-//! How the lab talks to etcd: a small synchronous HTTP/1.1 client for
+//! How the lab talks to etcd (the client; the lab's cluster of members,
+//! which it starts and stops, is `cluster::etcd`): a small synchronous HTTP/1.1 client for
 //! etcd's v3 JSON gateway (`POST /v3/...`, JSON bodies, keys and values in
 //! base64, 64-bit integers as decimal strings).
 //!
@@ -17,7 +18,7 @@
 //! expire when unused) is renewed once, at once.
 //!
 //! Every answer the lab reads is decoded into a typed reply
-//! ([`super::reply`]): a missing or malformed field is an error naming the
+//! ([`reply`]): a missing or malformed field is an error naming the
 //! request and the field.
 //!
 //! Every request is bounded: one member gets at most [`ATTEMPT_TIMEOUT`],
@@ -28,7 +29,8 @@
 //! failing. A refusal that is etcd's answer (lease not found, a failed
 //! compare) is returned at once: another member would say the same.
 
-use super::reply;
+pub mod reply;
+
 use crate::hosts::Host;
 use crate::error::Result;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -48,7 +50,9 @@ use std::time::{Duration, Instant};
 /// never answers before etcd's own request timeout (5 s + 2 election
 /// timeouts): the proposal is lost with the leader. Waiting on it longer
 /// than the election it needs only delays the move to the next member.
-pub const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(2 * super::ELECTION_TIMEOUT.as_millis() as u64);
+/// (`cluster::etcd` checks, when it compiles, that this is two of its
+/// members' election timeouts.)
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// How long one call may try member after member: enough for several
 /// elections (each well under a second with the lab's timing flags).
