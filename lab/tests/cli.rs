@@ -143,13 +143,13 @@ fn a_chaos_run_with_nothing_to_judge_fails() {
 
 /// F5's shape as JSON lines: B's write with token 2, then A's with token 1,
 /// both accepted; A was paused between.
-const F5_LINES: &str = r#"{"type":"run","schema":1,"name":"F5-mine","command":"lab run F5","mode":"UNFENCED","t0_unix_ms":1000.0,"end_ms":4000.0,"fault_kinds":["pause-long"],"holders":["holder-a","holder-b"]}
+const F5_LINES: &str = r#"{"type":"run","schema":2,"name":"F5-mine","command":"lab run F5","mode":"UNFENCED","t0_unix_ms":1000.0,"end_ms":4000.0,"fault_kinds":["pause-long"],"holders":["holder-a","holder-b"]}
 {"type":"op","id":1,"holder":"holder-a","incarnation":0,"process":1,"f":"acquire","invoke_ms":10.0,"complete_ms":12.0,"outcome":"ok","token":1,"tries":1,"holding":1}
 {"type":"op","id":2,"holder":"holder-b","incarnation":0,"process":2,"f":"acquire","invoke_ms":2000.0,"complete_ms":2003.0,"outcome":"ok","token":2,"tries":1,"holding":1}
 {"type":"op","id":3,"holder":"holder-b","incarnation":0,"process":2,"f":"write","invoke_ms":2004.0,"complete_ms":2006.0,"outcome":"ok","token":2,"part":"summary","attempt":{"id":1,"scope":"daily-report","part":"summary","writer":"holder-b","token":2,"mode":"UNFENCED","accepted":true,"floor_after":0,"at_ms":2005.0}}
 {"type":"op","id":4,"holder":"holder-a","incarnation":0,"process":1,"f":"write","invoke_ms":3000.0,"complete_ms":3002.0,"outcome":"ok","token":1,"part":"summary","attempt":{"id":2,"scope":"daily-report","part":"summary","writer":"holder-a","token":1,"mode":"UNFENCED","accepted":true,"floor_after":0,"at_ms":3001.0}}
 {"type":"fault","id":1,"kind":"pause-long","targets":["holder-a"],"start_ms":500.0,"end_ms":2999.0}
-{"type":"final","scope":"daily-report","part":"summary","writer":"holder-a","token":1}
+{"type":"final","scope":"daily-report","part":"summary","content":"old(A)","writer":"holder-a","token":1}
 "#;
 
 /// `lab history FILE.jsonl` judges the lines alone and draws the page beside

@@ -128,7 +128,7 @@ fn asynchronous(lab: &Lab, t: &mut Transcript, pair: &FailoverPair) -> Result<()
     let late = a_store.write(&part_write(&a, PART_DETAIL, "rows=400(A)"))?;
     t.exposes(late, "相等的 token 通过 <= 栅栏：holder-a 在 holder-b 之后写 detail 也被接受，资源端分不出这两个 token=2", || "refused");
     let mut view = lab.view()?;
-    let writer = |part: Option<crate::resource::PartRow>| part.map_or("absent".into(), |p| p.writer);
+    let writer = |part: Option<crate::vocabulary::StoredPart>| part.map_or("absent".into(), |p| p.writer);
     t.check_eq_shown(
         "资源端：fence_floor；被接受的写入的 token；summary 与 detail 的写入者",
         "2; [2, 2, 2]; holder-b, holder-a".to_owned(),

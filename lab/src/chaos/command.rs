@@ -130,7 +130,7 @@ mod tests {
                 at_ms: 0.0,
             }],
             grants: vec![GrantRecord { holder: "holder-a".into(), incarnation: 0, holding: 1, token: 1 }],
-            final_parts: vec![StoredPart { scope: "daily-report".into(), part: "summary".into(), writer: "holder-a".into(), token: 1 }],
+            final_parts: vec![StoredPart { scope: "daily-report".into(), part: "summary".into(), content: "rows=1".into(), writer: "holder-a".into(), token: 1 }],
             faults: vec![Fault { kind: FaultKind::Kill }],
         }
     }

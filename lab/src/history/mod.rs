@@ -62,8 +62,8 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 // ANCHOR: schema
-/// The schema the lines follow.
-pub const SCHEMA: u32 = 1;
+/// The schema the lines follow (2: a final part holds its content too).
+pub const SCHEMA: u32 = 2;
 
 /// The run a history is of.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

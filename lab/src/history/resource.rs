@@ -3,7 +3,7 @@
 //! time of it) and the rows that stayed.
 
 use super::hundredths;
-use crate::resource::{attempt_from, ATTEMPTS};
+use crate::resource::{attempt_from, part_from, ATTEMPTS};
 use crate::error::{Result, ResultExt};
 use crate::vocabulary::{FenceMode, StoredPart, WriteAttempt};
 use postgres::{Client, IsolationLevel};
@@ -18,9 +18,10 @@ pub struct Resource {
 }
 
 // ANCHOR: final_parts
-/// The rows of the report that stayed: one per (scope, part), the primary key.
+/// The rows of the report that stayed: one per (scope, part), the primary
+/// key; the columns `part_from` reads.
 pub const FINAL_PARTS: &str = "
-    SELECT scope, part, writer, token
+    SELECT scope, part, content, writer, token
       FROM report_part
      ORDER BY scope, part";
 // ANCHOR_END: final_parts
@@ -50,12 +51,7 @@ pub fn read_resource(client: &mut Client, mode: Option<FenceMode>, t0_unix_ms: f
         }
         attempts.push(attempt);
     }
-    let finals = tx
-        .query(FINAL_PARTS, &[])
-        .context("reading report_part")?
-        .iter()
-        .map(|r| StoredPart { scope: r.get(0), part: r.get(1), writer: r.get(2), token: r.get(3) })
-        .collect();
+    let finals = tx.query(FINAL_PARTS, &[]).context("reading report_part")?.iter().map(part_from).collect::<Result<Vec<StoredPart>>>()?;
     tx.commit().context("ending the history snapshot")?;
     Ok(Resource { attempts, finals })
 }

@@ -69,7 +69,7 @@ fn f5_record() -> Record {
         FaultSpan { id: 2, kind: FaultKind::PartitionSplit, targets: vec!["holder-a".into(), "holder-b".into()], start_ms: 100.0, end_ms: None },
         FaultSpan { id: 3, kind: FaultKind::DbRestart, targets: Vec::new(), start_ms: 3100.0, end_ms: Some(3300.0) },
     ];
-    record.finals = vec![StoredPart { scope: "daily-report".into(), part: "summary".into(), writer: "holder-a".into(), token: 1 }];
+    record.finals = vec![StoredPart { scope: "daily-report".into(), part: "summary".into(), content: "rows=1".into(), writer: "holder-a".into(), token: 1 }];
     record
 }
 

@@ -23,7 +23,7 @@
 
 pub mod view;
 
-pub use view::{attempt_from, PartRow, ResourceView, ATTEMPTS};
+pub use view::{attempt_from, part_from, ResourceView, ATTEMPTS};
 
 use crate::cluster::{credentials, Endpoint};
 use crate::db;

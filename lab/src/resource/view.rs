@@ -7,25 +7,7 @@ use crate::cluster::{credentials, Endpoint};
 use crate::db;
 use crate::error::{Result, ResultExt};
 use postgres::Client;
-use crate::vocabulary::{FenceMode, WriteAttempt};
-use std::fmt;
-
-/// One stored report part.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PartRow {
-    /// What was written.
-    pub content: String,
-    /// Who wrote it.
-    pub writer: String,
-    /// With which token.
-    pub token: i64,
-}
-
-impl fmt::Display for PartRow {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} by {} token={}", self.content, self.writer, self.token)
-    }
-}
+use crate::vocabulary::{FenceMode, StoredPart, WriteAttempt};
 
 /// Read-only queries with which a case observes the resource.
 pub struct ResourceView {
@@ -56,12 +38,13 @@ impl ResourceView {
     }
 
     /// A stored part, or `None` when it was never written.
-    pub fn part(&mut self, scope: &str, part: &str) -> Result<Option<PartRow>> {
+    pub fn part(&mut self, scope: &str, part: &str) -> Result<Option<StoredPart>> {
+        // The columns part_from reads, in its order.
         let row = self
             .client
-            .query_opt("SELECT content, writer, token FROM report_part WHERE scope = $1 AND part = $2", &[&scope, &part])
+            .query_opt("SELECT scope, part, content, writer, token FROM report_part WHERE scope = $1 AND part = $2", &[&scope, &part])
             .context("reading report_part")?;
-        Ok(row.map(|r| PartRow { content: r.get(0), writer: r.get(1), token: r.get(2) }))
+        row.map(|r| part_from(&r)).transpose()
     }
 
     /// How many attempts by `writer` were accepted (`true`) or refused (`false`).
@@ -243,4 +226,13 @@ pub fn attempt_from(row: &postgres::Row, origin_unix_ms: f64) -> Result<WriteAtt
         floor_after: row.get(7),
         at_ms: at - origin_unix_ms,
     })
+}
+
+/// A row of `report_part` with the columns `scope, part, content, writer,
+/// token`, in that order, as a [`StoredPart`]: the one reader of the table.
+pub fn part_from(row: &postgres::Row) -> Result<StoredPart> {
+    let read = || -> std::result::Result<StoredPart, postgres::Error> {
+        Ok(StoredPart { scope: row.try_get(0)?, part: row.try_get(1)?, content: row.try_get(2)?, writer: row.try_get(3)?, token: row.try_get(4)? })
+    };
+    read().context("reading a report_part row")
 }

@@ -55,7 +55,7 @@ impl Run {
 
     /// A final row of `scope`.
     fn kept_in(mut self, scope: &str, part: &str, writer: &str, token: i64) -> Run {
-        self.history.final_parts.push(StoredPart { scope: scope.into(), part: part.into(), writer: writer.into(), token });
+        self.history.final_parts.push(StoredPart { scope: scope.into(), part: part.into(), content: format!("by {writer}"), writer: writer.into(), token });
         self
     }
 
