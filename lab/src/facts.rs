@@ -71,8 +71,12 @@ pub struct Inputs {
 impl Inputs {
     /// Reads the evidence from `evidence/26/`.
     pub fn read() -> Result<Inputs> {
-        let dir = paths::evidence_dir();
-        let read = |name: &str| fs::read_to_string(dir.join(name)).with_context(|| format!("reading evidence/26/{name}"));
+        Inputs::read_in(&paths::evidence_dir())
+    }
+
+    /// Reads the evidence from `dir`, laid out as `evidence/26/` is.
+    pub fn read_in(dir: &Path) -> Result<Inputs> {
+        let read = |name: &str| fs::read_to_string(dir.join(name)).with_context(|| format!("reading {}", dir.join(name).display()));
         let mut snapshots = BTreeMap::new();
         for case in cases::ALL {
             snapshots.insert(case.id.to_owned(), read(&format!("{}.snap", case.id))?);
@@ -88,7 +92,7 @@ impl Inputs {
         Ok(Inputs {
             run: RunData::read(&dir.join("output.json"))?,
             snapshots,
-            bench: crate::bench::report::rows_from_csv(&read("bench.csv")?).context("reading evidence/26/bench.csv")?,
+            bench: crate::bench::report::rows_from_csv(&read("bench.csv")?).with_context(|| format!("reading {}", dir.join("bench.csv").display()))?,
             lease_stores: StoresData::read(&dir.join("lease-stores.json"))?,
             chaos: ChaosData::read(&dir.join("chaos.json"))?,
             model: ModelData::read(&dir.join("model.json"))?,
@@ -578,25 +582,41 @@ mod tests {
         assert!(err.contains("evidence/26/output.json") && err.contains("F16") && err.contains("election_ms"), "{err}");
     }
 
-    /// A numeric field removed from a result file is an error that names the
-    /// field: from the bench's CSV a column, from the chaos run's JSON a key.
+    /// A copy of the evidence's data files in a folder of its own, laid out
+    /// as `evidence/26/` (the history pages left out: only their sizes count).
+    fn evidence_copy() -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir(tmp.path().join("history")).unwrap();
+        for entry in fs::read_dir(paths::evidence_dir()).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".json") || name.ends_with(".snap") || name == "bench.csv" {
+                fs::copy(entry.path(), tmp.path().join(&name)).unwrap();
+            }
+        }
+        assert!(Inputs::read_in(tmp.path()).is_ok(), "the copy reads as the evidence does");
+        tmp
+    }
+
+    /// A numeric field removed from a result file is an error of the facts'
+    /// reading that names the file and the field: from the bench's CSV a
+    /// column, from the chaos run's JSON a key.
     #[test]
     fn a_removed_field_is_named() {
-        let dir = paths::evidence_dir();
-        let csv = fs::read_to_string(dir.join("bench.csv")).unwrap();
+        let copy = evidence_copy();
+        let csv = fs::read_to_string(copy.path().join("bench.csv")).unwrap();
         let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
         let at = header.iter().position(|c| *c == "wal_bytes_per_write").unwrap();
         let without: String = csv.lines().map(|l| l.split(',').enumerate().filter(|(i, _)| *i != at).map(|(_, c)| c).collect::<Vec<_>>().join(",") + "\n").collect();
-        let err = crate::bench::report::rows_from_csv(&without).unwrap_err().to_string();
-        assert!(err.contains("wal_bytes_per_write"), "{err}");
+        fs::write(copy.path().join("bench.csv"), without).unwrap();
+        let err = crate::error::chain(Inputs::read_in(copy.path()).unwrap_err().as_ref());
+        assert!(err.contains("wal_bytes_per_write") && err.contains("bench.csv"), "{err}");
 
-        let json = fs::read_to_string(dir.join("chaos.json")).unwrap();
-        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let copy = evidence_copy();
+        let path = copy.path().join("chaos.json");
+        let mut value: serde_json::Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
         value["modes"][0]["verdict"].as_object_mut().unwrap().remove("stale_accepted");
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("chaos.json");
         fs::write(&path, value.to_string()).unwrap();
-        let err = crate::error::chain(ChaosData::read(&path).unwrap_err().as_ref());
+        let err = crate::error::chain(Inputs::read_in(copy.path()).unwrap_err().as_ref());
         assert!(err.contains("stale_accepted") && err.contains("chaos.json"), "{err}");
     }
 
