@@ -187,8 +187,8 @@ pub struct Leader {
     pub term: u64,
 }
 
-/// Who the gateway proves it is: the user and password, and the token
-/// etcd gave for them last.
+/// Who the gateway proves it is: the user and the password. The token
+/// etcd gives for them is kept by the [`Gateway`], not here.
 #[derive(Clone, Debug)]
 pub struct Login {
     /// The etcd user (`root`).

@@ -5,9 +5,11 @@
 //! So the book types none of them: it includes each one by anchor from a
 //! small Markdown file under `evidence/26/facts/`, and this module is the one
 //! place that computes those files, from the code's own tables (the cases,
-//! the variants, the mutations, the redactions) and from the evidence the
-//! book already shows (`output.txt`, the snapshots, `bench.md`,
-//! `lease-stores.md`, `chaos.md`).
+//! the variants, the mutations, the redactions) and from the evidence's
+//! data (`output.json`, the snapshots, `bench.csv`, `lease-stores.json`,
+//! `chaos.json`, `model.json`, `model-mutants.json`, and the sizes of the
+//! history pages), each file read by its one reader (see
+//! [`crate::result_data`]), never from the Markdown the book shows.
 //!
 //! [`compute`] is a pure function of [`Inputs`]: the tests feed it a planted
 //! input and see the difference. `lab facts` writes the files
@@ -377,8 +379,8 @@ fn span(values: &[i64]) -> String {
     }
 }
 
-/// Medians from the lease stores' table, and how they compare: each as
-/// the table shows it, to a tenth of a millisecond.
+/// Medians from the lease stores' data (`lease-stores.json`), and how they
+/// compare: each as the table shows it, to a tenth of a millisecond.
 fn lease_store_facts(data: &StoresData) -> Result<Vec<Fact>> {
     const FILE: &str = "evidence/26/lease-stores.json";
     let median = |id: &str| -> Result<f64> { Ok((data.store(id).context(FILE)?.median_ms * 10.0).round() / 10.0) };
@@ -394,7 +396,8 @@ fn lease_store_facts(data: &StoresData) -> Result<Vec<Fact>> {
     Ok(f.0)
 }
 
-/// The chaos table's counts, and the plan of F15's short run.
+/// The chaos run's counts, from its data (`chaos.json`), and the plan of
+/// F15's short run.
 fn chaos_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     let chaos = &inputs.chaos;
     let mut f = Facts(Vec::new());

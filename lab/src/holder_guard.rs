@@ -15,9 +15,9 @@
 //! holders on Ctrl-C, and PR_SET_PDEATHSIG has the kernel kill a holder whose
 //! parent died without cleaning up.
 //!
-//! Why this file stays whole (~390 lines): it is the one owner of one
-//! process, from spawn to reap; its reads, signals and drop keep one
-//! invariant (one reaper per pid) that is checked by reading them together.
+//! Why this file stays whole: it is the one owner of one process, from
+//! spawn to reap; its reads, signals and drop keep one invariant (one
+//! reaper per pid) that is checked by reading them together.
 
 use crate::vocabulary::Act;
 use crate::error::Result;

@@ -26,8 +26,8 @@ use parking_lot::Mutex;
 /// Set once a stop signal arrived.
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 
-/// The child processes alive right now that a stop must end: holders, and
-/// the mutation harness's runs of a mutant.
+/// The child processes alive right now that a stop must end: the holders
+/// only (a mutant's runs are in [`CLEANING_CHILDREN`]).
 static CHILDREN: Mutex<Vec<Pid>> = Mutex::new(Vec::new());
 
 /// The child processes that clean up after a stop signal of their own (a

@@ -59,9 +59,9 @@
 //! - [`sysinfo`]: facts of the machine and its processes from `/proc`:
 //!   processors, kernel, load, the file system under a folder, and a
 //!   process's state and start time (`/proc/<pid>/stat`).
-//! - [`owner`]: who started a server or a network the lab runs (a run,
-//!   named by pid and start time, or the reader), so that the next run
-//!   ends what a killed one left behind.
+//! - [`owner`]: who started a server the lab runs, `b3-26` or the etcd
+//!   cluster (a run, named by pid and start time, or the reader), so that
+//!   the next run ends what a killed one left behind.
 //! - [`events`]: what the parent did to a holder (SIGSTOP, SIGCONT,
 //!   SIGKILL), stamped with the wall clock, for the pictures of a run.
 //! - [`params`]: the article's parameters (TTL, margin, renewal period,
@@ -165,8 +165,8 @@
 //!   each mutant is built and judged in, and the reader's `try` exercises.
 //! - [`model`]: every interleaving, not only the staged ones: the lease
 //!   store, the holders and each resource mode as a model that stateright
-//!   checks whole (`lab model`), the same against the mutations, its
-//!   Explorer, and each counterexample replayed against the real cluster.
+//!   checks whole (`lab model`), the same against the mutations, and its
+//!   Explorer. A counterexample is replayed by [`replay`], below.
 //! - [`replay`]: a counterexample of the model run again with real holders
 //!   on PostgreSQL, then the same schedule fenced: a case driven by the
 //!   model's path (`lab model --replay MODE`), so the model itself stays

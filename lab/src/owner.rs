@@ -1,13 +1,14 @@
-//! Who started something the lab runs — a server, or the network hosts of
-//! a partition case — so that it outlives nobody's intention.
+//! Who started a server the lab runs (`b3-26`, or the etcd cluster
+//! `etcd-26`), so that it outlives nobody's intention.
 //!
 //! A run of cases that starts the server stops it again at its end; the
 //! reader's `./run.sh cluster start` keeps it up. A run killed with SIGKILL
 //! (or Ctrl-\) cannot clean up: its holders die with it (PR_SET_PDEATHSIG),
-//! but the postmaster, daemonised by pg_ctl, stays, and so do the network
-//! namespaces a partition case made (`hosts`), which no process holds open.
+//! but the postmaster, daemonised by pg_ctl, stays. The network namespaces
+//! of a partition case need no record: they are held by the run's
+//! descriptors and processes, and go with the run (`hosts`).
 //! So the starter writes its name into `<folder>/owner`: `run <pid> <start
-//! time>` or `reader`. A later run that finds the thing still there and
+//! time>` or `reader`. A later run that finds the server still up and
 //! owned by a run that no longer exists takes it over and ends it. The
 //! process start time (field 22 of `/proc/<pid>/stat`) tells a dead run
 //! from an unrelated process that was given the same pid later.
@@ -16,7 +17,7 @@ use crate::error::Result;
 use crate::safe_dir::{self, SafeDir};
 use std::path::Path;
 
-/// Who started a server (or a network) the lab runs.
+/// Who started a server the lab runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Owner {
     /// A run of cases, which stops it at its end.

@@ -1,6 +1,8 @@
 //! The files a measured run leaves for the book (`lab chaos`, `lab bench`):
-//! a table, what goes beside it (a CSV), and its charts, each named after
-//! the table (`chaos-fenced-scope.mmd` beside `chaos.md`, one per mode;
+//! a table, what goes beside it (bench's CSV; the chaos run's data,
+//! `chaos.json`, is written by `chaos::report::write_files` before it calls
+//! here), and its charts, each named after the table
+//! (`chaos-fenced-scope.mmd` beside `chaos.md`, one per mode;
 //! `bench-writers-4.svg` beside `bench.md`, one per writer count). Each
 //! file is written whole and then renamed into place: a reader (or the
 //! book's build) never finds half a table.

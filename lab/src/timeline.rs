@@ -9,9 +9,10 @@
 //! parent's signals from [`crate::events`]. The server and the parent read
 //! one machine's wall clock, so the axis is one.
 //!
-//! A case that resets the schemas halfway (F7, F12) would lose the first
-//! half's rows: [`stash`] keeps them, and the runner calls it before every
-//! reset.
+//! A case that resets the schemas halfway (F12; F7 too, though F7 runs no
+//! holder process and gets no picture) would lose the first half's rows:
+//! [`stash`] keeps them, and [`Lab::reset`](crate::cases::Lab::reset)
+//! calls it before every reset.
 
 use crate::cluster::{credentials, Endpoint};
 use crate::db;

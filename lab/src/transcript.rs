@@ -83,7 +83,7 @@ pub struct CaseData {
     pub passed: u32,
     /// Checks that failed.
     pub failed: u32,
-    /// What it measured, by name (`etcd_election_ms`), each the value a
+    /// What it measured, by name (`election_ms`), each the value a
     /// line of it prints.
     pub figures: BTreeMap<String, f64>,
 }

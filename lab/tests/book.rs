@@ -19,8 +19,8 @@
 //! The build test needs the pinned mdbook and mdbook-mermaid in `.tools/bin`
 //! (`./run.sh book` or `./run.sh test` installs them).
 //!
-//! Why this file stays whole (~430 lines): every check of the book's text,
-//! sharing one reader of its chapters and includes.
+//! Why this file stays whole: every check of the book's text, sharing one
+//! reader of its chapters and includes.
 
 mod common;
 

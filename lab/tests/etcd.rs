@@ -1,7 +1,7 @@
 //! The two pieces F16 stands on, tested on their own against a private
-//! three-member etcd cluster (port block 26800, a folder under /tmp): the
-//! cluster's lifecycle (`lab::cluster::etcd`) and the lease operations over
-//! etcd (`lab::etcd_lease`).
+//! three-member etcd cluster (a port block picked free once per process, a
+//! private temporary folder): the cluster's lifecycle (`lab::cluster::etcd`)
+//! and the lease operations over etcd (`lab::etcd_lease`).
 //!
 //! Contents:
 //! - `a_held_port_is_refused`: the start names the process on a member's
@@ -26,7 +26,7 @@
 //! with the thread that started them (PR_SET_PDEATHSIG), and the steps
 //! share its tokens. The measured numbers are printed (`--nocapture`).
 //!
-//! Why this file stays whole (~360 lines): one test binary for the etcd
+//! Why this file stays whole: one test binary for the etcd
 //! cluster's lifecycle, whose tests share its ports and its leftover
 //! checks.
 

@@ -46,7 +46,7 @@
 //! safe side, but the lease of a holder that died lives up to a whole TTL
 //! longer before anyone else can acquire it.
 //!
-//! Why this file stays whole (~390 lines): one file per case, and this
+//! Why this file stays whole: one file per case, and this
 //! case's two timelines share its lease side and its cluster.
 
 use super::common::{leader_text, lines_of, on_etcd, require, rest};

@@ -16,7 +16,7 @@
 //! | F12 | a write delayed in the network goes stale in flight; the fence refuses it | a delaying proxy, negative control |
 //! | F13 | clocks that run wrong: a slow holder clock, a server clock that jumps | libfaketime |
 //! | F14 | the lease store fails over to an async standby: a token is issued twice; sync keeps it, at a price | primary + streaming standby, failover, negative control |
-//! | F15 | chaos: eight holders under seeded pauses, kills and slow links; the checker finds the fenced history clean, the unfenced one not | processes, SIGSTOP, SIGKILL, proxies, history checker, negative control |
+//! | F15 | chaos: eight holders under seeded pauses, kills, slow links and partitions (and database restarts when the schedule has them; seed 1's 20 s has none); the checker finds the fenced history clean, the unfenced one not | processes, SIGSTOP, SIGKILL, proxies, network hosts, history checker, negative control |
 //! | F16 | F4's timeline with the lease on etcd; the etcd leader killed between two acquires: the token still grows | three-member etcd, SIGSTOP, SIGKILL |
 //! | F17 | a holder cut off from the lease store, not from the resource: it stops in time; without its check the fence refuses it | network hosts, a partition in the switch |
 //! | F18 | the 2018 pattern: the old primary and the promoted standby both grant; which configurations lose writes, which refuse them | network hosts, a partition between sites, a real promotion, negative controls |
@@ -86,9 +86,13 @@ impl Default for CaseOptions {
 
 /// What a case runs against.
 pub struct Lab {
-    /// The `holder` binary (F4, F5).
+    /// The `holder` binary, for every case with holder processes (F4, F5,
+    /// F10–F13, F15–F19).
     pub holder_bin: PathBuf,
-    /// The cluster, for F8's crash-restart.
+    /// The cluster, `b3-26`: F8 crashes and restarts it, F13 restarts it
+    /// with a jumped clock, F11 reads its log, F15's chaos run restarts it;
+    /// F14, F17, F18 and F19 start their own servers beside it, inside its
+    /// place.
     pub cluster: Cluster,
     /// The reader's knobs.
     pub options: CaseOptions,

@@ -22,7 +22,8 @@ pub struct ChaosOptions {
     pub config: Config,
     /// The modes to run, in turn.
     pub modes: Vec<FenceMode>,
-    /// Where to write the table (and a chart per mode beside it), if anywhere.
+    /// Where to write the table (and beside it its data as JSON, `chaos.json`
+    /// for `chaos.md`, and a chart per mode), if anywhere.
     pub out: Option<PathBuf>,
 }
 

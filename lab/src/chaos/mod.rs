@@ -25,7 +25,7 @@
 //! - [`checker`]: the history as it reads it (write attempts, grants, final
 //!   parts, faults), taken from the run's whole record (`crate::history`,
 //!   which the run writes as JSON lines and a page), [`checker::check`],
-//!   which turns it into a [`checker::Verdict`], and
+//!   which turns it into a [`Verdict`](crate::vocabulary::Verdict), and
 //!   [`checker::findings`], each thing a count counted, with its reason.
 //! - [`report`]: the table of verdicts, one column per mode.
 //! - [`command`]: `lab chaos`: every mode in turn, the table, the files

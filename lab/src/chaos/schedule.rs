@@ -21,9 +21,8 @@
 //! the first seconds of `lab chaos --seed 1 --duration 120s`), and the
 //! partitions, added last, left every other fault of a seed where it was.
 //!
-//! Why this file stays whole (~380 lines): the plan's numbers and the
-//! drawing that uses them are read together, each number beside the reason
-//! for it.
+//! Why this file stays whole: the plan's numbers and the drawing that uses
+//! them are read together, each number beside the reason for it.
 
 use crate::vocabulary::FaultKind;
 use std::collections::BTreeMap;
@@ -315,7 +314,8 @@ impl Schedule {
     }
 }
 
-/// One line: `seed 1, 120s: 1187 faults (db-restart 5, delay 410, …), 712 aimed at the writer`.
+/// One line: `seed 1, 120s: 1187 faults scheduled (db-restart 5, delay 410,
+/// …), 712 of them aimed at the writer`.
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kinds: Vec<String> = self.counts().iter().map(|(k, n)| format!("{k} {n}")).collect();

@@ -1,8 +1,8 @@
 //! The commands that are plumbing around the library: the case list, the
-//! reader's PostgreSQL cluster and etcd cluster, psql, `lab diff` and `lab
-//! timeline`. Each returns whether its answer was yes (exit 0) or no
-//! (exit 1, e.g. `cluster status` of a stopped cluster); an error is the
-//! environment's (exit 3).
+//! reader's PostgreSQL cluster and etcd cluster, psql, `lab diff`, `lab
+//! timeline` and `lab history`. Each returns whether its answer was yes
+//! (exit 0) or no (exit 1, e.g. `cluster status` of a stopped cluster); an
+//! error is the environment's (exit 3).
 
 use super::{ClusterAction, Database, EtcdAction};
 use crate::cases::{self, CaseOptions};

@@ -1,9 +1,11 @@
 //! The `lab` command line: its arguments as clap derives them, the
-//! parsers of case ids and modes, and (in [`commands`]) the commands that
-//! are plumbing around the library (list, cluster, etcd, psql, diff,
-//! timeline). `main.rs` parses, dispatches each command to the library and
-//! turns the outcome into an exit status; here the arguments become the
-//! library's requests, where a test can build and inspect them.
+//! parsers of case ids, of `--mode all` and of the model's store (one
+//! mode is parsed by [`crate::arg_values`]), and (in [`commands`]) the
+//! commands that are plumbing around the library (list, cluster, etcd,
+//! psql, diff, timeline, history). `main.rs` parses, dispatches each
+//! command to the library and turns the outcome into an exit status; here
+//! the arguments become the library's requests, where a test can build
+//! and inspect them.
 
 pub mod commands;
 
@@ -41,7 +43,8 @@ pub enum Command {
     },
     /// Time one acquire on each lease store (one PostgreSQL, with an async and a sync standby, etcd) and write the table.
     LeaseStores {
-        /// Where to write the table (default: evidence/26/lease-stores.md).
+        /// Where to write the table (default: evidence/26/lease-stores.md); its
+        /// data goes beside it as JSON (lease-stores.json), which `lab facts` reads.
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -100,7 +103,7 @@ pub enum Command {
     /// The model checker: every interleaving of the lease and each resource mode; its verdicts as a table.
     Model(ModelArgs),
     /// Draw what happened in a case's last run (one with holder processes:
-    /// F4, F5, F10–F13, F15, F16): a page that shows each holder's holdings,
+    /// F4, F5, F10–F13, F15–F19): a page that shows each holder's holdings,
     /// pauses and writes on one time axis.
     Timeline {
         /// The case or variant, e.g. F4 or F4-unfenced.
@@ -170,7 +173,7 @@ pub struct RunArgs {
     /// F3: how many threads race for the lease.
     #[arg(long, default_value_t = crate::params::RACERS as u16, value_parser = clap::value_parser!(u16).range(2..=64))]
     threads: u16,
-    /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt), and keep the run's timelines and histories beside it (timelines/, history/).
+    /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt), its data beside it as JSON (output.json, which `lab facts` reads), and keep the run's timelines and histories beside it (timelines/, history/).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -189,7 +192,7 @@ pub struct ChaosArgs {
     /// The resource mode (fenced-scope, fenced-scope-cte, fenced-scope-shared, fenced-row, unfenced, check-then-write), or all of them in turn.
     #[arg(long, default_value = "all", value_parser = mode_or_all)]
     mode: ModeChoice,
-    /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md), and each mode's history (its JSON lines and its page) in history/ beside it; without it, the histories go to target/lab/history/.
+    /// Also write the table, with the run's parameters and the machine's facts, as Markdown to this file (the book's evidence/26/chaos.md), its data beside it as JSON (chaos.json, which `lab facts` reads), and each mode's history (its JSON lines and its page) in history/ beside it; without it, the histories go to target/lab/history/.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Print every holder's protocol lines and every fault on stderr as they happen.
@@ -199,7 +202,7 @@ pub struct ChaosArgs {
 
 #[derive(Args)]
 pub struct ModelArgs {
-    /// Also write the table to this file (the book's evidence/26/model.md; with --mutants, model-mutants.md), and each counterexample's chart beside it; with --replay, the redacted transcript.
+    /// Also write the table to this file (the book's evidence/26/model.md; with --mutants, model-mutants.md), its data beside it as JSON (model.json, model-mutants.json, which `lab facts` reads), and each counterexample's chart beside it; with --replay, the redacted transcript only.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Check the model with each mutation of mutants/ that has a counterpart in it.

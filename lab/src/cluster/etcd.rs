@@ -5,6 +5,9 @@
 //! Three members, `m1`…`m3`, each an `etcd` process listening on
 //! 127.0.0.1 only: client ports base+1…base+3, peer ports base+11…base+13
 //! (base [`DEFAULT_PORT_BASE`] unless `LAB_ETCD_PORT_BASE` says otherwise).
+//! For F19 ([`EtcdCluster::on_hosts`]) each member runs on a host of the
+//! lab's network instead and listens on its host's address (and its
+//! host's own loopback), on the same ports.
 //! The block lies below the kernel's range for outgoing connections
 //! (32768–60999 on Linux), so another program's client socket can never
 //! sit on a member's port for a moment.

@@ -45,10 +45,12 @@
 //!   its streaming standby, beside `b3-26`: the same lifecycle, twice, plus a
 //!   base backup and a promotion.
 //! - [`etcd`]: the second lease backend's server, a three-member etcd
-//!   cluster `etcd-26` on loopback (start, stop, status, kill a member with
+//!   cluster `etcd-26` on loopback, or for F19 one member on each of three
+//!   hosts of the lab's network (start, stop, status, kill a member with
 //!   SIGKILL, restart it, ask for the leader), owned by a run or by the
-//!   reader like `b3-26`; with the small HTTP client of etcd's JSON
-//!   gateway, which its lifecycle needs to ask etcd for the leader.
+//!   reader like `b3-26`. It talks to its members through
+//!   [`crate::etcd_client`], the client of etcd's JSON gateway, which sits
+//!   below this module.
 //!
 //! Nothing here speaks SQL: the `db` module, one layer up, connects to the
 //! running server ([`Endpoint`] says where, and with whose passwords).

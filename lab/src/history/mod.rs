@@ -4,8 +4,8 @@
 //! the rows that stayed. It is written as JSON lines (one entry a line,
 //! below) that other checkers can read, and drawn as one self-contained
 //! HTML page (`page`). The chaos checker's verdict is a function of the
-//! lines alone (`chaos::checker::History::from_record`), so a reader can
-//! check a run again from its file.
+//! lines alone (`chaos::checker::CheckerInput::from_record`), so a reader
+//! can check a run again from its file.
 //!
 //! Where each part comes from, each from where it happened:
 //! - the operations from the holders' `CALL`/`RETURN` lines, stamped by
@@ -17,14 +17,14 @@
 //! - one clock for all: the machine's wall clock, which the parent and the
 //!   server both read. Times are milliseconds from the run's start (`t0`).
 //!
-//! # The JSON lines (schema 1)
+//! # The JSON lines (schema 2)
 //!
 //! Every line is one object whose `type` says what it is; the first line is
 //! the run, then the operations in the order they were invoked, the faults
 //! in the order they began, and the final rows. Times are milliseconds
 //! since `t0_unix_ms`, to the hundredth.
 //!
-//! - `run`: `schema` (1), `name` (`chaos-fenced-row`, `F4`), `command`
+//! - `run`: `schema` (2), `name` (`chaos-fenced-row`, `F4`), `command`
 //!   (what ran), `mode` (the resource mode, e.g. `FENCED_ROW`; null when no
 //!   write was judged), `t0_unix_ms`,
 //!   `end_ms`, `fault_kinds` (every kind the run could inject, those it
@@ -45,7 +45,7 @@
 //!   kind of `fault_kinds`), `targets` (holder names; empty: the server),
 //!   `start_ms`, `end_ms` (null: no end was recorded, e.g. a kill).
 //! - `final`: a row of `report_part` after the run: `scope`, `part`,
-//!   `writer`, `token`.
+//!   `content`, `writer`, `token`.
 
 mod build;
 pub mod page;

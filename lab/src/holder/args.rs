@@ -70,7 +70,7 @@ pub struct HolderArgs {
     /// The report content to write, e.g. rows=200(A).
     #[arg(long)]
     pub content: String,
-    /// How the resource judges the write: fenced-scope, fenced-scope-cte, fenced-row, unfenced, check-then-write.
+    /// How the resource judges the write: fenced-scope, fenced-scope-cte, fenced-scope-shared, fenced-row, unfenced, check-then-write.
     #[arg(long, value_parser = arg_values::fence_mode(), default_value = "fenced-scope", hide_possible_values = true)]
     pub mode: FenceMode,
     /// Where to wait for one line on stdin (repeat for several points).

@@ -24,9 +24,13 @@
 //! - [`table`]: `lab model`: every mode on every store, the verdicts, the
 //!   shortest counterexamples, and the same against the mutations.
 //! - [`timeline`]: a counterexample drawn as the cases' runs are drawn.
+//! - [`results`]: the tables as data (`model.json`, `model-mutants.json`),
+//!   what the Markdown is drawn from and the book's facts read.
 //! - [`explore`]: `lab model --explore`: stateright's Explorer on 127.0.0.1.
-//! - [`replay`]: `lab model --replay MODE`: a counterexample turned into a
-//!   schedule for real holders against the real cluster.
+//!
+//! A counterexample is replayed against the real cluster by
+//! [`crate::replay`] (`lab model --replay MODE`), outside the model, which
+//! stays pure.
 //!
 //! The bounds ([`Bounds`]) keep the space small enough to check whole in
 //! seconds: two holders (holder-a writes `summary` then `detail`, as in F7;

@@ -337,7 +337,8 @@ pub fn mutants_markdown(rows: &[MutantCheck], took: Duration) -> String {
 /// `lab model`: checks every configuration; prints a transcript: its CASE
 /// line, the table (without times), one line per configuration, which fails
 /// where the verdict disagrees with the cases and the chaos run or means
-/// nothing; with `out`, writes the table with times there and each
+/// nothing; with `out`, writes the table with times there, its data
+/// beside it as JSON (`model.json` for `model.md`), and each
 /// counterexample's chart beside it. Times go to stderr, never into stdout
 /// (the mutation harness compares stdout with a lock). True when every
 /// verdict agrees.
@@ -378,9 +379,9 @@ pub fn run(out: Option<&std::path::Path>) -> crate::Result<bool> {
 
 /// `lab model --mutants`: the model against every mutation that has a
 /// counterpart; true when every one is caught. With `out`, writes the
-/// table there and, in a folder of the same name beside it, the chart of
-/// the shortest counterexample that caught each mutation
-/// (`model-mutants/<patch>.mmd`).
+/// table there, its data beside it as JSON (`model-mutants.json`) and, in
+/// a folder of the same name beside it, the chart of the shortest
+/// counterexample that caught each mutation (`model-mutants/<patch>.mmd`).
 pub fn run_mutants(out: Option<&std::path::Path>) -> crate::Result<bool> {
     let started = Instant::now();
     let rows = mutants();

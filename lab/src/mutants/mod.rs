@@ -14,8 +14,8 @@
 //! shows its FAIL lines. Each mutant's transcript is locked as evidence
 //! (`evidence/26/try/<name>.snap`), so the book shows a real broken run.
 //!
-//! Why this file stays whole (~360 lines): the mutation table is one list,
-//! in the book's order, which the harness and the exercises both walk.
+//! Why this file stays whole: the mutation table is one list, in the
+//! book's order, which the harness and the exercises both walk.
 
 pub mod harness;
 pub mod scratch;

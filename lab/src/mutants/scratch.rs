@@ -347,8 +347,9 @@ fn stop_cluster() {
 fn run_child(mut cmd: Command) -> Result<Output> {
     // Its own process group: Ctrl-C at the terminal reaches only the lab,
     // whose interrupt handler then passes the SIGINT on to the child and
-    // waits for it. The mutant's lab stops its holders, its servers and its
-    // network hosts itself; killed outright, it left a network behind.
+    // waits for it. SIGINT first, not SIGKILL: it lets the mutant's lab
+    // stop the daemon servers it owns (a postmaster started by pg_ctl),
+    // which SIGKILL would leave running.
     cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = interrupt::spawn_cleaning_child(&mut cmd)
         .with_context(|| format!("starting {:?}", cmd.get_program()))?

@@ -17,8 +17,8 @@
 //! (`FencedRow`). [`view`] holds the read-only queries with which a case
 //! observes the resource.
 //!
-//! Why this file stays whole (~520 lines): the real fences and every broken
-//! mode are written side by side, statement beside statement, so that the
+//! Why this file stays whole: the real fences and every broken mode are
+//! written side by side, statement beside statement, so that the
 //! differences the negative controls rest on are read in one place.
 
 pub mod view;

@@ -31,8 +31,9 @@ pub struct GrantRecord {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fault {
     /// What it was: a pause shorter or longer than the ttl (SIGSTOP), a
-    /// kill (SIGKILL and restart), a delay (a write held in the proxy), a
-    /// database restart (an immediate stop and a start).
+    /// kill (SIGKILL and restart), a delay (the slot's link slowed for a
+    /// span), a partition (a host, or a group of hosts, cut off in the
+    /// switch), a database restart (an immediate stop and a start).
     pub kind: FaultKind,
 }
 
@@ -40,7 +41,7 @@ pub struct Fault {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CheckerInput {
     /// Every write attempt, accepted or refused, in `write_attempt.id`
-    /// order ([`check`] sorts by id anyway).
+    /// order ([`super::check`] sorts by id anyway).
     pub attempts: Vec<WriteAttempt>,
     /// Every successful acquire the holders reported.
     pub grants: Vec<GrantRecord>,

@@ -1,12 +1,14 @@
 //! Authentication on: only the lab's account reads or changes the keys.
 //!
-//! The members listen on 127.0.0.1, and every local account reaches
-//! loopback: without authentication any of them could put the lock key
-//! (holding the lease for ever), delete it (handing it to a second holder)
-//! or read who holds it. So the cluster has one user, `root`, with the
-//! `root` role and a random password kept in `<cluster folder>/credentials`
-//! (mode 0600, a folder of the lab's own), and authentication enabled;
-//! every request of the lab carries the token that password buys.
+//! The members listen on 127.0.0.1 (for F19, on their hosts of the lab's
+//! network: each host's address and its own loopback), and every local
+//! account reaches loopback: without authentication any of them could put
+//! the lock key (holding the lease for ever), delete it (handing it to a
+//! second holder) or read who holds it. So the cluster has one user,
+//! `root`, with the `root` role and a random password kept in
+//! `<cluster folder>/credentials` (mode 0600, a folder of the lab's own),
+//! and authentication enabled; every request of the lab carries the token
+//! that password buys.
 //!
 //! etcd cannot start with authentication on: a new cluster is open until
 //! the lab turns it on, a few milliseconds after the first leader. What

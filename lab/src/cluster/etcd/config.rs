@@ -15,7 +15,9 @@ pub const NAME: &str = "etcd-26";
 /// How many members: the smallest cluster that survives losing one.
 pub const MEMBERS: usize = 3;
 
-/// The only address the members listen on.
+/// The address the members listen on: the only one on loopback. For F19,
+/// on hosts of the lab's network, each member listens on its host's
+/// address too, and on this one inside its host.
 pub const HOST: &str = "127.0.0.1";
 
 /// Client ports are base+1…base+3, peer ports base+11…base+13:
