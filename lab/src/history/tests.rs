@@ -122,7 +122,7 @@ fn json_lines_round_trip() {
     let text = record.to_jsonl();
     assert_eq!(Record::from_jsonl(&text).unwrap(), record);
     assert_eq!(text.lines().count(), 1 + record.ops.len() + record.faults.len() + record.finals.len());
-    assert!(text.lines().next().unwrap().starts_with("{\"type\":\"run\",\"schema\":1,"));
+    assert!(text.lines().next().unwrap().starts_with("{\"type\":\"run\",\"schema\":2,"));
     assert!(text.contains("{\"type\":\"op\",\"id\":2,\"holder\":\"holder-a\",\"incarnation\":0,\"process\":1,\"f\":\"renew\""));
     assert!(!text.lines().nth(2).unwrap().contains("\"part\""), "an absent field is left out");
     let ops_first: String = text.lines().skip(1).chain(text.lines().take(1)).map(|l| format!("{l}\n")).collect();
