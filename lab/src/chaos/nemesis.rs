@@ -154,7 +154,8 @@ impl Nemesis<'_> {
             let nap = next.map_or(TICK, |t| t.saturating_duration_since(Instant::now()).min(TICK));
             std::thread::sleep(nap);
         }
-        // The run ended before these came.
+        // The run ended before the nemesis came to these (their time had
+        // not come, or it was busy with the one before).
         for (index, _) in events {
             self.log.not_reached(index);
         }
@@ -256,13 +257,13 @@ impl Nemesis<'_> {
                 self.network.split(&group, &rest)?;
             }
         }
-        let until = Instant::now() + event.length;
+        let (cut_at, until) = (self.start.elapsed(), Instant::now() + event.length);
         // Made, not just asked for: from the first cut host, the slot's own
         // link on the server's host must be silent now. One that is
         // answered is counted apart, never as injected.
         let (host, link) = (self.network.host(group[0]), self.network.host(SERVER_HOST).at(self.slots[target].link.port()));
         let fault = match host.reach_within(link, CONFIRM_BOUND)? {
-            Reach::Silent => Some(self.log.begun(self.start, event.kind, Some(&group.join("+")), index)),
+            Reach::Silent => Some(self.log.begun_at(cut_at, event.kind, Some(&group.join("+")), index)),
             _ => {
                 self.log.uncut(index);
                 None

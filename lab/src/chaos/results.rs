@@ -67,7 +67,7 @@ pub struct FateCounts {
     pub no_target: usize,
     /// Partitions that did not cut.
     pub did_not_cut: usize,
-    /// Came after the run had ended.
+    /// Not reached by the nemesis before the run ended.
     pub not_reached: usize,
 }
 

@@ -46,7 +46,9 @@ pub enum Fate {
     /// A partition made but not confirmed: a connection from a host it had
     /// cut was answered (`nemesis.rs`).
     DidNotCut,
-    /// The run ended before its time came.
+    /// The run ended before the nemesis came to it: its time had not come,
+    /// or the nemesis was still busy with the one before (confirming a
+    /// partition waits for silence).
     NotReached,
 }
 
@@ -89,12 +91,19 @@ impl FaultLog {
     /// Records the schedule's fault `event` injected now, whose end comes
     /// later ([`Self::ended`]).
     pub fn begun(&self, start: Instant, kind: FaultKind, target: Option<&str>, event: usize) -> FaultId {
+        self.begun_at(start.elapsed(), kind, target, event)
+    }
+
+    /// Records the schedule's fault `event` injected at `at` since the
+    /// start: a partition is recorded once confirmed, and it began when
+    /// the switch cut, before the confirmation's wait for silence.
+    pub fn begun_at(&self, at: Duration, kind: FaultKind, target: Option<&str>, event: usize) -> FaultId {
         if self.trace {
-            eprintln!("[{:8.3}s] {} {kind}", start.elapsed().as_secs_f64(), target.unwrap_or("server"));
+            eprintln!("[{:8.3}s] {} {kind}", at.as_secs_f64(), target.unwrap_or("server"));
         }
         self.settle(event, Fate::Injected);
         let mut injected = self.injected.lock();
-        injected.push(Injected { at: start.elapsed(), kind, target: target.map(str::to_owned), until: None });
+        injected.push(Injected { at, kind, target: target.map(str::to_owned), until: None });
         FaultId(injected.len() - 1)
     }
 
