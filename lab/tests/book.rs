@@ -450,9 +450,11 @@ fn answers(page: &str, text: &str) -> Vec<Answer> {
         .collect()
 }
 
-/// The FAIL lines of a transcript, trimmed.
+/// The FAIL lines of a transcript (a check that failed, or an abort), as the
+/// transcript's one reader tells them, trimmed.
 fn fail_lines(transcript: &str) -> Vec<&str> {
-    transcript.lines().map(str::trim).filter(|l| l.starts_with("FAIL ")).collect()
+    use lab::transcript::Line;
+    transcript.lines().filter(|l| matches!(Line::read(l), Line::Check { held: false, .. } | Line::Aborted(_))).map(str::trim).collect()
 }
 
 /// A FAIL line without its ` (expected=…)` or ` (saw …)` tail.

@@ -199,7 +199,7 @@ pub fn markdown(results: &Results) -> Result<String> {
         let verdict = if t.ratio >= t.at_least { "达到" } else { "未达到" };
         let _ = writeln!(
             md,
-            "- issue {}：{} 相对 unfenced，{}：{:.2}×，目标 ≥ {:.2}×，{verdict}",
+            "- issue {}：{} 相对 unfenced，{}：{:.3}×，目标 ≥ {:.2}×，{verdict}",
             t.issue,
             t.mode.cli_name(),
             t.label,
