@@ -11,8 +11,9 @@ usage() {
   cat <<'EOF'
 usage: ./run.sh [command]
 
-  (no command)       build, run F1-F19, write evidence/26/output.txt (and the facts
-                     read from it); exit 0 only if failed=0
+  (no command)       build, run F1-F19, write the whole transcript to target/lab/output.txt;
+                     exit 0 only if failed=0 (compare: diff evidence/26/output.txt
+                     target/lab/output.txt)
   F1 … F19 [flags]   run some cases; each case's transcript is saved for `diff`
                      flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-scope-shared|
                                     fenced-row|unfenced|check-then-write;
@@ -53,12 +54,16 @@ usage: ./run.sh [command]
   bench [--seconds N] [--runs K] [--out FILE] [--redraw]
                      what fencing costs: writes/s and p50/p99 latency per resource mode
                      (1, 4, 16 writers on 1 and on 16 scopes) and contended acquires/s;
-                     writes evidence/26/bench.md, bench.csv and a figure per writer
-                     count (about 5 minutes); --redraw only draws the figures again
-                     from the CSV beside FILE
+                     writes target/lab/bench.md (the book's: --out evidence/26/bench.md),
+                     bench.csv and a figure per writer count beside it (about 5
+                     minutes); --redraw only draws the figures again from the CSV
+                     beside FILE
   test [GROUP…]      the whole test suite (what CI runs), its groups in parallel, with
                      progress and the slowest groups at the end; installs what it needs;
                      GROUP narrows it to the groups whose name contains it
+  lock               re-lock the full run: run F1-F19 and write evidence/26/output.txt,
+                     its JSON, timelines and histories, then the facts read from them
+                     (not under CI)
   accept             re-lock the evidence snapshots from a fresh run: cases, variants
                      and the mutants' broken runs (not under CI)
   book               build the book into target/book (installs the pinned mdbook first)
@@ -74,7 +79,8 @@ usage: ./run.sh [command]
                      (evidence/26/facts/) from the code and the evidence; --check
                      only names the stale files (exit 1)
   lease-stores       time one acquire on each lease store (one PostgreSQL, with an async
-                     and a sync standby, etcd); writes evidence/26/lease-stores.md
+                     and a sync standby, etcd); writes target/lab/lease-stores.md
+                     (the book's: --out evidence/26/lease-stores.md)
   psql [lease26|res26] [-- psql args]
                      psql on a running cluster (start it first: ./run.sh cluster start)
   help               this text
@@ -217,6 +223,9 @@ ensure_serve_tool() {
 # server with a clock that jumps (LD_PRELOAD into those processes only; the
 # machine's clock is never touched). Installed like PostgreSQL; without it
 # F13 fails and says what to install.
+ensure_faketime_for() {
+  if "$LAB" needs faketime "$@"; then ensure_faketime; fi
+}
 ensure_faketime() {
   ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -317,17 +326,11 @@ ensure_etcd() {
   die "etcd is missing: F16 and the etcd tests need etcd 3.4 or newer (Debian: apt-get install etcd-server; or set LAB_ETCD_BIN)"
 }
 
-# etcd only when the cases named need it: F16, F19, or all of them (no
-# case named, `all`, or flags only). `./run.sh F4` never asks for it.
+# etcd only when a case the run names needs it (F16, F19, or all of them:
+# no case named, `all`, or flags only). The case table says which
+# (`lab needs`, built by ensure_postgres): `./run.sh F4` never asks for it.
 ensure_etcd_for() {
-  local arg
-  [ $# -gt 0 ] || { ensure_etcd; return; }
-  for arg in "$@"; do
-    case "$arg" in
-      [Ff]16|[Ff]19|all|ALL) ensure_etcd; return ;;
-    esac
-  done
-  case "$1" in -*) ensure_etcd ;; esac
+  if "$LAB" needs etcd "$@"; then ensure_etcd; fi
 }
 
 # The network hosts of the partition cases (F17-F19) and of the chaos run
@@ -353,16 +356,9 @@ ensure_hosts() {
   echo "run.sh: NOTE: \`ip\` or \`nft\` is missing: F15, F17-F19 and the chaos run need them (as root: apt-get install iproute2 nftables)" >&2
 }
 
-# The hosts only when the cases named need them: F15, F17-F19, or all.
+# The hosts only when a case the run names needs them (F15, F17-F19, or all).
 ensure_hosts_for() {
-  local arg
-  [ $# -gt 0 ] || { ensure_hosts; return; }
-  for arg in "$@"; do
-    case "$arg" in
-      [Ff]15|[Ff]1[789]|all|ALL) ensure_hosts; return ;;
-    esac
-  done
-  case "$1" in -*) ensure_hosts ;; esac
+  if "$LAB" needs hosts "$@"; then ensure_hosts; fi
 }
 
 build() {
@@ -385,13 +381,21 @@ case "$cmd" in
   all)
     [ $# -le 1 ] || { usage >&2; exit 2; }
     ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts; guard_cluster
+    # The reader's run: never the locked evidence (that is `lock`).
+    "$LAB" run all --out target/lab/output.txt
+    ;;
+  lock)
+    [ $# -le 1 ] || { usage >&2; exit 2; }
+    [ "${CI:-}" != true ] || die "lock re-locks the evidence and is not for CI"
+    ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts; guard_cluster
     "$LAB" run all --out evidence/26/output.txt
-    # Some of the book's measured figures are read from output.txt: keep
+    # Some of the book's measured figures are read from output.json: keep
     # evidence/26/facts/ in step with the run that was just written.
     "$LAB" facts >/dev/null
+    echo "run.sh: the full run re-locked (output.txt, output.json, timelines, histories, facts); review with git diff evidence/26/"
     ;;
   [Ff][0-9]*)
-    ensure_postgres; ensure_faketime; ensure_etcd_for "$@"; ensure_hosts_for "$@"; guard_cluster
+    ensure_postgres; ensure_faketime_for "$@"; ensure_etcd_for "$@"; ensure_hosts_for "$@"; guard_cluster
     "$LAB" run "$@"
     ;;
   -*)
@@ -402,7 +406,7 @@ case "$cmd" in
   test)
     shift
     ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts; ensure_chromium; ensure_cjk_font "the book's visual test" required; ensure_book_tools; guard_cluster
-    [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): run ./run.sh first"
+    [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): lock it with ./run.sh lock"
     # The groups in parallel, with progress and the slowest at the end;
     # a group's name narrows it (`./run.sh test cases`, `./run.sh test "book 07"`).
     "$LAB" suite "$@"
@@ -463,7 +467,7 @@ case "$cmd" in
     ;;
   stress)
     shift
-    ensure_postgres; ensure_faketime; ensure_etcd_for "${1:-}"; ensure_hosts_for "${1:-}"; guard_cluster
+    ensure_postgres; ensure_faketime_for "${1:-}"; ensure_etcd_for "${1:-}"; ensure_hosts_for "${1:-}"; guard_cluster
     "$LAB" stress "$@"
     ;;
   mutants)
@@ -475,13 +479,14 @@ case "$cmd" in
   try)
     shift
     ensure_postgres
-    # An exercise that F16 or F19 catches runs on etcd (the list's third
-    # column is its case); one that a partition case catches needs the hosts.
-    if [ $# -gt 0 ] && "$LAB" try | awk -v n="$1" '$1 == n && ($3 == "F16" || $3 == "F19") { found = 1 } END { exit !found }'; then
-      ensure_etcd
-    fi
-    if [ $# -gt 0 ] && "$LAB" try | awk -v n="$1" '$1 == n && $3 ~ /^F1[5789]$/ { found = 1 } END { exit !found }'; then
-      ensure_hosts
+    # An exercise needs what the case that catches it needs (the list's
+    # third column is that case): etcd for F16 and F19, the hosts for the
+    # partition cases, libfaketime for F13.
+    if [ $# -gt 0 ]; then
+      catcher=$("$LAB" try | awk -v n="$1" '$1 == n && $3 ~ /^F[0-9]+$/ { print $3 }')
+      if [ -n "$catcher" ]; then
+        ensure_faketime_for "$catcher"; ensure_etcd_for "$catcher"; ensure_hosts_for "$catcher"
+      fi
     fi
     "$LAB" try "$@"
     ;;

@@ -27,6 +27,13 @@ fn dispatch(command: Command) -> ExitCode {
             commands::list();
             ExitCode::SUCCESS
         }
+        Command::Needs { what, args } => {
+            if cases::any_needs(what, &args) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
         Command::Run(args) => {
             if let Some(why) = args.refusal() {
                 return usage(&why);
@@ -35,7 +42,7 @@ fn dispatch(command: Command) -> ExitCode {
             report(cli::holder_bin().map_err(Into::into).and_then(|bin| cases::command::run(&args.request(bin))).map(verdict))
         }
         Command::Bench { seconds, runs, out, redraw } => {
-            let out = out.unwrap_or_else(|| paths::evidence_dir().join("bench.md"));
+            let out = out.unwrap_or_else(|| paths::reader_out("bench.md"));
             if redraw {
                 return report(bench::report::redraw(&out).map(|written| {
                     written.iter().for_each(|path| println!("bench: drew {}", path.display()));

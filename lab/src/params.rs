@@ -82,6 +82,10 @@ pub const TTL_PROBE_KILL_AT: Duration = Duration::from_secs(2);
 /// F3's racers: enough threads that the acquires really land on the row at once.
 pub const RACERS: usize = 16;
 
+/// The most racers `--threads` lets F3 start: each holds a connection, and
+/// the cluster allows 250 (`max_connections`).
+pub const MAX_RACERS: u16 = 64;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,14 @@ pub fn build_dir() -> PathBuf {
     root().join("target").join("lab")
 }
 
+/// Where a reader's own run writes what it measured when no `--out` says
+/// otherwise (`target/lab/bench.md`, `target/lab/output.txt` …): a reader's
+/// command never changes the locked evidence; only a re-lock names
+/// `evidence/26/` on purpose (`./run.sh lock`, `--out evidence/26/…`).
+pub fn reader_out(file: &str) -> PathBuf {
+    build_dir().join(file)
+}
+
 /// Makes `target/lab` if a fresh checkout has not got it yet: the default
 /// folders of the cluster and of etcd are made inside it, and their parent
 /// must exist to be judged (`safe_dir`).

@@ -20,6 +20,12 @@
 //! (`LAB_BENCH_CLIENT=debug`), not a release build of its own: a test
 //! never judges its figures.
 //!
+//! No command may change `evidence/`: a reader's runs write under
+//! `target/lab/`, and re-locking the evidence (`./run.sh lock`, `--out
+//! evidence/26/…`) is for the project, never a step of the book. Each
+//! command's changes to the copy's `evidence/` (a file added, removed or
+//! rewritten) fail the test.
+//!
 //! `LAB_BOOK_CHAPTERS=07-lease-not-enough.md,…` runs those chapters only:
 //! the suite (`./run.sh test`) runs each chapter as a group of its own, in
 //! parallel. The chapters share one checkout copy, made and synced by one
@@ -165,6 +171,33 @@ fn run(line: &str, copy: &Path, cluster: &PrivateCluster) -> Output {
     out
 }
 
+/// Every file under `evidence/` of the copy, with its length and time of
+/// last change: a command that writes one changes its entry.
+fn evidence_state(copy: &Path) -> std::collections::BTreeMap<PathBuf, (u64, std::time::SystemTime)> {
+    fn walk(dir: &Path, into: &mut std::collections::BTreeMap<PathBuf, (u64, std::time::SystemTime)>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())).flatten() {
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                walk(&entry.path(), into);
+            } else {
+                into.insert(entry.path(), (meta.len(), meta.modified().unwrap()));
+            }
+        }
+    }
+    let mut state = std::collections::BTreeMap::new();
+    walk(&copy.join("evidence"), &mut state);
+    state
+}
+
+/// What changed in `evidence/` between two states: the files, named from the copy's root.
+fn evidence_changes(copy: &Path, before: &std::collections::BTreeMap<PathBuf, (u64, std::time::SystemTime)>) -> Vec<String> {
+    let after = evidence_state(copy);
+    let name = |p: &Path| p.strip_prefix(copy).unwrap_or(p).display().to_string();
+    let mut changed: Vec<String> = after.iter().filter(|(p, s)| before.get(*p) != Some(s)).map(|(p, _)| name(p)).collect();
+    changed.extend(before.keys().filter(|p| !after.contains_key(*p)).map(|p| format!("{} (removed)", name(p))));
+    changed
+}
+
 fn tail(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     let lines: Vec<&str> = text.lines().collect();
@@ -225,8 +258,13 @@ fn book_commands_behave_as_the_book_says() {
         cluster.reset();
         for command in list {
             let began = Instant::now();
+            let evidence_before = evidence_state(&copy);
             let out = run(&command.line, &copy, &cluster);
             let took = began.elapsed();
+            let changed = evidence_changes(&copy, &evidence_before);
+            if !changed.is_empty() {
+                problems.push(format!("{}: `{}` changed the locked evidence, which a reader's command never does: {}", command.at, command.line, changed.join(", ")));
+            }
             ran += 1;
             // In the group's log: which command of a slow chapter is slow.
             eprintln!("book commands: {:>6.1}s  {}", took.as_secs_f64(), command.line);
@@ -259,4 +297,23 @@ fn book_commands_behave_as_the_book_says() {
     lab::suite::checked::Checked { book_commands: ran, ..Default::default() }.report_to_suite().unwrap();
     assert!(problems.is_empty(), "{} of {ran} book commands did not behave as the book says:\n\n{}", problems.len(), problems.join("\n\n"));
     assert!(ran > 0, "no book command ran");
+}
+
+/// The evidence check sees a file rewritten, added and removed.
+#[test]
+fn a_command_that_writes_evidence_is_seen() {
+    let copy = tempfile::tempdir().unwrap();
+    let evidence = copy.path().join("evidence/26");
+    std::fs::create_dir_all(&evidence).unwrap();
+    std::fs::write(evidence.join("bench.md"), "locked\n").unwrap();
+    std::fs::write(evidence.join("F1.snap"), "locked\n").unwrap();
+    let before = evidence_state(copy.path());
+    assert!(evidence_changes(copy.path(), &before).is_empty(), "nothing was written yet");
+    std::fs::write(evidence.join("bench.md"), "measured again\n").unwrap();
+    std::fs::write(evidence.join("output.json"), "{}").unwrap();
+    std::fs::remove_file(evidence.join("F1.snap")).unwrap();
+    assert_eq!(
+        evidence_changes(copy.path(), &before),
+        ["evidence/26/bench.md", "evidence/26/output.json", "evidence/26/F1.snap (removed)"]
+    );
 }

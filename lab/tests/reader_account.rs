@@ -12,7 +12,8 @@
 //! --duration 30s`, whose verdict must come with partitions injected.
 //! After each: nothing of the reader's is left running, and so no
 //! namespace of its either (a namespace lives only while a process is in
-//! it or holds it).
+//! it or holds it). At the end the clone's `evidence/` is as checked out:
+//! a reader's command never changes the locked evidence.
 //!
 //! As any other account than root, the test is already an ordinary one:
 //! it runs the same commands as itself, on its own PATH's Rust and
@@ -250,4 +251,11 @@ fn an_ordinary_account_runs_every_case_from_a_fresh_clone() {
     assert_eq!(count("partitions that did not cut"), 0, "{table}");
     assert!(table.lines().any(|l| l.starts_with("verdict") && l.trim_end().ends_with("clean")), "{table}");
     me.assert_nothing_left("./run.sh chaos");
+
+    // A reader's commands write under target/lab/, never into the locked
+    // evidence: the clone's evidence/ is as it was checked out.
+    let status = me.sh("cd p && git status --porcelain --untracked-files=all -- evidence/");
+    assert_exit(&status, 0, "git status of evidence/ as the reader");
+    assert_eq!(stdout(&status), "", "the reader's commands changed the locked evidence");
+    assert!(me.clone_dir().join("target/lab/output.txt").is_file(), "./run.sh wrote no target/lab/output.txt");
 }

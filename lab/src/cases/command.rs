@@ -78,6 +78,11 @@ pub fn run(request: &RunRequest) -> Result<bool> {
 /// old picture before it ran, so only this run's are found.
 fn keep_timelines(selected: &[&Case], out: &Path) -> Result<()> {
     let kept = out.with_file_name("timelines");
+    // A reader's run (`target/lab/output.txt`) keeps them where they are:
+    // copying a file onto itself would empty it.
+    if same_dir(&kept, &timeline::dir()) {
+        return Ok(());
+    }
     for case in selected {
         let chart = timeline::dir().join(format!("{}.mmd", case.id));
         if chart.is_file() {
@@ -94,6 +99,9 @@ fn keep_timelines(selected: &[&Case], out: &Path) -> Result<()> {
 /// run began.
 fn keep_histories(selected: &[&Case], out: &Path, since: std::time::SystemTime) -> Result<()> {
     let kept = out.with_file_name("history");
+    if same_dir(&kept, &history::dir()) {
+        return Ok(());
+    }
     let Ok(entries) = std::fs::read_dir(history::dir()) else { return Ok(()) };
     for entry in entries.flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
@@ -106,6 +114,11 @@ fn keep_histories(selected: &[&Case], out: &Path, since: std::time::SystemTime) 
         }
     }
     Ok(())
+}
+
+/// Whether two paths name one folder (either may not exist yet).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b || a.canonicalize().ok().is_some_and(|a| b.canonicalize().ok() == Some(a))
 }
 
 /// Where the run's time went: per case, elapsed and waited by design (the

@@ -26,6 +26,7 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[],
 };
 
 /// What the resource shows of A's write: the floor, the part, A's attempts.

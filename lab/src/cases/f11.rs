@@ -28,6 +28,7 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[],
 };
 
 /// The idle-in-transaction timeout of the remedy: the lease's ttl. A fenced

@@ -29,6 +29,7 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[],
 };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {

@@ -17,7 +17,7 @@
 //! jump" failure boundary, made visible.
 
 use super::common::require;
-use super::{Case, Lab};
+use super::{Case, Lab, Need};
 use crate::error::Result;
 use crate::fault::clock::{self, JumpFile};
 use crate::holder::{HolderArgs, Step, Steps, WaitPoint};
@@ -35,6 +35,7 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[Need::Faketime],
 };
 
 /// A slow clock the margin covers: faster than the boundary.

@@ -47,6 +47,7 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[],
 };
 
 /// `pg_stat_activity`'s `wait_event_type/wait_event` of a commit waiting

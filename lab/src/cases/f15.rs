@@ -18,7 +18,7 @@
 //! and is locked as it is; so are the zeros.
 
 use crate::chaos::workload::Fate;
-use super::{Case, Lab};
+use super::{Case, Lab, Need};
 use crate::vocabulary::FaultKind;
 use crate::chaos::{run_mode, Config, ModeRun, Schedule};
 use crate::vocabulary::Gap;
@@ -34,14 +34,15 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[Need::Hosts],
 };
 
 /// The seed: the book's long run uses it too, so this run's schedule is
 /// the first seconds of that one's.
-const SEED: u64 = 1;
+pub const SEED: u64 = 1;
 
 /// The holder slots; the long run's number.
-const HOLDERS: usize = 8;
+pub const HOLDERS: usize = 8;
 
 /// How long each mode runs: long enough that the negative control meets
 /// about twenty long pauses (most aimed at the writer, half of those in
@@ -50,7 +51,7 @@ const HOLDERS: usize = 8;
 /// run under load. Short enough for the suite. Each long pause of the
 /// writer lasts until its successor has written (`OUTLAST_BOUND`): 20 s
 /// once let UNFENCED through with none beside two busy loops before that.
-const DURATION: Duration = Duration::from_secs(20);
+pub const DURATION: Duration = Duration::from_secs(20);
 
 // ANCHOR: f15_run
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {

@@ -51,7 +51,7 @@
 
 use super::common::{leader_text, lines_of, on_etcd, require, rest};
 use super::paused_holder::{self, LeaseSide, Reading};
-use super::{Case, Lab};
+use super::{Case, Lab, Need};
 use crate::cluster::etcd::{EtcdCluster, ELECTION_TIMEOUT, HEARTBEAT, MEMBERS};
 use crate::error::Result;
 use crate::etcd_lease::{EtcdGrant, EtcdLeaseStore};
@@ -74,6 +74,7 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[Need::Etcd],
 };
 
 /// The lease whose countdown is read across the leader change.

@@ -22,7 +22,7 @@
 
 use super::common::require;
 use super::partitioned::{self, holder_on, on_servers, show_reach, Probe, LEASE_OFFSET};
-use super::{Case, Lab};
+use super::{Case, Lab, Need};
 use crate::cluster::tied::TiedServer;
 use crate::db;
 use crate::error::Result;
@@ -44,6 +44,7 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[Need::Hosts],
 };
 
 /// The hosts, in the order of their addresses (10.26.0.1 …).

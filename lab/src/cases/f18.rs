@@ -39,7 +39,7 @@
 
 use super::common::{acquire, replayed, require, rest};
 use super::partitioned::{self, holder_on, on_servers, show_reach, Probe, RESOURCE_OFFSET};
-use super::{Case, Lab};
+use super::{Case, Lab, Need};
 use crate::cluster::replica::FailoverPair;
 use crate::cluster::tied::TiedServer;
 use crate::db::replication::{self, Mode, ReplicationView};
@@ -62,6 +62,7 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[Need::Hosts],
 };
 
 /// The hosts, in the order of their addresses.

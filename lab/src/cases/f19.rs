@@ -23,7 +23,7 @@
 
 use super::common::{leader_text, lines_of, on_etcd, require, rest};
 use super::partitioned::{self, holder_on, on_servers, show_reach, Probe};
-use super::{Case, Lab};
+use super::{Case, Lab, Need};
 use crate::cluster::tied::TiedServer;
 use crate::cluster::etcd::{EtcdCluster, ELECTION_TIMEOUT, MEMBERS};
 use crate::error::Result;
@@ -44,6 +44,7 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[Need::Etcd, Need::Hosts],
 };
 
 /// The hosts, in the order of their addresses.

@@ -20,7 +20,7 @@ use crate::transcript::Transcript;
 use postgres::types::ToSql;
 
 /// The case.
-pub const CASE: Case = Case { id: "F2", title: |_| "边界：相等 token 重写、过期后续租、长事务里的 now()、迟到的响应".into(), run, mode: None, modes: &[] };
+pub const CASE: Case = Case { id: "F2", title: |_| "边界：相等 token 重写、过期后续租、长事务里的 now()、迟到的响应".into(), run, mode: None, modes: &[], needs: &[] };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let mut leases = lab.leases("lab")?;

@@ -18,6 +18,7 @@ pub const CASE: Case = Case {
     run,
     mode: None,
     modes: &[],
+    needs: &[],
 };
 
 /// The racers of one round, each with its own connection.

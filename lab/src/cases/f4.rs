@@ -19,6 +19,7 @@ pub const CASE: Case = Case {
     run,
     mode: Some(MODE),
     modes: &FenceMode::ALL,
+    needs: &[],
 };
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {

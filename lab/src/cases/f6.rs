@@ -35,7 +35,7 @@ use crate::transcript::Transcript;
 const MODE: FenceMode = FenceMode::FencedScope;
 
 /// The case.
-pub const CASE: Case = Case { id: "F6", title, run, mode: Some(MODE), modes: &FenceMode::SCOPE_FENCES };
+pub const CASE: Case = Case { id: "F6", title, run, mode: Some(MODE), modes: &FenceMode::SCOPE_FENCES, needs: &[] };
 
 fn title(options: &CaseOptions) -> String {
     let mut title = "先检查后写入的竞态（a），与作用域级条件更新（b）".to_owned();

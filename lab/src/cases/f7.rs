@@ -20,7 +20,7 @@ use crate::transcript::Transcript;
 const MODE: FenceMode = FenceMode::FencedScope;
 
 /// The case.
-pub const CASE: Case = Case { id: "F7", title, run, mode: Some(MODE), modes: &FenceMode::SCOPE_FENCES };
+pub const CASE: Case = Case { id: "F7", title, run, mode: Some(MODE), modes: &FenceMode::SCOPE_FENCES, needs: &[] };
 
 fn title(options: &CaseOptions) -> String {
     let mut title = "栅栏粒度：逐行比较与作用域级比较".to_owned();

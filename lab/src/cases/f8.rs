@@ -18,7 +18,7 @@ use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 
 /// The case.
-pub const CASE: Case = Case { id: "F8", title: |_| "数据库崩溃：立即停机（无检查点）后经 WAL 恢复".into(), run, mode: None, modes: &[] };
+pub const CASE: Case = Case { id: "F8", title: |_| "数据库崩溃：立即停机（无检查点）后经 WAL 恢复".into(), run, mode: None, modes: &[], needs: &[] };
 
 /// What PostgreSQL logs when a start finds the cluster not shut down cleanly.
 const RECOVERY_MESSAGE: &str = "database system was not properly shut down; automatic recovery in progress";

@@ -13,7 +13,7 @@ use crate::publish::{PublishRule, Publisher};
 use crate::transcript::Transcript;
 
 /// The case.
-pub const CASE: Case = Case { id: "F9", title: |_| "不支持栅栏的外部副作用：发布替身只按业务键去重".into(), run, mode: None, modes: &[] };
+pub const CASE: Case = Case { id: "F9", title: |_| "不支持栅栏的外部副作用：发布替身只按业务键去重".into(), run, mode: None, modes: &[], needs: &[] };
 
 /// The business key of one day's report.
 const KEY: &str = "daily-report:2026-10-19";

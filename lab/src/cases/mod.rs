@@ -145,6 +145,42 @@ pub struct Case {
     /// for F6(b) and F7's scope half only the three forms of the scope
     /// fence, since their timelines need a fence that orders a scope's writers.
     pub modes: &'static [FenceMode],
+    /// What the case needs besides PostgreSQL: `./run.sh` installs it (as
+    /// root) only when a case it runs needs it (`lab needs`), and the book
+    /// names these cases from this field.
+    pub needs: &'static [Need],
+}
+
+/// A program a case needs besides PostgreSQL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// etcd (Debian's `etcd-server`): the lease on an etcd cluster.
+    Etcd,
+    /// `ip` and `nft` (iproute2, nftables): network hosts and partitions.
+    Hosts,
+    /// libfaketime: a holder whose clock is wrong.
+    Faketime,
+}
+
+impl Need {
+    pub const ALL: [Need; 3] = [Need::Etcd, Need::Hosts, Need::Faketime];
+
+    /// How a command line names it (`lab needs etcd F16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Need::Etcd => "etcd",
+            Need::Hosts => "hosts",
+            Need::Faketime => "faketime",
+        }
+    }
+}
+
+/// Whether any case that `args` runs needs `what`: the case ids among them
+/// (or `all`), or every case when they name none (`./run.sh --mode …`).
+pub fn any_needs(what: Need, args: &[impl AsRef<str>]) -> bool {
+    let named: Vec<&str> = args.iter().map(AsRef::as_ref).filter(|a| a.eq_ignore_ascii_case("all") || find(a).is_some()).collect();
+    let cases = if named.is_empty() { ALL.to_vec() } else { select(&named) };
+    cases.iter().any(|c| c.needs.contains(&what))
 }
 
 impl Case {
@@ -240,4 +276,22 @@ pub fn find(id: &str) -> Option<&'static Case> {
 pub fn select(ids: &[impl AsRef<str>]) -> Vec<&'static Case> {
     let wanted = |case: &Case| ids.iter().any(|id| id.as_ref().eq_ignore_ascii_case("all") || id.as_ref().eq_ignore_ascii_case(case.id));
     ALL.iter().copied().filter(|c| wanted(c)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{any_needs, Need};
+
+    #[test]
+    fn a_run_needs_what_its_cases_need() {
+        assert!(any_needs(Need::Etcd, &["F16"]));
+        assert!(any_needs(Need::Etcd, &["f19", "--runs", "3"]));
+        assert!(!any_needs(Need::Etcd, &["F4", "--mode", "unfenced"]));
+        assert!(!any_needs(Need::Hosts, &["F1", "F2"]));
+        assert!(any_needs(Need::Hosts, &["F4", "F17"]));
+        assert!(any_needs(Need::Faketime, &["all"]));
+        // Flags only: every case runs.
+        assert!(any_needs(Need::Faketime, &["--mode", "unfenced"]));
+        assert!(!any_needs(Need::Faketime, &["F14"]));
+    }
 }

@@ -51,7 +51,7 @@ mod slot_thread;
 pub use orders::{Order, SlotView};
 pub use plan::{SlotPlan, ACQUIRE_EVERY, IDLE_TIMEOUT, PARTS, WORK};
 pub use record::{Fate, FaultId, FaultLog, Injected, Tally};
-pub use slot::{holder_name, Slot, MAX_HOLDERS, SERVER_HOST};
+pub use slot::{holder_name, Slot, DEFAULT_HOLDERS, MAX_HOLDERS, SERVER_HOST};
 pub use slot_thread::{AIM_BOUND, BEFORE_WRITE, RESTART_AFTER};
 
 use crate::error::Result;

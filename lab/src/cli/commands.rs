@@ -40,8 +40,12 @@ pub fn history(run: &str) -> Result<()> {
     let text = std::fs::read_to_string(&jsonl).with_context(|| format!("reading {}", jsonl.display()))?;
     let record = history::Record::from_jsonl(&text).with_context(|| format!("reading {}", jsonl.display()))?;
     let judged = CheckerInput::from_record(&record)?;
-    let folder = jsonl.parent().ok_or("a history file has a folder")?;
-    let page = history::save_page(folder, &record, &checker::findings(&judged))?;
+    // Beside its JSON lines, except for a locked run's: a reader's command
+    // never rewrites the evidence, so that page goes to the lab's own folder.
+    let beside = jsonl.parent().ok_or("a history file has a folder")?.to_path_buf();
+    let locked = beside.canonicalize().ok().zip(paths::evidence_dir().canonicalize().ok()).is_some_and(|(b, e)| b.starts_with(e));
+    let folder = if locked { history::dir() } else { beside };
+    let page = history::save_page(&folder, &record, &checker::findings(&judged))?;
     println!("{}: {} operations, {} faults, from {}", record.run.name, record.ops.len(), record.faults.len(), jsonl.display());
     println!("{}", checker::check(&judged));
     println!("open in a browser: {}", page.display());

@@ -29,6 +29,16 @@ pub struct Cli {
 pub enum Command {
     /// List the cases and what each shows.
     List,
+    /// Whether a run of these cases needs a program besides PostgreSQL: exit 0 if it does, 1 if not (run.sh asks before it installs one).
+    #[command(hide = true)]
+    Needs {
+        /// etcd, hosts (ip and nft) or faketime.
+        #[arg(value_parser = need())]
+        what: cases::Need,
+        /// The run's arguments: case ids (or `all`) and flags; no case id means every case.
+        #[arg(allow_hyphen_values = true, trailing_var_arg = true)]
+        args: Vec<String>,
+    },
     /// Run cases (all by default); starts and stops the cluster unless it was already running.
     Run(RunArgs),
     /// Manage the lab's cluster b3-26 (127.0.0.1:26426).
@@ -43,8 +53,9 @@ pub enum Command {
     },
     /// Time one acquire on each lease store (one PostgreSQL, with an async and a sync standby, etcd) and write the table.
     LeaseStores {
-        /// Where to write the table (default: evidence/26/lease-stores.md); its
-        /// data goes beside it as JSON (lease-stores.json), which `lab facts` reads.
+        /// Where to write the table (default: target/lab/lease-stores.md; the
+        /// book's is evidence/26/lease-stores.md); its data goes beside it as
+        /// JSON (lease-stores.json), which `lab facts` reads.
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -65,7 +76,7 @@ pub enum Command {
         /// Runs of every cell; the table shows their median.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=99))]
         runs: u32,
-        /// The table's markdown file (a CSV is written beside it) [default: evidence/26/bench.md].
+        /// The table's markdown file (a CSV is written beside it) [default: target/lab/bench.md; the book's is evidence/26/bench.md].
         #[arg(long)]
         out: Option<PathBuf>,
         /// Measure nothing: draw the figures again from the CSV beside --out.
@@ -171,9 +182,9 @@ pub struct RunArgs {
     #[arg(long)]
     pause_before_check: bool,
     /// F3: how many threads race for the lease.
-    #[arg(long, default_value_t = crate::params::RACERS as u16, value_parser = clap::value_parser!(u16).range(2..=64))]
+    #[arg(long, default_value_t = crate::params::RACERS as u16, value_parser = clap::value_parser!(u16).range(2..=crate::params::MAX_RACERS as i64))]
     threads: u16,
-    /// Also write the whole transcript to this file (./run.sh: evidence/26/output.txt), its data beside it as JSON (output.json, which `lab facts` reads), and keep the run's timelines and histories beside it (timelines/, history/).
+    /// Also write the whole transcript to this file (./run.sh: target/lab/output.txt; ./run.sh lock: evidence/26/output.txt), its data beside it as JSON (output.json, which `lab facts` reads), and keep the run's timelines and histories beside it (timelines/, history/).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -184,7 +195,7 @@ pub struct ChaosArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// How many holder slots compete for the lease.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(2..=crate::chaos::workload::MAX_HOLDERS as i64))]
+    #[arg(long, default_value_t = crate::chaos::workload::DEFAULT_HOLDERS, value_parser = clap::value_parser!(u16).range(2..=crate::chaos::workload::MAX_HOLDERS as i64))]
     holders: u16,
     /// How long each mode runs, e.g. 120s, 2m, 500ms.
     #[arg(long, default_value = "120s", value_parser = crate::chaos::run::parse_duration)]
@@ -412,4 +423,11 @@ mod tests {
         let refused = parse(&["run", "F20"]).err().expect("no case F20").to_string();
         assert!(refused.contains("valid cases: F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, F12, F13, F14, F15, F16, F17, F18, F19, all"), "{refused}");
     }
+}
+
+/// `lab needs etcd`: a program some cases need, by [`cases::Need::name`].
+fn need() -> impl clap::builder::TypedValueParser<Value = cases::Need> {
+    use clap::builder::TypedValueParser;
+    use crate::cases::Need;
+    clap::builder::PossibleValuesParser::new(Need::ALL.map(Need::name)).map(|text| Need::ALL.into_iter().find(|n| n.name() == text).expect("a possible value is a need"))
 }

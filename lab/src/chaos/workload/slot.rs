@@ -39,6 +39,9 @@ pub fn holder_name(index: usize) -> String {
 /// The most slots: one letter each.
 pub const MAX_HOLDERS: usize = 26;
 
+/// How many holder slots a chaos run has unless `--holders` says otherwise.
+pub const DEFAULT_HOLDERS: u16 = 8;
+
 /// The host of the run's network where the server's address is: each
 /// slot's link listens there, and forwards to the server.
 pub const SERVER_HOST: &str = "db";
