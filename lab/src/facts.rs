@@ -39,7 +39,7 @@ use crate::error::{Result, ResultExt};
 use crate::evidence::{self, REDACTIONS};
 use crate::lease_stores;
 use crate::mutants::{Group, MUTATIONS};
-use crate::paths;
+use crate::{params, paths};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -152,6 +152,7 @@ pub fn compute(inputs: &Inputs) -> Result<Vec<FactFile>> {
     Ok(vec![
         FactFile { name: "code.md", source: "lab/src/cases/mod.rs、lab/src/mutants/mod.rs、lab/src/evidence.rs 里的表", facts: code_facts() },
         FactFile { name: "cases.md", source: "lab/src/cases/mod.rs 的用例表（`./run.sh list` 打印的也是它）", facts: case_facts() },
+        FactFile { name: "try.md", source: "lab/src/mutants/mod.rs 的变异表（`./run.sh try` 打印的也是它）", facts: try_facts() },
         FactFile { name: "run.md", source: "evidence/26/output.json 与各用例的快照", facts: run_facts(inputs)? },
         FactFile { name: "bench.md", source: "evidence/26/bench.csv", facts: bench_facts(&inputs.bench)? },
         FactFile { name: "lease-stores.md", source: "evidence/26/lease-stores.json", facts: lease_store_facts(&inputs.lease_stores)? },
@@ -257,10 +258,77 @@ fn code_facts() -> Vec<Fact> {
         seen.len()
     });
 
+    // What the cases need besides PostgreSQL, from the case table.
+    for need in cases::Need::ALL {
+        let ids: Vec<&str> = cases::ALL.iter().filter(|c| c.needs.contains(&need)).map(|c| c.id).collect();
+        f.add(format!("{}-cases", need.name()), listed(&ids));
+    }
+
+    // The article's parameters and the lab's own, as `params` has them.
+    let ms = |d: std::time::Duration| format!("{} ms", d.as_millis());
+    f.add("ttl", ms(params::TTL));
+    f.add("renew-every", ms(params::RENEW_EVERY));
+    f.add("margin", ms(params::margin(params::TTL)));
+    f.add("ttl-minus-margin", ms(params::TTL - params::margin(params::TTL)));
+    f.add("observe", ms(params::OBSERVE));
+    f.add("short-ttl", ms(params::SHORT_TTL));
+    f.add("short-margin", ms(params::margin(params::SHORT_TTL)));
+    f.add("crash-ttl", ms(params::CRASH_TTL));
+    f.add("etcd-ttl", ms(params::ETCD_TTL));
+    f.add("etcd-renew-every", ms(params::ETCD_RENEW_EVERY));
+    f.add("racers", params::RACERS);
+    f.add("racers-max", params::MAX_RACERS);
+    f.add("wait-bound", format!("{} s", crate::poll::BOUND.as_secs()));
+
+    // The resource modes by kind.
+    f.add("broken-modes", FenceMode::ALL.len() - FenceMode::SCOPE_FENCES.len());
+    f.add("model-stores", crate::model::store::StoreKind::ALL.len());
+
+    // The chaos run's shape and its fault schedule, from `chaos` and F15.
+    use crate::chaos::schedule::plan;
+    let range = |(low, high): (std::time::Duration, std::time::Duration)| {
+        if low.as_millis() % 1000 == 0 && high.as_millis() % 1000 == 0 {
+            format!("{}–{} s", low.as_secs(), high.as_secs())
+        } else {
+            format!("{}–{} ms", low.as_millis(), high.as_millis())
+        }
+    };
+    f.add("chaos-holders", crate::chaos::workload::DEFAULT_HOLDERS);
+    f.add("chaos-parts", crate::chaos::workload::PARTS.len());
+    f.add("fault-kinds", crate::vocabulary::FaultKind::ALL.len());
+    f.add("f15-holders", cases::f15::HOLDERS);
+    f.add("f15-duration", format!("{} s", cases::f15::DURATION.as_secs()));
+    f.add("plan-gap", range(plan::GAP));
+    f.add("plan-pause-short", range(plan::PAUSE_SHORT));
+    f.add("plan-pause-long", range(plan::PAUSE_LONG));
+    f.add("plan-delay", range(plan::DELAY));
+    f.add("plan-delay-span", range(plan::DELAY_SPAN));
+    f.add("plan-writer-delay-span", range(plan::WRITER_DELAY_SPAN));
+    f.add("plan-restart-gap", range(plan::RESTART_GAP));
+    f.add("plan-partition-gap", range(plan::PARTITION_GAP));
+    f.add("plan-partition", range(plan::PARTITION));
+
+    // The bench's shape.
+    f.add("bench-modes", crate::bench::MODES.len());
+    f.add("bench-writers", listed(&crate::bench::WRITERS.map(|w| w.to_string())));
+    f.add("bench-scopes", crate::bench::SCOPES.iter().max().copied().unwrap_or(1));
+    f.add("bench-acquirers", crate::bench::ACQUIRERS);
+    f.add("bench-slice", format!("{} s", crate::bench::writers::SLICE.as_secs_f64()));
+
     f.add("redactions", REDACTIONS.len());
     f.add("redaction-tokens", listed(&REDACTIONS.iter().map(|(_, with)| format!("`{with}`")).collect::<Vec<_>>()));
     f.add("etcd-election-timeout", format!("{} ms", ELECTION_TIMEOUT.as_millis()));
     f.add("lease-store-samples", lease_stores::SAMPLES);
+    f.0
+}
+
+/// Each exercise's question, as `./run.sh try` prints it: the pages
+/// include it, so page and command never ask two different things.
+fn try_facts() -> Vec<Fact> {
+    let mut f = Facts(Vec::new());
+    for m in MUTATIONS {
+        f.add(format!("question-{}", m.name), m.question);
+    }
     f.0
 }
 
@@ -288,6 +356,18 @@ fn run_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     let run = &inputs.run;
     let mut f = Facts(Vec::new());
     f.add("summary", format!("`SUMMARY passed={} failed={}`", run.passed, run.failed));
+
+    // How long each case took in that run (its own time, without the
+    // cluster's start and stop), and the slowest: what "a few seconds"
+    // in the prose is measured as.
+    for case in cases::ALL {
+        let time = run.times.iter().find(|t| t.id == case.id).ok_or_else(|| format!("evidence/26/output.json: no time of {}", case.id))?;
+        f.add(format!("elapsed-{}", case.id), format!("{:.1} s", time.elapsed_ms / 1000.0));
+    }
+    let slowest = run.times.iter().max_by(|a, b| a.elapsed_ms.total_cmp(&b.elapsed_ms)).ok_or("evidence/26/output.json: no case times")?;
+    f.add("slowest-case", format!("{}（{:.1} s）", slowest.id, slowest.elapsed_ms / 1000.0));
+    let whole: f64 = run.times.iter().map(|t| t.elapsed_ms).sum();
+    f.add("cases-elapsed", format!("{:.0} s", whole / 1000.0));
 
     // Which cases' lines in the raw run differ from their locked snapshot:
     // exactly the ones that print a value the redactions mask.
@@ -380,7 +460,8 @@ fn span(values: &[i64]) -> String {
 }
 
 /// Medians from the lease stores' data (`lease-stores.json`), and how they
-/// compare: each as the table shows it, to a tenth of a millisecond.
+/// compare: each as the table shows it, to a tenth of a millisecond (the
+/// ratio from the unrounded ones).
 fn lease_store_facts(data: &StoresData) -> Result<Vec<Fact>> {
     const FILE: &str = "evidence/26/lease-stores.json";
     let median = |id: &str| -> Result<f64> { Ok((data.store(id).context(FILE)?.median_ms * 10.0).round() / 10.0) };
@@ -392,7 +473,10 @@ fn lease_store_facts(data: &StoresData) -> Result<Vec<Fact>> {
     f.add("median-sync", format!("{sync_:.1} ms"));
     f.add("median-etcd", format!("{etcd:.1} ms"));
     f.add("sync-extra", format!("{:.1} ms", sync_ - async_));
-    f.add("etcd-times-postgres", format!("{:.1}", etcd / pg));
+    // A ratio from the unrounded medians: rounded to a tenth of a
+    // millisecond, PostgreSQL's third of one would skew it by a tenth.
+    let exact = |id: &str| -> Result<f64> { Ok(data.store(id).context(FILE)?.median_ms) };
+    f.add("etcd-times-postgres", format!("{:.1}", exact("etcd")? / exact("postgres")?));
     Ok(f.0)
 }
 
@@ -506,23 +590,33 @@ pub fn stale() -> Result<Vec<String>> {
     Ok(differences(&compute(&Inputs::read()?)?, &dir()))
 }
 
-/// Writes every facts file; returns the paths written.
+/// Writes every facts file whose text changed (an unchanged one is left
+/// alone, so a clean checkout stays clean); returns the paths written.
 pub fn write() -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     for file in compute(&Inputs::read()?)? {
         let path = dir().join(file.name);
-        paths::write_whole(&path, &file.render()).with_context(|| format!("writing {}", path.display()))?;
+        let text = file.render();
+        if fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
+            continue;
+        }
+        paths::write_whole(&path, &text).with_context(|| format!("writing {}", path.display()))?;
         written.push(path);
     }
     Ok(written)
 }
 
-/// `lab facts`: writes the files and names them; with `check`, writes
-/// nothing and names each stale file instead. True when nothing is stale.
+/// `lab facts`: writes the files that changed and names them; with
+/// `check`, writes nothing and names each stale file instead. True when
+/// nothing is stale.
 pub fn run(check: bool) -> Result<bool> {
     if !check {
-        for path in write()? {
-            println!("wrote {}", path.strip_prefix(paths::root()).unwrap_or(&path).display());
+        let written = write()?;
+        for path in &written {
+            println!("wrote {}", path.strip_prefix(paths::root()).unwrap_or(path).display());
+        }
+        if written.is_empty() {
+            println!("evidence/26/facts/ is up to date: nothing written");
         }
         return Ok(true);
     }

@@ -160,7 +160,7 @@ pub fn markdown(results: &Results) -> Result<String> {
     let _ = writeln!(md, "- 持久性（SHOW 读出）：fsync={}，synchronous_commit={}，wal_sync_method={}", f.fsync, f.synchronous_commit, f.wal_sync_method);
     let _ = writeln!(
         md,
-        "- 测法：`lab bench --seconds {} --runs {}`，客户端为 {} 构建；每种模式每格写 {} s，同一并发下的 {} 种模式以 0.25 s 为片轮流写；取 {} 次运行的中位数；“相对 unfenced”是同一轮里前后紧挨着测的两片之比，取所有轮的中位数；每个写入者一个线程、一条连接；所有写入者持同一个 token（一次持有、多次写入），各自轮流改写自己的 4 个分片；写入者 i 写作用域 i mod 作用域数\n",
+        "- 测法：`lab bench --seconds {} --runs {}`，客户端为 {} 构建；每种模式每格写 {} s，同一并发下的 {} 种模式以 0.25 s 为片轮流写；取 {} 次运行的中位数；“相对 unfenced”是同一轮里这一模式的一片与 unfenced 的一片之比（每轮的次序轮换，两片相隔不过一秒左右），取所有轮的中位数；每个写入者一个线程、一条连接；所有写入者持同一个 token（一次持有、多次写入），各自轮流改写自己的 4 个分片；写入者 i 写作用域 i mod 作用域数\n",
         o.seconds,
         o.runs,
         f.client_build,

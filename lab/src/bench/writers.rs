@@ -19,7 +19,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// How long one team writes before the next takes over.
-const SLICE: Duration = Duration::from_millis(250);
+pub const SLICE: Duration = Duration::from_millis(250);
 
 /// The grant every writer writes with: one holding, written many times
 /// (equal tokens pass every fence), above the seeded floor of 0.

@@ -12,7 +12,7 @@
 
 use super::scratch::Scratch;
 use super::{find, Mutation, MUTATIONS};
-use crate::error::Result;
+use crate::error::{Result, ResultExt};
 use crate::transcript::Line;
 use crate::{cases, evidence, paths};
 use std::path::PathBuf;
@@ -271,12 +271,17 @@ pub fn try_one(name: &str, color: bool) -> Result<bool> {
     for line in transcript.lines().filter(|l| matches!(Line::read(l), Line::Check { held: false, .. } | Line::Aborted(_))) {
         println!("{line}");
     }
-    let case = m.killer[0];
-    let good = evidence::snapshot_path(case);
-    let locked_good = std::fs::read_to_string(&good)?;
+    // The good run to compare with is the one with the killer's flags: a
+    // variant's own snapshot (`variants/F6-fenced-scope-shared.snap`), so
+    // that the diff shows the patch and not the mode.
+    let (case, flags) = (m.killer[0], &m.killer[1..]);
+    let good_name = cases::variants().into_iter().find(|v| v.case.id == case && v.flags == flags).map_or_else(|| case.to_owned(), |v| v.name());
+    let good = evidence::snapshot_path(&good_name);
+    let locked_good = std::fs::read_to_string(&good).with_context(|| format!("reading {}", good.display()))?;
     let locked_good = evidence::snapshot_body(&locked_good).ok_or("the good transcript is not a snapshot")?;
-    println!("\n与锁定的正常记录 evidence/26/{case}.snap 相比：");
-    print!("{}", evidence::unified_diff(locked_good, &transcript, &format!("evidence/26/{case}.snap"), "这次（补丁之后）", color));
+    let shown = good.strip_prefix(paths::root()).unwrap_or(&good).display().to_string();
+    println!("\n与锁定的正常记录 {shown} 相比：");
+    print!("{}", evidence::unified_diff(locked_good, &transcript, &shown, "这次（补丁之后）", color));
     let same = matches!(check_lock(m, &transcript, false)?, Lock::Matches);
     println!(
         "\n{}",

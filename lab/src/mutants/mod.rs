@@ -331,7 +331,7 @@ pub const MUTATIONS: &[Mutation] = &[
         group: Group::Chaos,
         guards: "the checker counts an accepted write below a token its scope had accepted as stale",
         killer: &["F15"],
-        question: "检查器数过期写入时，遇到比作用域已接受的 token 更小的被接受写入，不再计数。F15 里 FENCED_SCOPE 的“被接受的过期写入 0”还会是 ok 吗？UNFENCED 那条负对照呢？",
+        question: "检查器数过期写入时，遇到比作用域已接受的 token 更小的被接受写入，不再计数。F15 里 FENCED_SCOPE 的“被接受的过期写入 0”还会是 ok 吗？UNFENCED 那条负向对照呢？",
     },
     Mutation {
         name: "etcd-acquire-without-compare",
