@@ -279,6 +279,9 @@ fn code_facts() -> Vec<Fact> {
     f.add("racers", params::RACERS);
     f.add("racers-max", params::MAX_RACERS);
     f.add("wait-bound", format!("{} s", crate::poll::BOUND.as_secs()));
+    f.add("poll-every", ms(crate::poll::EVERY));
+    f.add("answer-bound", format!("{} s", crate::holder_guard::ANSWER_BOUND.as_secs()));
+    f.add("etcd-members", crate::cluster::etcd::MEMBERS);
 
     // The resource modes by kind.
     f.add("broken-modes", FenceMode::ALL.len() - FenceMode::SCOPE_FENCES.len());

@@ -13,8 +13,9 @@
 //! (b) The database server's wall clock jumps ahead by more than a ttl
 //! while it runs: A's lease expires early by the database clock while A's
 //! local deadline is still ahead; B acquires; both believe they hold the
-//! lease; the fence refuses A's later write. The article's "database clock
-//! jump" failure boundary, made visible.
+//! lease; the fence refuses A's later write. The jump half of the
+//! article's limit "whether the safety margin holds when clocks drift or
+//! jump", made visible.
 
 use super::common::require;
 use super::{Case, Lab, Need};

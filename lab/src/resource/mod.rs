@@ -105,11 +105,12 @@ const UPSERT: &str = "
 ///   the table (PostgreSQL manual, "Data-Modifying Statements in WITH"). `part` selects its one row FROM `fence`, so the upsert runs
 ///   only when the floor row was updated, under its lock, into the scope
 ///   whose floor was advanced; a refused write inserts nothing.
-/// - `attempt` always inserts one row (VALUES, not FROM fence), so a refused
-///   write is recorded in the same statement; its `accepted` is whether
-///   `fence` returned the row. The primary SELECT reads `fence`, so the
-///   UPDATE runs first and the audit row's id is drawn under the floor row
-///   lock: for accepted writes, `id` order is still acceptance order.
+/// - `attempt` always inserts one row (FROM the one-row `(SELECT) AS one`,
+///   not FROM fence), so a refused write is recorded in the same statement;
+///   its `accepted` is whether `fence` returned the row. The primary SELECT
+///   reads `fence`, so the UPDATE runs first and the audit row's id is
+///   drawn under the floor row lock: for accepted writes, `id` order is
+///   still acceptance order.
 /// - Data-modifying CTEs run to completion whether or not the primary query
 ///   reads them, and commit or fail together: no other session ever sees
 ///   the floor advanced without the part written.
