@@ -407,6 +407,10 @@ case "$cmd" in
     shift
     ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts; ensure_chromium; ensure_cjk_font "the book's visual test" required; ensure_book_tools; guard_cluster
     [ -s evidence/26/output.txt ] || die "evidence/26/output.txt is missing (the book includes it): lock it with ./run.sh lock"
+    # Compare only: a case that differs from its evidence fails with the
+    # diff and writes nothing into evidence/ (insta would leave a
+    # .snap.new beside the lock); re-locking is ./run.sh accept.
+    export INSTA_UPDATE="${INSTA_UPDATE:-no}"
     # The groups in parallel, with progress and the slowest at the end;
     # a group's name narrows it (`./run.sh test cases`, `./run.sh test "book 07"`).
     "$LAB" suite "$@"

@@ -17,9 +17,11 @@
 //! too, and so fails here; name the binary (`cargo test --test book`).
 //! libtest's own flags are read as libtest reads them
 //! ([`lab::cases::test_args`]): `--skip F14` leaves F14 out, `--list`
-//! lists, `--test-threads 1` is no filter. Under `CI=true` insta only
-//! compares; locally a mismatch leaves `evidence/26/<case>.snap.new` for
-//! review, and `./run.sh accept` re-locks the evidence.
+//! lists, `--test-threads 1` is no filter. `./run.sh test` (and CI) set
+//! `INSTA_UPDATE=no`: insta only compares, and a mismatch fails with its
+//! diff, writing nothing into `evidence/`; a bare `cargo test --test cases`
+//! leaves `evidence/26/<case>.snap.new` for review, and `./run.sh accept`
+//! re-locks the evidence.
 
 use lab::cases::test_args::{TestArgs, USAGE};
 use lab::cases::{self, CaseOptions, Runner};

@@ -40,14 +40,14 @@ pub const CASE: Case = Case {
 };
 
 /// A slow clock the margin covers: faster than the boundary.
-const COVERED: f64 = 0.9;
+pub const COVERED: f64 = 0.9;
 
 /// A slow clock the margin does not cover, far enough below the boundary
 /// that the parent lets the holder check well before its slow deadline.
-const NOT_COVERED: f64 = 0.6;
+pub const NOT_COVERED: f64 = 0.6;
 
 /// How far the server's wall clock jumps: more than a ttl.
-const JUMP: Duration = Duration::from_secs(5);
+pub const JUMP: Duration = Duration::from_secs(5);
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let boundary = (TTL - margin(TTL)).as_secs_f64() / TTL.as_secs_f64();

@@ -183,6 +183,13 @@ fn renew_in_long_transaction(t: &mut Transcript, leases: &mut LeaseStore, long: 
 /// A response that arrives late. Another session holds the lease row's lock
 /// while holder-f acquires; its statement queues on the lock, and the lab
 /// lets go only once the server's clock says it has waited twice the margin.
+/// How long holder-f's acquire queues on the row lock before its answer
+/// comes: twice the margin, so a deadline counted from the response would
+/// land past the expiry by more than the margin could absorb.
+pub fn slow_response_wait() -> std::time::Duration {
+    margin(TTL) * 2
+}
+
 /// The server computes `expires_at` from the statement's start; the holder
 /// counts its local deadline from the moment it *sent* the request, so the
 /// late response cannot carry the deadline past the expiry.
@@ -190,7 +197,7 @@ fn slow_response(lab: &Lab, t: &mut Transcript, leases: &mut LeaseStore) -> Resu
     let mut blocker = lab.leases("row lock holder")?;
     let mut holder_f = lab.leases("holder-f")?;
     let f_pid = holder_f.backend_pid()?;
-    let wait = margin(TTL) * 2;
+    let wait = slow_response_wait();
     let mut tx = blocker.client().transaction()?;
     // The row lock that acquire's ON CONFLICT must take; kept to commit.
     tx.query_one("SELECT 1 FROM lease WHERE name = $1 FOR UPDATE", &[&LEASE])?;

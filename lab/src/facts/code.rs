@@ -133,6 +133,11 @@ pub(super) fn code_facts() -> Vec<Fact> {
     f.add("poll-every", ms(crate::poll::EVERY));
     f.add("answer-bound", format!("{} s", crate::holder_guard::ANSWER_BOUND.as_secs()));
     f.add("etcd-members", crate::cluster::etcd::MEMBERS);
+    f.add("subnet", crate::hosts::SUBNET_CIDR);
+    f.add("slow-response-wait", ms(cases::f2::slow_response_wait()));
+    f.add("f13-covered", format!("x{}", cases::f13::COVERED));
+    f.add("f13-not-covered", format!("x{}", cases::f13::NOT_COVERED));
+    f.add("f13-jump", format!("{} s", cases::f13::JUMP.as_secs()));
 
     // The resource modes by kind.
     f.add("broken-modes", FenceMode::ALL.len() - FenceMode::SCOPE_FENCES.len());

@@ -280,15 +280,15 @@ pub fn try_one(name: &str, color: bool) -> Result<bool> {
     let locked_good = std::fs::read_to_string(&good).with_context(|| format!("reading {}", good.display()))?;
     let locked_good = evidence::snapshot_body(&locked_good).ok_or("the good transcript is not a snapshot")?;
     let shown = good.strip_prefix(paths::root()).unwrap_or(&good).display().to_string();
-    println!("\n与锁定的正常记录 {shown} 相比：");
+    println!("\n与锁定的正常运行记录 {shown} 相比：");
     print!("{}", evidence::unified_diff(locked_good, &transcript, &shown, "这次（补丁之后）", color));
     let same = matches!(check_lock(m, &transcript, false)?, Lock::Matches);
     println!(
         "\n{}",
         if same {
-            format!("这次的记录与锁定的坏记录 evidence/26/try/{}.snap 一致。", m.name)
+            format!("这次的运行记录与锁定的坏运行记录 evidence/26/try/{}.snap 一致。", m.name)
         } else {
-            format!("这次的记录与锁定的坏记录 evidence/26/try/{}.snap 不同（见 ./run.sh mutants {}）。", m.name, m.name)
+            format!("这次的运行记录与锁定的坏运行记录 evidence/26/try/{}.snap 不同（见 ./run.sh mutants {}）。", m.name, m.name)
         }
     );
     Ok(same)
