@@ -313,6 +313,10 @@ const VOCABULARY: &[(&str, &str)] = &[
     ("行锁栅栏", "floor 行锁写法"),
     ("换代", "换 token（代是槽位的一个持有者进程）"),
     ("重放 WAL", "经 WAL 恢复"),
+    ("墙钟", "墙上时钟"),
+    ("栅栏行", "floor 行"),
+    ("领导者", "leader"),
+    ("前提行", "前提检查"),
 ];
 
 /// Uses of rejected variants in the prose of `text` (code fences and inline
@@ -325,7 +329,10 @@ fn vocabulary_slips(name: &str, text: &str) -> Vec<String> {
             fence = !fence;
             continue;
         }
-        if fence || line.trim_start().starts_with("{{#include") {
+        // A line that is one include pulls code or a transcript in; a
+        // paragraph that merely starts with one is prose all the same.
+        let whole_include = line.trim().starts_with("{{#include") && line.trim().ends_with("}}") && line.trim().matches("{{").count() == 1;
+        if fence || whole_include {
             continue;
         }
         // Inline code spans are odd-numbered pieces between backticks.

@@ -47,8 +47,9 @@
 //!
 //! Timing: [`HEARTBEAT`] 50 ms and [`ELECTION_TIMEOUT`] 500 ms (etcd's
 //! defaults are 100 ms and 1 s, tuned for real networks). On loopback a
-//! heartbeat costs nothing; a follower notices a dead leader after one
-//! election timeout, so a new leader is elected in about half a second. It
+//! heartbeat costs nothing; a follower campaigns after a wait that etcd's
+//! raft draws anew between one and two election timeouts without a
+//! heartbeat, so a new leader is elected within about a second. It
 //! is not lower because the machine is shared: a member starved of the CPU
 //! for an election timeout triggers an election nobody asked for. etcd
 //! derives its smallest lease TTL from these: ⌈1.5 × election timeout⌉ in

@@ -34,8 +34,10 @@ pub const PORTS: u16 = 14;
 /// `--heartbeat-interval`: how often the leader tells followers it lives.
 pub const HEARTBEAT: Duration = Duration::from_millis(50);
 
-/// `--election-timeout`: how long a follower waits without a heartbeat
-/// before it starts an election. Ten heartbeats, as etcd advises.
+/// `--election-timeout`: the base of how long a follower waits without a
+/// heartbeat before it starts an election (raft draws each wait at random
+/// between one and two of these, so that two followers seldom stand at
+/// once). Ten heartbeats, as etcd advises.
 pub const ELECTION_TIMEOUT: Duration = Duration::from_millis(500);
 
 // The client gives one member two election timeouts to answer (see
