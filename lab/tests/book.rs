@@ -782,3 +782,57 @@ fn dump_dom(chromium: &Path, page: &Path) -> String {
     assert!(out.status.success(), "chromium failed on {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A fact's text, by anchor, from a facts file.
+fn fact(file: &str, anchor: &str) -> String {
+    let text = fs::read_to_string(root().join("evidence/26/facts").join(file)).unwrap();
+    let start = format!("<!-- ANCHOR: {anchor} -->\n");
+    let body = text.split_once(&start).unwrap_or_else(|| panic!("no fact {anchor} in facts/{file}")).1;
+    body.split_once(&format!("\n<!-- ANCHOR_END: {anchor} -->")).unwrap().0.to_owned()
+}
+
+/// A list of cases as the README writes it: `F15、F17、F18、F19` as
+/// `F15, F17–F19` (consecutive cases as a range).
+fn english_case_list(listed: &str) -> String {
+    let numbers: Vec<u32> = listed.split('、').map(|id| id.trim_start_matches('F').parse().unwrap()).collect();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < numbers.len() {
+        let mut j = i;
+        while j + 1 < numbers.len() && numbers[j + 1] == numbers[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j >= i + 2 { format!("F{}–F{}", numbers[i], numbers[j]) } else { (i..=j).map(|k| format!("F{}", numbers[k])).collect::<Vec<_>>().join(", ") });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
+/// The README's lists of cases (which need etcd, the network hosts,
+/// libfaketime; the whole range) that no include can keep in step: where
+/// each is stated, in the words a test can find.
+fn readme_case_lists() -> Vec<String> {
+    vec![
+        format!("For {}:", english_case_list(&fact("code.md", "faketime-cases"))),
+        format!("For {} and the etcd backend", english_case_list(&fact("code.md", "etcd-cases"))),
+        format!("For {} and `./run.sh chaos`", english_case_list(&fact("code.md", "hosts-cases"))),
+        format!("run {},", fact("code.md", "case-range")),
+    ]
+}
+
+/// The README names the cases the case table says, where it lists them.
+#[test]
+fn readme_case_lists_follow_the_case_table() {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let missing: Vec<String> = readme_case_lists().into_iter().filter(|phrase| !readme.contains(phrase.as_str())).collect();
+    assert!(missing.is_empty(), "README.md does not say what the case table says (facts/code.md): missing {missing:?}");
+}
+
+/// A case added to the table shows in the check: the lists are computed.
+#[test]
+fn a_case_list_is_written_as_the_readme_writes_it() {
+    assert_eq!(english_case_list("F15、F17、F18、F19"), "F15, F17–F19");
+    assert_eq!(english_case_list("F16、F19"), "F16, F19");
+    assert_eq!(english_case_list("F13"), "F13");
+    assert_eq!(english_case_list("F1、F2、F3、F5"), "F1–F3, F5");
+}

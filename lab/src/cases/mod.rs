@@ -176,9 +176,12 @@ impl Need {
 }
 
 /// Whether any case that `args` runs needs `what`: the case ids among them
-/// (or `all`), or every case when they name none (`./run.sh --mode …`).
+/// (or `all`), or every case when they name none (`./run.sh --mode …`). A
+/// word shaped like a case id that names no case (`F99`) counts as named:
+/// the run will refuse it, and nothing is installed for a typo.
 pub fn any_needs(what: Need, args: &[impl AsRef<str>]) -> bool {
-    let named: Vec<&str> = args.iter().map(AsRef::as_ref).filter(|a| a.eq_ignore_ascii_case("all") || find(a).is_some()).collect();
+    let shaped_like_a_case = |a: &str| a.eq_ignore_ascii_case("all") || (a.len() > 1 && a.starts_with(['F', 'f']) && a[1..].chars().all(|c| c.is_ascii_digit()));
+    let named: Vec<&str> = args.iter().map(AsRef::as_ref).filter(|a| shaped_like_a_case(a)).collect();
     let cases = if named.is_empty() { ALL.to_vec() } else { select(&named) };
     cases.iter().any(|c| c.needs.contains(&what))
 }
@@ -293,5 +296,7 @@ mod tests {
         // Flags only: every case runs.
         assert!(any_needs(Need::Faketime, &["--mode", "unfenced"]));
         assert!(!any_needs(Need::Faketime, &["F14"]));
+        // A typo names no case: nothing to install for it.
+        assert!(!any_needs(Need::Etcd, &["F99"]));
     }
 }

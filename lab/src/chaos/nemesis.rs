@@ -71,7 +71,7 @@ const TICK: Duration = Duration::from_millis(20);
 /// between holders up to a ttl while a bystander polls for it, and the new
 /// holder writes its first part only then; waiting one ttl sent most long
 /// pauses meant for the writer to bystanders, where they break nothing.
-pub const WAIT_FOR_WRITER: Duration = Duration::from_millis(3000);
+pub const WAIT_FOR_WRITER: Duration = Duration::from_millis(2 * crate::params::TTL.as_millis() as u64);
 
 /// Whom a fault is sent to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

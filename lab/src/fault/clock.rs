@@ -62,7 +62,7 @@ const JUMP_FILE: &str = "faketime-offset";
 
 impl JumpFile {
     /// Creates the file in `dir` with no offset, readable by every account
-    /// (the server runs as `postgres`).
+    /// (the server runs as `postgres` when the lab runs as root).
     pub fn create(dir: SafeDir) -> Result<JumpFile> {
         let file = JumpFile { dir };
         file.set(0)?;

@@ -184,7 +184,7 @@ pub const MUTATIONS: &[Mutation] = &[
         group: Group::Fence,
         guards: "compare, advance and write are one transaction under the floor row lock",
         killer: &["F6"],
-        question: "推进 floor 之后先提交，再在新事务里写数据。F6(b) 里 A 停在空隙中时，B 的写入还会排队等锁吗？",
+        question: "推进 floor 之后先提交，再在新事务里写数据。F6(b) 里 A 停在 gap 钩子上（这时它的第二个事务已写了数据、还没提交），其他会话读到的 floor 是几？B 的写入还会排队吗，排在哪把锁上？",
     },
     Mutation {
         name: "resource-ignores-idle-timeout",

@@ -51,7 +51,7 @@ const TICK: Duration = Duration::from_millis(10);
 /// in a whole run. After the bound the holder wakes anyway: a pause never
 /// hangs on a successor that does not come (every other slot stopped,
 /// cut off, or the server restarting).
-pub const OUTLAST_BOUND: Duration = Duration::from_millis(3000);
+pub const OUTLAST_BOUND: Duration = Duration::from_millis(2 * crate::params::TTL.as_millis() as u64);
 
 /// A slot's thread and everything it owns.
 pub(super) struct SlotThread {
