@@ -836,3 +836,21 @@ fn a_case_list_is_written_as_the_readme_writes_it() {
     assert_eq!(english_case_list("F13"), "F13");
     assert_eq!(english_case_list("F1、F2、F3、F5"), "F1–F3, F5");
 }
+
+/// A command that runs a case in every mode (`for m in …; do ./run.sh F4
+/// --mode "$m"; done`) names exactly the modes the code has: a new mode
+/// would otherwise be left out of the loop while the count beside it,
+/// a fact, moves on.
+#[test]
+fn a_loop_over_the_modes_names_every_mode() {
+    let every: std::collections::BTreeSet<String> = lab::vocabulary::FenceMode::ALL.iter().map(|m| m.cli_name().to_string()).collect();
+    let mut loops = 0;
+    for (name, text) in chapters() {
+        for line in text.lines().filter(|l| l.trim_start().starts_with("for m in ") && l.contains("--mode")) {
+            loops += 1;
+            let listed: std::collections::BTreeSet<String> = line.trim_start()["for m in ".len()..].split(';').next().unwrap().split_whitespace().map(str::to_owned).collect();
+            assert_eq!(listed, every, "book/{name}: the loop `{line}` does not name every mode");
+        }
+    }
+    assert!(loops > 0, "no loop over the modes found: nothing was checked");
+}
