@@ -79,6 +79,18 @@ impl Account {
     }
 }
 
+/// `name` if it is one plain entry of a folder: not empty, not `.` or
+/// `..`, no `/` and no NUL. Every method that takes a name relative to a
+/// folder's descriptor checks it first: a name from a file or a command
+/// line (a history's run name, `timeline ../x`) must never reach a file
+/// outside the folder through `..` or a path.
+pub fn plain_name(name: &str) -> Result<&str> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(format!("{name:?} is not a plain file name (no '/', not '.' or '..')").into());
+    }
+    Ok(name)
+}
+
 impl SafeDir {
     /// The folder at `path`, which must exist, after checking every folder
     /// from `/` down to it (see the module's opening). The folder itself must
@@ -180,6 +192,7 @@ impl SafeDir {
     /// through its descriptor) if missing; if present, it must be a real
     /// folder that belongs to `owner` and is open to nobody else.
     pub fn sub_dir(&self, name: &str, owner: Account, mode: u32) -> Result<SafeDir> {
+        plain_name(name)?;
         let path = self.path.join(name);
         let made = match mkdirat(&self.fd, name, Mode::from_bits_truncate(0o700)) {
             Ok(()) => true,
@@ -209,6 +222,7 @@ impl SafeDir {
 
     /// An existing sub-folder, if there is one, checked as [`Self::sub_dir`] checks it.
     pub fn existing_sub_dir(&self, name: &str, owner: Account, mode: u32) -> Result<Option<SafeDir>> {
+        plain_name(name)?;
         match nix::sys::stat::fstatat(&self.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
             Err(Errno::ENOENT) => Ok(None),
             _ => self.sub_dir(name, owner, mode).map(Some),
@@ -218,6 +232,7 @@ impl SafeDir {
     /// Creates `name` in this folder, mode `mode`; fails if anything is
     /// there already (`O_EXCL`, and no link is followed).
     pub fn create_file(&self, name: &str, mode: u32) -> Result<File> {
+        plain_name(name)?;
         let fd = openat(
             &self.fd,
             name,
@@ -271,6 +286,7 @@ impl SafeDir {
     /// (`O_EXCL`), then renamed over `name`, so a reader never sees half a
     /// file. Only in a folder of this account's own.
     pub fn write_whole(&self, name: &str, text: &str, mode: u32) -> Result<()> {
+        plain_name(name)?;
         let partial = format!("{name}.partial");
         // A partial file left by an interrupted write is this account's own.
         let _ = nix::unistd::unlinkat(&self.fd, partial.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
@@ -283,6 +299,7 @@ impl SafeDir {
 
     /// Removes the file `name` from this folder, if it is there.
     pub fn remove_file(&self, name: &str) -> Result<()> {
+        plain_name(name)?;
         match nix::unistd::unlinkat(&self.fd, name, nix::unistd::UnlinkatFlags::NoRemoveDir) {
             Ok(()) | Err(Errno::ENOENT) => Ok(()),
             Err(e) => Err(e).with_context(|| format!("removing {}", self.path.join(name).display())),
@@ -294,6 +311,7 @@ impl SafeDir {
     /// follows a link (since Rust 1.58.1), and this folder's path cannot
     /// change under it.
     pub fn remove_tree(&self, name: &str) -> Result<()> {
+        plain_name(name)?;
         let path = self.path.join(name);
         match std::fs::remove_dir_all(&path) {
             Ok(()) => Ok(()),
@@ -433,6 +451,24 @@ mod tests {
 
     fn scratch() -> tempfile::TempDir {
         tempfile::Builder::new().prefix("lab-safe-dir-").tempdir().unwrap()
+    }
+
+    /// A name that is a path, `.` or `..` never reaches past the folder:
+    /// nothing is written outside it, and the error names the name.
+    #[test]
+    fn a_name_that_is_a_path_is_refused() {
+        let tmp = scratch();
+        let inner = tmp.path().join("inner");
+        let dir = SafeDir::open_or_make(&inner, 0o700).unwrap();
+        for name in ["../outside.html", "a/b", "..", ".", "", "/etc/x"] {
+            let err = dir.write_whole(name, "planted", 0o644).unwrap_err().to_string();
+            assert!(err.contains("not a plain file name"), "{name:?}: {err}");
+            assert!(dir.create_file(name, 0o644).is_err(), "{name:?}");
+            assert!(dir.sub_dir(name, Account::me(), 0o700).is_err(), "{name:?}");
+        }
+        assert!(!tmp.path().join("outside.html").exists(), "a file was written outside the folder");
+        dir.write_whole("F4.html", "fine", 0o644).unwrap();
+        assert_eq!(std::fs::read_to_string(inner.join("F4.html")).unwrap(), "fine");
     }
 
     /// A folder the lab makes carries its marker; one it did not make is refused.

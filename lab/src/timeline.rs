@@ -287,12 +287,18 @@ pub fn save(name: &str, gantt: &str) -> Result<PathBuf> {
 /// A page that draws a saved chart with the book's mermaid.js (written by
 /// `./run.sh book`), for a browser.
 pub fn page(name: &str) -> Result<PathBuf> {
+    if !crate::history::is_run_name(name) {
+        return Err(format!("{name:?} is not a case or run name (./run.sh timeline F4)").into());
+    }
     let chart = std::fs::read_to_string(dir().join(format!("{name}.mmd")))
         .with_context(|| format!("no timeline of {name} yet: run the case first (./run.sh {name})"))?;
     let script = paths::root().join("target/mermaid/mermaid.min.js");
     let path = dir().join(format!("{name}.html"));
     let html = format!(
-        "<!doctype html><meta charset=\"utf-8\"><title>{name}</title>\n<pre class=\"mermaid\">\n{chart}</pre>\n<script src=\"file://{}\"></script>\n<script>mermaid.initialize({{startOnLoad: true}});</script>\n",
+        "<!doctype html><meta charset=\"utf-8\"><title>{name}</title>\n<pre class=\"mermaid\">\n{}</pre>\n<script src=\"file://{}\"></script>\n<script>mermaid.initialize({{startOnLoad: true}});</script>\n",
+        // Text, never markup: mermaid reads the element's text, which the
+        // browser unescapes; a holder's or a content's `<` stays a `<`.
+        crate::history::page::esc(&chart),
         script.display()
     );
     SafeDir::own_folder(&dir())?.write_whole(&format!("{name}.html"), &html, 0o644)?;

@@ -260,6 +260,11 @@ impl Record {
             Some((n, Err(e))) => return Err(format!("line {}: {e}", n + 1).into()),
             None => return Err("an empty history".into()),
         };
+        // The run's name becomes the page's file name and its link to the
+        // JSON lines: a file from anywhere must not name a path or a scheme.
+        if !is_run_name(&run.name) {
+            return Err(format!("line 1: the run's name {:?} is not a run name (letters, digits, '.', '_', '-'; not starting with '.')", run.name).into());
+        }
         let mut record = Record { run, ops: Vec::new(), faults: Vec::new(), finals: Vec::new() };
         for (n, line) in lines {
             match serde_json::from_str::<Entry>(line).with_context(|| format!("line {}", n + 1))? {
@@ -281,6 +286,13 @@ impl Record {
         lanes.dedup();
         lanes
     }
+}
+
+/// Whether `name` can name a run's files: `F4`, `F12-unfenced`,
+/// `chaos-fenced-row` — never a path (`../x`), a URL scheme
+/// (`javascript:`) or a hidden file.
+pub fn is_run_name(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('.') && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// Where a run's history files go: beside its transcripts and timelines.

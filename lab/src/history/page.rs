@@ -401,7 +401,7 @@ fn secs(ms: f64) -> String {
 }
 
 /// Text for HTML and SVG: the five characters that could end a tag or an attribute.
-fn esc(text: &str) -> String {
+pub fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

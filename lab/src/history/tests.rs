@@ -132,6 +132,37 @@ fn json_lines_round_trip() {
     assert!(Record::from_jsonl("").is_err());
 }
 
+/// A history file is read as hostile: a run name that is a path or a URL
+/// scheme is refused before anything is written, and every string of the
+/// file lands on the page as text, never as markup.
+#[test]
+fn a_hostile_history_is_text_or_refused() {
+    let record = f5_record();
+    for name in ["../../../../tmp/x", "javascript:alert(1)", ".hidden", "a b", ""] {
+        let mut hostile = record.clone();
+        hostile.run.name = name.into();
+        let err = Record::from_jsonl(&hostile.to_jsonl()).unwrap_err().to_string();
+        assert!(err.contains("is not a run name"), "{name:?}: {err}");
+    }
+    let mut hostile = record.clone();
+    let script = "<script>alert(1)</script>\"'&";
+    hostile.run.command = script.into();
+    hostile.run.holders = vec![script.into()];
+    for op in &mut hostile.ops {
+        op.holder = script.into();
+    }
+    for fault in &mut hostile.faults {
+        fault.targets = vec![script.into()];
+    }
+    hostile.finals[0].content = script.into();
+    hostile.finals[0].writer = script.into();
+    let read = Record::from_jsonl(&hostile.to_jsonl()).unwrap();
+    let html = page::render(&read, &[]);
+    assert!(!html.contains("<script>alert"), "a string of the file became markup");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "the string is not shown as text");
+    assert!(!html.contains("href=\"javascript:"), "a link to a script");
+}
+
 /// Every `data-<what>` value in `html`.
 fn values(html: &str, what: &str) -> Vec<String> {
     let key = format!("data-{what}=\"");
