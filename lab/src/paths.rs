@@ -180,23 +180,63 @@ fn path_hash(path: &Path) -> u64 {
     full & 0xffff_ffff_ffff
 }
 
-/// Writes `text` to `path` whole: into `<path>.partial` first, then renamed
-/// into place, so that a reader (or a book build) never finds half a file,
-/// and an interrupted write leaves the previous file as it was. Creates the
-/// folder when it is missing.
+/// Writes `text` to `path` whole: into a new file beside it first, then
+/// renamed into place, so that a reader (or a book build) never finds half
+/// a file, and an interrupted write leaves the previous file as it was.
+/// Creates the folder when it is missing.
+///
+/// The path may be one a reader named (`--out`), and the lab may be root:
+/// the new file is created exclusively and never through a link (a link
+/// planted at its name makes the write fail, naming the path), and the
+/// rename replaces whatever sits at `path`, a link included, without
+/// following it. So root never writes into a file someone else chose.
 pub fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    let partial = path.with_extension("partial");
-    std::fs::write(&partial, text)?;
-    std::fs::rename(&partial, path)
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let mut name = path.file_name().ok_or_else(|| std::io::Error::other(format!("{} names no file", path.display())))?.to_os_string();
+    name.push(format!(".partial-{}-{stamp}", std::process::id()));
+    let partial = path.with_file_name(name);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .mode(0o644)
+        .open(&partial)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("creating {}: {e}", partial.display())))?;
+    let written = file.write_all(text.as_bytes()).and_then(|()| file.sync_all());
+    drop(file);
+    if let Err(e) = written.and_then(|()| std::fs::rename(&partial, path)) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// A link planted where the whole file is written is replaced, never
+    /// written through: the file it pointed to is untouched.
+    #[test]
+    fn a_planted_link_is_never_written_through() {
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let out = tmp.path().join("out.md");
+        std::os::unix::fs::symlink(&victim, &out).unwrap();
+        write_whole(&out, "the table").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(!std::fs::symlink_metadata(&out).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "the table");
+        let leftovers: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains(".partial")).collect();
+        assert!(leftovers.is_empty(), "a partial file was left");
+    }
 
     /// An open checkout keeps its cluster inside; a closed one under the
     /// root-only folder, never in /tmp or /var/tmp, one folder per checkout.

@@ -87,7 +87,8 @@ fn keep_timelines(selected: &[&Case], out: &Path) -> Result<()> {
         let chart = timeline::dir().join(format!("{}.mmd", case.id));
         if chart.is_file() {
             std::fs::create_dir_all(&kept)?;
-            std::fs::copy(&chart, kept.join(format!("{}.mmd", case.id)))?;
+            // Read and written whole: never through a link at the copy's name.
+            paths::write_whole(&kept.join(format!("{}.mmd", case.id)), &std::fs::read_to_string(&chart)?)?;
         }
     }
     Ok(())
@@ -110,7 +111,7 @@ fn keep_histories(selected: &[&Case], out: &Path, since: std::time::SystemTime) 
         let fresh = entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| t >= since);
         if ours && fresh {
             std::fs::create_dir_all(&kept)?;
-            std::fs::copy(entry.path(), kept.join(&file))?;
+            paths::write_whole(&kept.join(&file), &std::fs::read_to_string(entry.path())?)?;
         }
     }
     Ok(())
