@@ -316,9 +316,22 @@ impl Drop for Scratch {
 }
 
 /// Takes the scratch tree's lock without waiting; a second run is told
-/// which process holds it.
+/// which process holds it. The file is private (0600, never opened through
+/// a link): another account that could open it could `flock` it too, and
+/// so stop every run of the mutants.
 fn lock(path: &Path) -> Result<Flock<std::fs::File>> {
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)?;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| format!("opening the scratch copy's lock {}: {e}", path.display()))?;
+    // One made 0644 by an earlier version of the lab becomes private too.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(mut lock) => {
             lock.set_len(0)?;
@@ -412,5 +425,24 @@ mod tests {
         std::fs::write(to.join("debug/.fingerprint/lab-1234/lib-lab"), "own").unwrap();
         seed_build(&from, &to).unwrap();
         assert!(there(".fingerprint/lab-1234/lib-lab"));
+    }
+
+    /// The scratch copy's lock is private, never taken through a link, and
+    /// a second run is told who holds it.
+    #[test]
+    fn the_lock_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("lock");
+        std::fs::write(&path, "").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let held = lock(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let second = lock(&path).unwrap_err().to_string();
+        assert!(second.contains(&format!("pid {}", std::process::id())), "{second}");
+        drop(held);
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(lock(&link).is_err(), "a lock taken through a link");
     }
 }
