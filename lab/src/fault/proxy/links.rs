@@ -17,6 +17,13 @@ use std::time::Duration;
 /// and with it the proxy's drop, which waits for that thread.
 pub const CONNECT_BOUND: Duration = Duration::from_secs(5);
 
+/// The most live connections one proxy carries. The lab's own clients use
+/// a handful (a holder's three sessions, a few at a time); a client that
+/// opens more (another account on a host's port, or a bug) is refused,
+/// so no client can pile up threads and sockets in the lab: each link
+/// costs three threads.
+pub const MAX_LINKS: usize = 64;
+
 /// How long the accepting thread pauses after a failed accept (a full file
 /// table, say) before it tries again, so that a lasting failure does not
 /// become a busy loop.
@@ -67,6 +74,12 @@ impl Shared {
                     let _ = client.shutdown(Shutdown::Both);
                     continue;
                 }
+            }
+            let live = self.lock().links.len();
+            if live >= MAX_LINKS {
+                self.lock().note(format!("refused a connection: {live} are open already, the most one proxy carries ({MAX_LINKS})"));
+                let _ = client.shutdown(Shutdown::Both);
+                continue;
             }
             let number = {
                 let mut state = self.lock();

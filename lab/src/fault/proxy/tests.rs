@@ -373,3 +373,27 @@ fn a_queue_past_the_bound_is_cut() {
     assert!(proxy.held_bytes() <= super::MAX_QUEUED, "{} bytes held", proxy.held_bytes());
     assert!(proxy.last_error().is_some_and(|e| e.contains("cut")), "last_error: {:?}", proxy.last_error());
 }
+
+/// A client that opens more connections than one proxy carries gets the
+/// extra ones closed at once, and the proxy says why; the open ones still
+/// carry bytes.
+#[test]
+fn connections_past_the_bound_are_refused() {
+    use super::links::MAX_LINKS;
+    let server = Recorder::start();
+    let proxy = Proxy::start(server.addr);
+    let mut open: Vec<TcpStream> = (0..MAX_LINKS).map(|_| client(&proxy)).collect();
+    // Every one of them a live link before the next is judged.
+    let deadline = Instant::now() + BOUND;
+    while proxy.connections() < MAX_LINKS && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(proxy.connections(), MAX_LINKS);
+    let mut extra = client(&proxy);
+    assert!(sees_closed(&mut extra), "a connection past the bound stayed open");
+    let error = proxy.last_error().expect("no reason kept");
+    assert!(error.contains("the most one proxy carries"), "last_error: {error}");
+    assert_eq!(proxy.connections(), MAX_LINKS, "the refused one was counted");
+    open[0].write_all(b"ping").unwrap();
+    assert_eq!(server.wait_for(4), "ping");
+}
