@@ -167,11 +167,11 @@ mod tests {
     /// The deepest mount point above a path wins; a path under none is none.
     #[test]
     fn the_deepest_mount_holds_the_path() {
-        let mounts = "/dev/vda1 / ext4 rw 0 0\ntmpfs /tmp tmpfs rw 0 0\n/dev/vdb /tmp/data xfs rw 0 0\n";
+        let mounts = "/dev/vda1 / ext4 rw 0 0\ntmpfs /run tmpfs rw 0 0\n/dev/vdb /run/data xfs rw 0 0\n";
         let kind = |p: &str| mount_in(mounts, Path::new(p)).map(|m| m.kind);
-        assert_eq!(kind("/tmp/data/pg"), Some("xfs".into()));
-        assert_eq!(kind("/tmp/other"), Some("tmpfs".into()));
+        assert_eq!(kind("/run/data/pg"), Some("xfs".into()));
+        assert_eq!(kind("/run/other"), Some("tmpfs".into()));
         assert_eq!(kind("/var/lib"), Some("ext4".into()));
-        assert_eq!(mount_in("tmpfs /tmp tmpfs rw 0 0\n", Path::new("/var")), None);
+        assert_eq!(mount_in("tmpfs /run tmpfs rw 0 0\n", Path::new("/var")), None);
     }
 }

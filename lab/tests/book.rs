@@ -783,12 +783,10 @@ fn dump_dom(chromium: &Path, page: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A fact's text, by anchor, from a facts file.
-fn fact(file: &str, anchor: &str) -> String {
-    let text = fs::read_to_string(root().join("evidence/26/facts").join(file)).unwrap();
-    let start = format!("<!-- ANCHOR: {anchor} -->\n");
-    let body = text.split_once(&start).unwrap_or_else(|| panic!("no fact {anchor} in facts/{file}")).1;
-    body.split_once(&format!("\n<!-- ANCHOR_END: {anchor} -->")).unwrap().0.to_owned()
+/// A fact's text, by anchor, among the facts the code computes now (never
+/// read back from the Markdown they are written to).
+fn fact(files: &[lab::facts::FactFile], anchor: &str) -> String {
+    files.iter().flat_map(|f| &f.facts).find(|f| f.anchor == anchor).unwrap_or_else(|| panic!("no fact {anchor}")).text.clone()
 }
 
 /// A list of cases as the README writes it: `F15、F17、F18、F19` as
@@ -812,11 +810,13 @@ fn english_case_list(listed: &str) -> String {
 /// libfaketime; the whole range) that no include can keep in step: where
 /// each is stated, in the words a test can find.
 fn readme_case_lists() -> Vec<String> {
+    let files = lab::facts::compute(&lab::facts::Inputs::read().unwrap()).unwrap();
+    let fact = |anchor: &str| fact(&files, anchor);
     vec![
-        format!("For {}:", english_case_list(&fact("code.md", "faketime-cases"))),
-        format!("For {} and the etcd backend", english_case_list(&fact("code.md", "etcd-cases"))),
-        format!("For {} and `./run.sh chaos`", english_case_list(&fact("code.md", "hosts-cases"))),
-        format!("run {},", fact("code.md", "case-range")),
+        format!("For {}:", english_case_list(&fact("faketime-cases"))),
+        format!("For {} and the etcd backend", english_case_list(&fact("etcd-cases"))),
+        format!("For {} and `./run.sh chaos`", english_case_list(&fact("hosts-cases"))),
+        format!("run {},", fact("case-range")),
     ]
 }
 

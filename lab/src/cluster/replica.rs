@@ -257,7 +257,7 @@ mod tests {
     /// Connection-string values survive spaces and quotes; config values double quotes.
     #[test]
     fn quoting_keeps_odd_paths_whole() {
-        assert_eq!(conninfo_quote("/tmp/a b/it's"), r"'/tmp/a b/it\'s'");
+        assert_eq!(conninfo_quote("/srv/a b/it's"), r"'/srv/a b/it\'s'");
         assert_eq!(conf_quote("host='/x'"), "host=''/x''");
     }
 }

@@ -206,7 +206,7 @@ mod tests {
     #[test]
     fn members_use_the_port_block_on_loopback() {
         let cluster = EtcdCluster {
-            dir: PathBuf::from("/tmp/etcd-26"),
+            dir: PathBuf::from("/srv/lab/etcd-26"),
             base: 26430,
             bin: PathBuf::from("/usr/bin/etcd"),
             version: "3.4.23".into(),
@@ -216,7 +216,7 @@ mod tests {
         let ports: Vec<(u16, u16)> = (0..MEMBERS).map(|i| (cluster.member(i).client_port, cluster.member(i).peer_port)).collect();
         assert_eq!(ports, [(26431, 26441), (26432, 26442), (26433, 26443)]);
         let flags = cluster.flags(1).join(" ");
-        assert!(flags.contains("--name m2 --data-dir /tmp/etcd-26/m2"), "{flags}");
+        assert!(flags.contains("--name m2 --data-dir /srv/lab/etcd-26/m2"), "{flags}");
         assert!(flags.contains("--listen-client-urls http://127.0.0.1:26432"), "{flags}");
         assert!(flags.contains("m1=http://127.0.0.1:26441,m2=http://127.0.0.1:26442,m3=http://127.0.0.1:26443"), "{flags}");
         assert!(!flags.contains("0.0.0.0"), "{flags}");
