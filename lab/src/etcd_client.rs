@@ -40,6 +40,8 @@ use serde_json::{json, Value};
 use std::fmt;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
@@ -197,11 +199,33 @@ pub struct Login {
     pub password: String,
 }
 
+/// Where one member takes clients.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemberAddr {
+    /// A member on this machine: its Unix socket, in the cluster's own
+    /// folder (0700, the lab's account's), which no other account can
+    /// enter, take over while the member restarts, or pose as: the login's
+    /// token crosses nothing another account could read.
+    Unix(PathBuf),
+    /// A member on a host of the lab's network (F19): its address there,
+    /// inside namespaces no other account can enter.
+    Tcp(SocketAddr),
+}
+
+impl fmt::Display for MemberAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemberAddr::Unix(socket) => write!(f, "{}", socket.display()),
+            MemberAddr::Tcp(at) => write!(f, "{at}"),
+        }
+    }
+}
+
 /// The client side of the cluster: one address per member's client port.
 #[derive(Debug)]
 pub struct Gateway {
     /// Each member's client address, in member order.
-    members: Vec<SocketAddr>,
+    members: Vec<MemberAddr>,
     /// For each member, the host of the lab's network a connection to it
     /// is opened from (the lab reads members on hosts over each host's own
     /// loopback, so no partition blinds it); `None`: from where the calling
@@ -217,14 +241,14 @@ pub struct Gateway {
 
 impl Gateway {
     /// A gateway over these members' client addresses, with no login yet.
-    pub fn new(members: Vec<SocketAddr>) -> Gateway {
+    pub fn new(members: Vec<MemberAddr>) -> Gateway {
         let routes = vec![None; members.len()];
         Gateway::routed(members, routes)
     }
 
     /// A gateway that reaches member `i` at `members[i]` from inside
     /// `routes[i]`, when that is a host.
-    pub fn routed(members: Vec<SocketAddr>, routes: Vec<Option<Host>>) -> Gateway {
+    pub fn routed(members: Vec<MemberAddr>, routes: Vec<Option<Host>>) -> Gateway {
         assert!(!members.is_empty(), "a gateway needs at least one member");
         assert_eq!(members.len(), routes.len(), "one route per member");
         Gateway { members, routes, preferred: AtomicUsize::new(0), login: Mutex::new(None), token: Mutex::new(None) }
@@ -241,7 +265,7 @@ impl Gateway {
     /// A gateway over member `i` alone, by its route, with this login: a
     /// client that knows one endpoint (F19's cut-off minority).
     pub fn only(&self, i: usize) -> Gateway {
-        let gateway = Gateway::routed(vec![self.members[i]], vec![self.routes[i].clone()]);
+        let gateway = Gateway::routed(vec![self.members[i].clone()], vec![self.routes[i].clone()]);
         *gateway.login.lock() = self.login.lock().clone();
         gateway
     }
@@ -264,7 +288,7 @@ impl Gateway {
     }
 
     /// The members' client addresses.
-    pub fn members(&self) -> &[SocketAddr] {
+    pub fn members(&self) -> &[MemberAddr] {
         &self.members
     }
 
@@ -367,7 +391,7 @@ impl Gateway {
     }
 
     fn attempt(&self, i: usize, path: &str, body: &str, token: Option<&str>, timeout: Duration) -> Result<Value, Failure> {
-        let (status, raw) = post(self.members[i], self.routes[i].as_ref(), path, body, token, timeout).map_err(Failure::Transport)?;
+        let (status, raw) = post(&self.members[i], self.routes[i].as_ref(), path, body, token, timeout).map_err(Failure::Transport)?;
         decode_reply(status, &raw)
     }
 
@@ -431,25 +455,36 @@ pub fn agreed_leader(statuses: &[Option<MemberStatus>]) -> Option<(usize, u64, u
 
 /// One HTTP/1.1 POST, bounded by `timeout` as a whole: connect, send, and
 /// read until the response is complete. Returns the status and the body.
-fn post(addr: SocketAddr, route: Option<&Host>, path: &str, body: &str, token: Option<&str>, timeout: Duration) -> std::result::Result<(u16, Vec<u8>), String> {
+fn post(addr: &MemberAddr, route: Option<&Host>, path: &str, body: &str, token: Option<&str>, timeout: Duration) -> std::result::Result<(u16, Vec<u8>), String> {
     let deadline = Instant::now() + timeout;
     let left = || deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or("timed out");
-    // The socket belongs to the namespace it is made in: inside the route's
-    // host when there is one.
-    let connected = match route {
-        Some(host) => host.connect(addr, timeout),
-        None => TcpStream::connect_timeout(&addr, timeout),
+    let mut stream = match addr {
+        // A Unix socket's connect does not wait: it succeeds or is refused.
+        MemberAddr::Unix(socket) => Conn::Unix(UnixStream::connect(socket).map_err(|e| format!("connect: {e}"))?),
+        MemberAddr::Tcp(at) => {
+            // The socket belongs to the namespace it is made in: inside the
+            // route's host when there is one.
+            let connected = match route {
+                Some(host) => host.connect(*at, timeout),
+                None => TcpStream::connect_timeout(at, timeout),
+            };
+            let stream = connected.map_err(|e| format!("connect: {e}"))?;
+            let _ = stream.set_nodelay(true);
+            Conn::Tcp(stream)
+        }
     };
-    let mut stream = connected.map_err(|e| format!("connect: {e}"))?;
-    let _ = stream.set_nodelay(true);
     // The token goes in the Authorization header: the gateway hands it to
     // etcd as the gRPC call's `authorization` metadata.
     let authorization = token.map(|t| format!("Authorization: {t}\r\n")).unwrap_or_default();
+    let host = match addr {
+        MemberAddr::Unix(_) => "localhost".to_owned(),
+        MemberAddr::Tcp(at) => at.to_string(),
+    };
     let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{authorization}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n{authorization}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    stream.set_write_timeout(Some(left()?)).map_err(|e| e.to_string())?;
+    stream.set_timeouts(None, Some(left()?)).map_err(|e| e.to_string())?;
     stream.write_all(request.as_bytes()).map_err(|e| format!("send: {e}"))?;
     let mut raw = Vec::new();
     let mut chunk = [0u8; 8192];
@@ -457,7 +492,7 @@ fn post(addr: SocketAddr, route: Option<&Host>, path: &str, body: &str, token: O
         if let Some(reply) = parse_response(&raw, false)? {
             return Ok(reply);
         }
-        stream.set_read_timeout(Some(left()?)).map_err(|e| e.to_string())?;
+        stream.set_timeouts(Some(left()?), None).map_err(|e| e.to_string())?;
         match stream.read(&mut chunk) {
             Ok(0) => return parse_response(&raw, true)?.ok_or_else(|| "connection closed mid-response".into()),
             Ok(n) => raw.extend_from_slice(&chunk[..n]),
@@ -465,6 +500,64 @@ fn post(addr: SocketAddr, route: Option<&Host>, path: &str, body: &str, token: O
                 return Err(format!("no answer within {timeout:?}"))
             }
             Err(e) => return Err(format!("receive: {e}")),
+        }
+    }
+}
+
+/// One request's connection to a member.
+enum Conn {
+    /// To a member on this machine.
+    Unix(UnixStream),
+    /// To a member on a host.
+    Tcp(TcpStream),
+}
+
+impl Conn {
+    /// Sets the read or the write timeout (whichever is given).
+    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Conn::Unix(s) => {
+                if read.is_some() {
+                    s.set_read_timeout(read)?;
+                }
+                if write.is_some() {
+                    s.set_write_timeout(write)?;
+                }
+            }
+            Conn::Tcp(s) => {
+                if read.is_some() {
+                    s.set_read_timeout(read)?;
+                }
+                if write.is_some() {
+                    s.set_write_timeout(write)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.read(buf),
+            Conn::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.write(buf),
+            Conn::Tcp(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Conn::Unix(s) => s.flush(),
+            Conn::Tcp(s) => s.flush(),
         }
     }
 }

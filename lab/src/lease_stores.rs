@@ -257,7 +257,7 @@ pub fn table(data: &StoresData) -> String {
     let _ = writeln!(text);
     let _ = writeln!(
         text,
-        "每个租约库 {} 次获取（每次之后释放，释放不计时），同一个循环（`acquire_times`，经 `LeaseService`），客户端与服务器在同一台机器上、走 127.0.0.1。",
+        "每个租约库 {} 次获取（每次之后释放，释放不计时），同一个循环（`acquire_times`，经 `LeaseService`），客户端与服务器在同一台机器上，经 Unix 套接字连接（PostgreSQL 和 etcd 都不监听 TCP 端口）。",
         data.samples
     );
     let _ = writeln!(text);

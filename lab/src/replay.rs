@@ -249,10 +249,9 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
     let mut leases = lab.leases("lab observer")?;
     let gap = mode == FenceMode::CheckThenWrite && model.config.mode == mode;
     // A holder whose write the schedule delays in flight reaches the
-    // server through a delay proxy of its own: LAB_PORT, which every client
-    // of the lab reads, points all its sessions (lease, renewer, resource)
-    // at it, as in F12.
-    let server = std::net::SocketAddr::from(([127, 0, 0, 1], crate::cluster::port()?));
+    // server through a delay proxy of its own: all its sessions (lease,
+    // renewer, resource) go through it, as in F12.
+    let server = crate::cases::common::lab_socket()?;
     let mut proxies: Vec<Option<DelayProxy>> = (0..n).map(|_| None).collect();
     for &(step, op) in ops {
         let label = |what: &str| format!("步 {step}（{}）：{what}", shown[step - 1]);
@@ -265,10 +264,10 @@ fn run_schedule(lab: &Lab, t: &mut Transcript, model: &LeaseModel, ops: &[(usize
                 }
                 let args = HolderArgs { mode, parts, waits, ..HolderArgs::new(&name(h), &format!("rows=20{h}({})", letter(h))) };
                 let mut holder = if ops.iter().any(|(_, op)| *op == Op::Send(h)) {
-                    let proxy = DelayProxy::start(server)?;
-                    let port = proxy.port().to_string();
+                    let proxy = DelayProxy::start(server.clone())?;
+                    let args = args.via_proxy(proxy.port());
                     proxies[h] = Some(proxy);
-                    HolderGuard::spawn_with_env(&lab.holder_bin, &args, &[("LAB_PORT", &port)])?
+                    HolderGuard::spawn(&lab.holder_bin, &args)?
                 } else {
                     HolderGuard::spawn(&lab.holder_bin, &args)?
                 };

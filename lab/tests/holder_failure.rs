@@ -21,7 +21,7 @@ fn a_failing_holder_is_reported_with_argv_status_and_stderr() {
         "argv: holder --lease report-job --holder holder-a --ttl-ms 1500",
         // Said once: the code, not `ExitStatus`'s own "exit status: 1".
         "\nexit status: 1\n",
-        &format!("cannot reach b3-26 at 127.0.0.1:{port}"),
+        &format!("/server/socket/.s.PGSQL.{port} (database lease26)"),
         "server log: ",
     ] {
         assert!(err.contains(want), "missing {want:?} in:\n{err}");

@@ -1,8 +1,12 @@
 //! The lab opens no door on a shared machine, and heals after it is killed.
 //!
 //! Table of contents:
-//! - only the reader gets in: another local account is refused over TCP
-//!   (no password, a wrong password) and cannot enter the socket's folder;
+//! - only the reader gets in: the cluster has no TCP port, and another
+//!   local account cannot enter the socket's folder;
+//! - a port squatter gets nothing: another account holds every port of the
+//!   lab's block through F8's crash-restart, F14's failover and F16's
+//!   leader kill and restart; the cases pass, and not one connection
+//!   reaches the squatter;
 //! - the experiments' role is not a superuser: `COPY … TO PROGRAM` is refused;
 //! - a server whose credentials are gone is recreated with fresh passwords;
 //! - `kill -9` of `lab` in the middle of F17, its holders and servers on
@@ -71,8 +75,9 @@ fn psql_as_stranger(host: &str, port: &str, password: Option<&str>) -> Output {
     cmd.output().unwrap()
 }
 
-/// While the reader's cluster runs, another local account cannot get in,
-/// by TCP or by socket; the reader's `psql` works without typing anything.
+/// While the reader's cluster runs, another local account cannot get in:
+/// there is no TCP port, and the socket's folder is closed to it; the
+/// reader's `psql` works without typing anything (peer: the kernel says who).
 #[test]
 fn only_the_reader_gets_in() {
     let cluster = PrivateCluster::new("private");
@@ -84,13 +89,10 @@ fn only_the_reader_gets_in() {
     if !common::needs_root("the other-account half of only_the_reader_gets_in", &format!("to create the account {STRANGER} and connect as it")) {
         return;
     }
-    let no_password = psql_as_stranger("127.0.0.1", &cluster.port, None);
-    assert!(!no_password.status.success(), "the stranger got in with no password");
-    assert!(stderr(&no_password).contains("no password supplied"), "{}", stderr(&no_password));
-
-    let wrong = psql_as_stranger("127.0.0.1", &cluster.port, Some("guess"));
-    assert!(!wrong.status.success(), "the stranger got in with a wrong password");
-    assert!(stderr(&wrong).contains("password authentication failed for user \"lab\""), "{}", stderr(&wrong));
+    // No TCP port at all: nothing to try a password on, nothing to take.
+    let by_tcp = psql_as_stranger("127.0.0.1", &cluster.port, Some("guess"));
+    assert!(!by_tcp.status.success(), "the stranger got in over TCP");
+    assert!(stderr(&by_tcp).contains("Connection refused"), "{}", stderr(&by_tcp));
 
     let socket = format!("{}/server/socket", cluster.place().display());
     let by_socket = psql_as_stranger(&socket, &cluster.port, None);
@@ -335,9 +337,10 @@ fn reset_refuses_a_folder_the_lab_did_not_make() {
     }
 }
 
-/// While the lab's etcd runs, another account can neither write, delete
-/// nor read the lease key, nor add a user of its own: every request needs
-/// the root user's password, which it cannot read.
+/// While the lab's etcd runs, another account cannot reach a member at
+/// all (no TCP port; the sockets are in the cluster's closed folder), so
+/// it can neither write, delete nor read the lease key; nor can it read the
+/// root user's password.
 #[test]
 fn a_stranger_cannot_touch_the_etcd_lease_key() {
     if !needs_root("a_stranger_cannot_touch_the_etcd_lease_key") {
@@ -348,27 +351,129 @@ fn a_stranger_cannot_touch_the_etcd_lease_key() {
     let base = lab::cluster::free_ports(lab::cluster::etcd::PORTS).unwrap().to_string();
     let env = [("LAB_ETCD_DIR", dir.to_str().unwrap()), ("LAB_ETCD_PORT_BASE", base.as_str())];
     assert_exit(&common::run(LAB, &["etcd", "start"], &env), 0, "lab etcd start");
+    // No member listens on a TCP port: the stranger's request finds nobody.
     let port = base.parse::<u16>().unwrap() + 1;
-    // The key as base64: /lab26/lease/report-job.
-    let key = "L2xhYjI2L2xlYXNlL3JlcG9ydC1qb2I=";
-    let post = |path: &str, body: &str| {
-        let out = as_stranger(&format!(
-            "exec 3<>/dev/tcp/127.0.0.1/{port}; printf 'POST {path} HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: {}\\r\\nConnection: close\\r\\n\\r\\n%s' '{body}' >&3; cat <&3",
-            body.len()
-        ));
-        stdout(&out)
-    };
-    let attempts = [
-        ("/v3/kv/put", format!(r#"{{"key":"{key}","value":"c3RyYW5nZXI="}}"#)),
-        ("/v3/kv/deleterange", format!(r#"{{"key":"{key}"}}"#)),
-        ("/v3/kv/range", format!(r#"{{"key":"{key}"}}"#)),
-        ("/v3/auth/user/add", r#"{"name":"stranger","password":"x"}"#.to_owned()),
-    ];
-    for (path, body) in &attempts {
-        let answer = post(path, body);
-        assert!(answer.contains("user name is empty"), "{path} was not refused: {answer}");
-    }
+    let tcp = Command::new("bash")
+        .args(["-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{port}")])
+        .env_clear()
+        .uid(stranger().0)
+        .gid(stranger().1)
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
+    assert!(!tcp.status.success() && stderr(&tcp).contains("Connection refused"), "a member answered on TCP: {}", stderr(&tcp));
+    // The members' sockets are in the cluster's folder, closed to the stranger.
+    let socket = dir.join(format!("m1:{port}"));
+    assert!(socket.exists(), "no socket at {}", socket.display());
+    let unix = Command::new("perl")
+        .args(["-MIO::Socket::UNIX", "-e", "IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\\n\"", socket.to_str().unwrap()])
+        .env_clear()
+        .uid(stranger().0)
+        .gid(stranger().1)
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
+    assert!(!unix.status.success() && stderr(&unix).contains("Permission denied"), "the stranger reached a member's socket: {}", stderr(&unix));
     let read = Command::new("cat").arg(dir.join("credentials")).uid(stranger().0).gid(stranger().1).output().unwrap();
     assert!(!read.status.success(), "the stranger read etcd's password");
     assert_exit(&common::run(LAB, &["etcd", "stop"], &env), 0, "lab etcd stop");
+}
+
+/// The squatter: binds every port it is given on 127.0.0.1 (with
+/// SO_REUSEADDR, as a server does), says `bound PORT` for each and then
+/// `ready`, and from then on reports every connection (`accepted on PORT`)
+/// and every byte it receives (`read N bytes: HEX`), answering nothing.
+/// Perl, because Debian's perl-base is on every machine and needs nothing
+/// built as the other account.
+const SQUATTER: &str = r#"
+use strict; use IO::Socket::INET; use IO::Select;
+$| = 1;
+my $sel = IO::Select->new; my %port;
+for my $p (@ARGV) {
+    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $p, Listen => 16, ReuseAddr => 1);
+    if ($s) { $port{$s} = $p; $sel->add($s); print "bound $p\n" } else { print "cannot bind $p: $!\n" }
+}
+print "ready\n";
+while (1) {
+    for my $s ($sel->can_read(0.2)) {
+        if ($port{$s}) { my $c = $s->accept or next; $sel->add($c); print "accepted on $port{$s}\n"; next }
+        my $n = sysread($s, my $buf, 65536);
+        if (!$n) { $sel->remove($s); close $s; next }
+        print "read $n bytes: ", unpack("H*", $buf), "\n";
+    }
+}
+"#;
+
+/// Another account takes every port of the lab's blocks (the cluster's
+/// three, etcd's fourteen) before the lab starts, and holds them through
+/// F8 (the server's crash and restart), F14 (a primary, a standby,
+/// replication, a failover) and F16 (etcd's leader killed with SIGKILL and
+/// restarted): the ports a squatter would wait for. The cases pass, and
+/// the squatter receives not one connection: no password, no token,
+/// nothing to replay. First the squatter is shown to work: a connection
+/// the test makes to one of its ports is reported, bytes and all.
+#[test]
+fn a_port_squatter_gets_nothing() {
+    if !needs_root("a_port_squatter_gets_nothing") {
+        return;
+    }
+    let cluster = PrivateCluster::new("squat");
+    let etcd_dir = cluster.dir.0.join("etcd-26");
+    let etcd_base = lab::cluster::free_ports(lab::cluster::etcd::PORTS).unwrap();
+    let pg_base: u16 = cluster.port.parse().unwrap();
+    let ports: Vec<u16> = (pg_base..pg_base + lab::cluster::PORTS).chain(etcd_base..etcd_base + lab::cluster::etcd::PORTS).collect();
+    let (uid, gid) = stranger();
+    let mut squatter = Command::new("perl")
+        .arg("-e")
+        .arg(SQUATTER)
+        .args(ports.iter().map(u16::to_string))
+        .env_clear()
+        .uid(uid)
+        .gid(gid)
+        .current_dir("/")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (said, heard) = std::sync::mpsc::channel::<String>();
+    let out = squatter.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if said.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let next = |what: &str| heard.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|e| panic!("the squatter said nothing while {what}: {e}"));
+    let mut bound = Vec::new();
+    loop {
+        let line = next("binding");
+        if line == "ready" {
+            break;
+        }
+        bound.push(line);
+    }
+    let wanted: Vec<String> = ports.iter().map(|p| format!("bound {p}")).collect();
+    assert_eq!(bound, wanted, "the squatter must hold every port of both blocks");
+
+    // It really listens and reports: a probe of the test's own.
+    let mut probe = std::net::TcpStream::connect(("127.0.0.1", pg_base)).unwrap();
+    std::io::Write::write_all(&mut probe, b"probe").unwrap();
+    assert_eq!(next("probed"), format!("accepted on {pg_base}"));
+    assert_eq!(next("probed"), "read 5 bytes: 70726f6265");
+    drop(probe);
+
+    let (place, etcd_base) = (cluster.place(), etcd_base.to_string());
+    let env = [
+        ("LAB_PORT", cluster.port.as_str()),
+        ("LAB_CLUSTER_DIR", place.to_str().unwrap()),
+        ("LAB_ETCD_DIR", etcd_dir.to_str().unwrap()),
+        ("LAB_ETCD_PORT_BASE", etcd_base.as_str()),
+    ];
+    let run = common::run(LAB, &["run", "F8", "F14", "F16"], &env);
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+    let mut reached: Vec<String> = heard.try_iter().collect();
+    reached.retain(|l| !l.is_empty());
+    assert_exit(&run, 0, "lab run F8 F14 F16 beside the squatter");
+    assert!(reached.is_empty(), "connections reached the squatter during the run:\n{}", reached.join("\n"));
 }

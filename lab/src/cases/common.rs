@@ -72,6 +72,12 @@ pub fn replayed(on_standby: &mut LeaseStore, wanted: &str) -> Result<String> {
     Ok(seen)
 }
 
+/// The Unix socket of the lab's cluster, for a delay proxy to forward to
+/// (the cluster listens on nothing else).
+pub fn lab_socket() -> Result<std::path::PathBuf> {
+    crate::cluster::Endpoint::lab()?.socket_file().ok_or_else(|| "the lab's cluster has no Unix socket".into())
+}
+
 /// Ends the case when a step it cannot go on without did not happen.
 pub fn require(held: bool, what: &str) -> Result<()> {
     if held {

@@ -9,9 +9,8 @@
 //! request goes stale in flight.
 
 use crate::vocabulary::Act;
-use super::common::require;
+use super::common::{lab_socket, require};
 use super::{Case, Lab};
-use crate::cluster;
 use crate::error::Result;
 use crate::events;
 use crate::fault::DelayProxy;
@@ -45,13 +44,10 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
 /// One run of the timeline with the resource in `mode`; returns the final summary.
 fn delayed_write(lab: &Lab, t: &mut Transcript, mode: FenceMode) -> Result<String> {
     let mut leases = lab.leases("lab observer")?;
-    let server = std::net::SocketAddr::from(([127, 0, 0, 1], cluster::port()?));
-    let proxy = DelayProxy::start(server)?;
-    let via_proxy = proxy.port().to_string();
-    let args = HolderArgs { mode, waits: vec![WaitPoint::BeforeWrite], ..HolderArgs::new("holder-a", "rows=600(A)") };
-    // LAB_PORT, which every client of the lab reads: all of A's sessions
-    // (lease, renewer, resource) go through the proxy.
-    let mut a = HolderGuard::spawn_with_env(&lab.holder_bin, &args, &[("LAB_PORT", &via_proxy)])?;
+    let proxy = DelayProxy::start(lab_socket()?)?;
+    // All of A's sessions (lease, renewer, resource) go through the proxy.
+    let args = HolderArgs { mode, waits: vec![WaitPoint::BeforeWrite], ..HolderArgs::new("holder-a", "rows=600(A)") }.via_proxy(proxy.port());
+    let mut a = HolderGuard::spawn(&lab.holder_bin, &args)?;
     let ready = t.check_eq(
         format!("{mode}：A 获取 token=1，通过本地检查，等待放行"),
         Steps::from([Step::Acquired { token: 1 }, Step::DeadlineOk, Step::Waiting]),

@@ -87,7 +87,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     poll::designed(|| cluster.start_fresh_for_run())?;
     let store = EtcdLeaseStore::new(cluster.gateway().another());
     t.note(format!(
-        "租约库：etcd 集群 {}，三个成员 m1–m3，只监听 127.0.0.1；心跳 {}ms、选举超时 {}ms；本次运行从空数据启动它，用例结束时结束它",
+        "租约库：etcd 集群 {}，三个成员 m1–m3，不监听任何 TCP 端口，客户端和成员之间都走集群目录里的 Unix 套接字；心跳 {}ms、选举超时 {}ms；本次运行从空数据启动它，用例结束时结束它",
         crate::cluster::etcd::NAME,
         HEARTBEAT.as_millis(),
         ELECTION_TIMEOUT.as_millis()

@@ -62,7 +62,7 @@ pub fn cluster(action: ClusterAction) -> Result<bool> {
             owner::write(cluster.dir(), &Owner::Reader)?;
             // Every command the book gives after `cluster start` needs them.
             db::setup::ensure_databases()?;
-            println!("cluster {} running on {}:{}; stop it with `./run.sh cluster stop`", crate::cluster::NAME, crate::cluster::HOST, cluster.port());
+            println!("cluster {} running on its Unix socket {}; stop it with `./run.sh cluster stop`", crate::cluster::NAME, cluster.socket_path().display());
         }
         ClusterAction::Stop { if_idle } => {
             // Held while stopping, so no run can start on it meanwhile.
@@ -166,9 +166,12 @@ pub fn psql(database: Database, args: Vec<String>) -> Result<()> {
     let program = if local.is_file() { local } else { PathBuf::from("psql") };
     let port = cluster.port().to_string();
     let err = std::process::Command::new(&program)
-        .args(["-h", crate::cluster::HOST, "-p", &port, "-U", credentials::ROLE, "-d", name])
-        // The password comes from the cluster's credentials file, readable by this account only.
-        .env("PGPASSFILE", crate::cluster::credentials_file()?)
+        // Through the server's Unix socket, its only way in.
+        .arg("-h")
+        .arg(cluster.socket_dir())
+        .args(["-p", &port, "-U", credentials::ROLE, "-d", name])
+        // No password: on the socket the server asks the kernel who connects
+        // (peer) and lets in this account only.
         .args(args)
         .exec();
     Err(format!("cannot run {}: {err} (psql comes with the postgresql-client package)", program.display()).into())

@@ -41,7 +41,7 @@ pub enum Command {
     },
     /// Run cases (all by default); starts and stops the cluster unless it was already running.
     Run(RunArgs),
-    /// Manage the lab's cluster b3-26 (127.0.0.1:26426).
+    /// Manage the lab's cluster b3-26 (its Unix socket in target/lab/b3-26/server/socket).
     Cluster {
         #[command(subcommand)]
         action: ClusterAction,

@@ -22,6 +22,34 @@ pub struct TcpSocket {
     pub inode: u64,
 }
 
+impl TcpSocket {
+    /// Whether it is a connection both ends still hold (`01`). Only then
+    /// does its row name the account that made it: a socket its process
+    /// has closed lives on in the kernel alone (`FIN_WAIT`, then
+    /// `TIME_WAIT`, whose row says uid 0 whoever made it).
+    pub fn is_established(&self) -> bool {
+        self.state_code() == Some(0x01)
+    }
+
+    /// Whether it is a listener (`0A`).
+    pub fn is_listening(&self) -> bool {
+        self.state_code() == Some(0x0A)
+    }
+
+    /// Its state by the kernel's name (`TIME_WAIT`), for messages.
+    pub fn state_name(&self) -> &str {
+        // The order of the kernel's `TCP_*` states (include/net/tcp_states.h), from 1.
+        const NAMES: [&str; 12] =
+            ["ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2", "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN", "CLOSING", "NEW_SYN_RECV"];
+        self.state_code().and_then(|code| NAMES.get(usize::from(code).checked_sub(1)?)).copied().unwrap_or(&self.state)
+    }
+
+    /// The state as the number the kernel prints in hex.
+    fn state_code(&self) -> Option<u8> {
+        u8::from_str_radix(&self.state, 16).ok()
+    }
+}
+
 /// The IPv4 TCP sockets of this machine (the lab listens on 127.0.0.1
 /// only); an unreadable table is an error, not an empty list.
 pub fn tcp_sockets() -> std::io::Result<Vec<TcpSocket>> {
@@ -55,8 +83,7 @@ fn parse_tcp_table(text: &str) -> Vec<TcpSocket> {
 /// Which process listens on `port` (best effort, from /proc), e.g.
 /// `pid 4242 (python3 -m http.server 26426)`.
 pub fn who_listens(port: u16) -> Option<String> {
-    // State 0A is LISTEN.
-    let inode = tcp_sockets().ok()?.into_iter().find(|s| s.local.port() == port && s.state == "0A")?.inode;
+    let inode = tcp_sockets().ok()?.into_iter().find(|s| s.local.port() == port && s.is_listening())?.inode;
     let wanted = format!("socket:[{inode}]");
     for proc_entry in fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = proc_entry.file_name().to_string_lossy().parse::<u32>() else { continue };
@@ -112,5 +139,20 @@ mod tests {
                 inode: 123456
             }]
         );
+        assert!(rows[0].is_established() && !rows[0].is_listening());
+        assert_eq!(rows[0].state_name(), "ESTABLISHED");
+    }
+
+    /// A state reads by its kernel name; a code the kernel does not use
+    /// reads as itself, never as some other state.
+    #[test]
+    fn states_read_by_their_kernel_names() {
+        let row = |state: &str| TcpSocket { local: "127.0.0.1:1".parse().unwrap(), remote: "127.0.0.1:2".parse().unwrap(), state: state.into(), uid: 0, inode: 1 };
+        assert_eq!(row("06").state_name(), "TIME_WAIT");
+        assert!(row("0A").is_listening() && row("0a").is_listening());
+        assert_eq!(row("0A").state_name(), "LISTEN");
+        assert_eq!(row("FF").state_name(), "FF");
+        assert_eq!(row("00").state_name(), "00");
+        assert!(!row("06").is_established() && !row("zz").is_established());
     }
 }

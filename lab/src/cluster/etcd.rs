@@ -75,8 +75,8 @@ pub use status::{ClusterStatus, MemberState};
 
 use crate::error::Result;
 use crate::hosts::Host;
-use config::{client_addrs, find_etcd};
-use crate::etcd_client::Gateway;
+use config::{client_addrs, client_sockets, find_etcd};
+use crate::etcd_client::{Gateway, MemberAddr};
 use std::path::{Path, PathBuf};
 
 /// The lab's etcd cluster: where it lives, its ports, its binary.
@@ -112,7 +112,7 @@ impl EtcdCluster {
     pub fn new(dir: impl Into<PathBuf>, base: u16) -> Result<EtcdCluster> {
         let dir = dir.into();
         let (bin, version) = find_etcd()?;
-        let gateway = auth::logged_in(Gateway::new(client_addrs(base)), &dir)?;
+        let gateway = auth::logged_in(Gateway::new(client_sockets(&dir, base)), &dir)?;
         Ok(EtcdCluster { dir, base, bin, version, gateway, hosts: None })
     }
 
@@ -125,7 +125,7 @@ impl EtcdCluster {
             return Err(format!("etcd cluster {NAME} needs {MEMBERS} hosts, one per member, not {}", hosts.len()).into());
         }
         let routes = hosts.iter().cloned().map(Some).collect();
-        self.gateway = auth::logged_in(Gateway::routed(client_addrs(self.base), routes), &self.dir)?;
+        self.gateway = auth::logged_in(Gateway::routed(client_addrs(self.base).into_iter().map(MemberAddr::Tcp).collect(), routes), &self.dir)?;
         self.hosts = Some(hosts);
         Ok(self)
     }

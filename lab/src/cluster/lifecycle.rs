@@ -87,9 +87,12 @@ impl Cluster {
         if self.is_running()? {
             return Ok(None);
         }
-        // The port first: a port held by something else ends the start before
-        // anything is written to disk.
-        self.check_port_free()?;
+        // A server on a host: its port there first, so that a port held by
+        // something else ends the start before anything is written to disk.
+        // (On this machine a server has only its socket, in its own folder.)
+        if self.host.is_some() {
+            self.check_port_free()?;
+        }
         if let Some(moved) = &paths::cluster_place().moved {
             // Once per process: F8's crash-restart is not news.
             static SAID: std::sync::Once = std::sync::Once::new();
@@ -97,9 +100,7 @@ impl Cluster {
         }
         self.replace_unknown_server()?;
         self.ensure_initialized()?;
-        if self.host.is_some() {
-            self.ensure_subnet_allowed()?;
-        }
+        self.write_access_rules()?;
         // Checked at every start, not only the first: the server's account
         // may have put something else in the socket folder's place since.
         self.server_folder()?.sub_dir("socket", self.server_owner(), 0o700)?;
@@ -112,16 +113,39 @@ impl Cluster {
                     .arg("-l")
                     .arg(self.log_path())
                     .arg("-o")
-                    .arg(format!("-p {}", self.port))
+                    // The Unix socket only (pg_ctl runs this line through
+                    // the shell, which makes '' an empty value).
+                    .arg(format!("-p {} -c listen_addresses=''", self.port))
                     .envs(env.iter().map(|(k, v)| (k, v)))
                     .output()?;
                 if !out.status.success() {
                     return Err(diagnose::command_error("pg_ctl start", &out, Some(self)).into());
                 }
+                self.rotate_unless_standby()?;
                 Ok(None)
             }
-            Launch::Tied => self.launch_tied().map(Some),
+            Launch::Tied => {
+                let child = self.launch_tied()?;
+                // The child is this process's: an error from here on stops it
+                // with the others (drop, Ctrl-C, the parent-death signal).
+                if let Err(e) = self.rotate_unless_standby() {
+                    let mut child = child;
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(e);
+                }
+                Ok(Some(child))
+            }
         }
+    }
+
+    /// New passwords (see `access.rs`), except on a standby, which takes
+    /// no writes and gets its primary's roles by replication.
+    fn rotate_unless_standby(&self) -> Result<()> {
+        if self.read_server_file("data/standby.signal")?.is_some() {
+            return Ok(());
+        }
+        self.rotate_passwords().with_context(|| format!("giving the roles of {} new passwords", self.name))
     }
 
     // ANCHOR: launch_tied
@@ -138,11 +162,14 @@ impl Cluster {
         // Born inside its host, when it has one.
         let mut cmd = self.host_command("postgres")?;
         cmd.arg("-D").arg(self.data_dir()).arg("-p").arg(self.port.to_string());
-        if let Some(host) = &self.host {
-            // On a host of the lab's network: its address too, so the other
-            // hosts reach it (the lab itself reads it through its Unix socket).
-            cmd.arg("-c").arg(format!("listen_addresses={HOST},{}", host.addr()));
-        }
+        // On a host of the lab's network: its address too, so the other
+        // hosts reach it, inside namespaces no other account can enter (the
+        // lab itself reads it through its Unix socket). On this machine's
+        // loopback, nothing: every client here uses the Unix socket, so no
+        // loopback port carries a password, and none is left for another
+        // account to take while the server restarts.
+        let listen = self.host.as_ref().map_or_else(String::new, |host| host.addr().to_string());
+        cmd.arg("-c").arg(format!("listen_addresses={listen}"));
         cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
         // SIGQUIT is the postmaster's immediate shutdown: a run killed
         // without its cleanup takes its servers with it.
@@ -298,27 +325,6 @@ impl Cluster {
         place.remove_tree(SERVER_FOLDER)
     }
 
-    /// Lets clients on the lab's private subnet in, with the same password
-    /// rule as on loopback: two lines at the end of `pg_hba.conf`, written
-    /// once (through descriptors: the file is the server account's). The
-    /// subnet exists only inside the lab's own namespaces, so no machine
-    /// outside them can use these lines.
-    fn ensure_subnet_allowed(&self) -> Result<()> {
-        let (server, owner) = (self.server_folder()?, self.server_owner());
-        let hba = server.read_file("data/pg_hba.conf", owner)?.ok_or("the server's data folder has no pg_hba.conf")?;
-        let lines = format!(
-            "# the lab's network hosts (F17–F19): its private subnet, inside its own namespaces only\n\
-             host all all {cidr} scram-sha-256\n\
-             host replication all {cidr} scram-sha-256\n",
-            cidr = crate::hosts::SUBNET_CIDR
-        );
-        if !hba.contains(&lines) {
-            let mut file = server.open_file("data/pg_hba.conf", OFlag::O_WRONLY | OFlag::O_APPEND, owner)?;
-            file.write_all(format!("\n{lines}").as_bytes())?;
-        }
-        Ok(())
-    }
-
     fn ensure_initialized(&self) -> Result<()> {
         if let Some(version) = self.read_server_file("data/PG_VERSION")? {
             let made_by: u32 = version.trim().parse().with_context(|| format!("{}/PG_VERSION says {version:?}", self.data_dir().display()))?;
@@ -375,12 +381,12 @@ impl Cluster {
         writeln!(
             conf,
             "\n# {}: the lease + fencing lab's throw-away cluster\n\
-             listen_addresses = '{}'\n\
+             # The Unix socket only; a start on a host of the lab's network adds its address.\n\
+             listen_addresses = ''\n\
              unix_socket_directories = '{}'\n\
              # F3 holds three rounds of racers' connections at once.\n\
              max_connections = 250\n",
             self.name,
-            HOST,
             self.socket_dir().display()
         )?;
         Ok(())

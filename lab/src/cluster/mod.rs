@@ -1,8 +1,8 @@
 //! The lab's throw-away PostgreSQL cluster, `b3-26`, and its lifecycle.
 //!
 //! One piece of code owns the cluster: it initialises it in its own folder
-//! (see [`crate::paths::cluster_place`]), starts it on 127.0.0.1:26426 and a
-//! Unix socket in that folder, stops it, and crash-stops it (`pg_ctl stop -m
+//! (see [`crate::paths::cluster_place`]), starts it on a Unix socket in
+//! that folder and nothing else (no TCP port: see below), stops it, and crash-stops it (`pg_ctl stop -m
 //! immediate`: no checkpoint, so the next start replays the WAL; F8).
 //! PostgreSQL refuses to run as root, so when the lab runs as root every
 //! server command runs as the unprivileged `postgres` account that Debian's
@@ -52,9 +52,21 @@
 //!   [`crate::etcd_client`], the client of etcd's JSON gateway, which sits
 //!   below this module.
 //!
+//! **No port, no password on the wire.** Every client on this machine (the
+//! lab, the holders, `./run.sh psql`, a standby) reaches a server through
+//! its Unix socket, in the server account's 0700 folder inside the lab's
+//! place: no other account can put a socket there, so none can pose as
+//! the server and ask for a password. A loopback port, by contrast, is
+//! free for any account to take while a server restarts (F8, F13, F14),
+//! and the next client would hand it its password. Only a server on a host
+//! of the lab's network also listens on a TCP address, inside namespaces
+//! no other account can enter. `LAB_PORT` still names the server: its
+//! socket is `.s.PGSQL.<port>`.
+//!
 //! Nothing here speaks SQL: the `db` module, one layer up, connects to the
 //! running server ([`Endpoint`] says where, and with whose passwords).
 
+mod access;
 mod binaries;
 pub mod credentials;
 pub mod diagnose;
@@ -214,10 +226,10 @@ impl Cluster {
 
     /// Where clients reach this server, and whose passwords they prove.
     pub fn endpoint(&self) -> Endpoint {
-        // Loopback; a server on a host through its Unix socket, which no
-        // partition can cut.
-        let socket = self.host.as_ref().map(|_| self.socket_dir());
-        Endpoint { name: self.name.clone(), addr: IpAddr::from([127, 0, 0, 1]), port: self.port, dir: self.dir.clone(), socket }
+        // Its Unix socket: the only way in on this machine (a server on a
+        // host also listens on the host's address, but the lab reads it
+        // here, where no partition can cut it).
+        Endpoint { name: self.name.clone(), addr: IpAddr::from([127, 0, 0, 1]), port: self.port, dir: self.dir.clone(), socket: Some(self.socket_dir()) }
     }
 
     /// Where the other hosts of the lab's network reach this server (a
@@ -304,7 +316,12 @@ impl Cluster {
 
     /// The folder of the server's Unix socket.
     pub fn socket_dir(&self) -> PathBuf {
-        self.dir.join(SERVER_FOLDER).join("socket")
+        socket_dir(&self.dir)
+    }
+
+    /// The server's Unix socket itself: `.s.PGSQL.<port>` in its folder.
+    pub fn socket_path(&self) -> PathBuf {
+        self.socket_dir().join(format!(".s.PGSQL.{}", self.port))
     }
 
     /// The port the server listens on.
@@ -365,13 +382,11 @@ impl Cluster {
     pub fn describe(&self) -> Result<String> {
         let state = if self.is_running()? { "running" } else { "stopped" };
         let mut text = format!(
-            "cluster {}: {state}\n  server:  PostgreSQL {} ({})\n  listens: {}:{} and {}\n  data:    {}\n  log:     {}",
+            "cluster {}: {state}\n  server:  PostgreSQL {} ({})\n  listens: {} only (no TCP port)\n  data:    {}\n  log:     {}",
             self.name,
             self.major,
             self.bin.display(),
-            HOST,
-            self.port,
-            self.socket_dir().display(),
+            self.socket_path().display(),
             self.data_dir().display(),
             self.log_path().display(),
         );
@@ -401,10 +416,11 @@ pub struct Endpoint {
     pub port: u16,
     /// Its folder, which holds its credentials file.
     pub dir: PathBuf,
-    /// The server's Unix socket folder, when clients reach it there: the
-    /// lab reading a server on a host of its network, as an operator logged
-    /// into that machine would (a file in the lab's own folder, which no
-    /// partition cuts); `None`: over TCP, from wherever the client runs.
+    /// The server's Unix socket folder, when clients reach it there: every
+    /// client on this machine (the folder is the server account's, 0700,
+    /// inside the lab's own place: no other account can put a socket
+    /// there, so no other account can pose as the server); `None`: over
+    /// TCP, from another host of the lab's network.
     pub socket: Option<PathBuf>,
 }
 
@@ -412,7 +428,8 @@ impl Endpoint {
     /// The lab's cluster `b3-26`, where this process's `LAB_PORT` and
     /// `LAB_CLUSTER_DIR` put it (no server binaries needed: a holder uses it).
     pub fn lab() -> Result<Endpoint> {
-        Ok(Endpoint { name: NAME.into(), addr: IpAddr::from([127, 0, 0, 1]), port: port()?, dir: paths::cluster_dir(), socket: None })
+        let dir = paths::cluster_dir();
+        Ok(Endpoint { name: NAME.into(), addr: IpAddr::from([127, 0, 0, 1]), port: port()?, socket: Some(socket_dir(&dir)), dir })
     }
 
     /// The server at `addr:port` whose credentials are in `dir`, reached
@@ -426,18 +443,15 @@ impl Endpoint {
         SocketAddr::new(self.addr, self.port)
     }
 
+    /// The server's Unix socket itself, when clients reach it there.
+    pub fn socket_file(&self) -> Option<PathBuf> {
+        self.socket.as_ref().map(|dir| dir.join(format!(".s.PGSQL.{}", self.port)))
+    }
+
     /// The password of `role` on this server.
     pub fn password(&self, role: &str) -> Result<String> {
         credentials::password(&self.dir, role)
     }
-}
-
-/// The credentials file of the lab's cluster, for `psql` (`PGPASSFILE`),
-/// once its place has been checked.
-pub fn credentials_file() -> Result<PathBuf> {
-    let dir = paths::cluster_dir();
-    SafeDir::open_made(&dir)?.ok_or_else(|| format!("the cluster has not been created yet ({}): `./run.sh cluster start` creates it", dir.display()))?;
-    Ok(credentials::path(&dir))
 }
 
 /// The server account's folder inside a place.
@@ -445,6 +459,11 @@ const SERVER_FOLDER: &str = "server";
 
 /// The server log's name in `server/`.
 const LOG_NAME: &str = "postgres.log";
+
+/// The Unix socket folder of the server whose place is `dir`.
+pub fn socket_dir(dir: &Path) -> PathBuf {
+    dir.join(SERVER_FOLDER).join("socket")
+}
 
 /// The server log of the cluster whose place is `dir`.
 pub fn log_path(dir: &Path) -> PathBuf {

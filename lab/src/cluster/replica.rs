@@ -30,7 +30,7 @@
 //! cut of the standby's link and every check are `db::replication`'s.
 
 use super::tied::{start_tied, stop_tied};
-use super::{credentials, diagnose, Cluster, HOST};
+use super::{credentials, diagnose, Cluster};
 use crate::error::Result;
 use crate::hosts::Host;
 use crate::poll;
@@ -70,7 +70,10 @@ impl FailoverPair {
     /// Where the standby reaches the primary: its host's address when the
     /// two are on hosts of the lab's network, loopback otherwise.
     fn primary_addr(&self) -> String {
-        self.primary.host().map_or_else(|| HOST.to_owned(), |h| h.addr().to_string())
+        // On this machine, the primary's Unix socket (it listens on nothing
+        // else; the standby runs as the same server account, so it may
+        // enter the socket's folder); on a host, its address there.
+        self.primary.host().map_or_else(|| self.primary.socket_dir().display().to_string(), |h| h.addr().to_string())
     }
 
     /// The primary.
@@ -156,7 +159,7 @@ impl FailoverPair {
     pub fn primary_conninfo(&self) -> String {
         format!(
             "host={} port={} user={} passfile={} application_name={}",
-            self.primary_addr(),
+            conninfo_quote(&self.primary_addr()),
             self.primary.port(),
             credentials::REPLICATOR,
             conninfo_quote(&self.passfile().display().to_string()),

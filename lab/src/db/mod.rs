@@ -1,13 +1,15 @@
 //! How every client — the lab, the cases, each holder process — reaches the
 //! lab's cluster, and the schema each case starts from.
 //!
-//! Clients use TCP on 127.0.0.1 rather than the Unix socket, so that a holder
-//! started from any working directory reaches the same server; the lab reads
-//! a server on a host of its network through the server's socket instead
-//! ([`Endpoint::socket`]). Every client
-//! proves a password (see [`crate::cluster::credentials`]): the experiments
-//! connect as the ordinary role `lab`; only [`setup`] and the replication
-//! setup in [`replication`] use the superuser.
+//! Every client on this machine reaches a server through its Unix socket
+//! ([`Endpoint::socket`], an absolute path, so a holder started from any
+//! working directory reaches the same server), where the server lets in
+//! only the lab's own account and asks for no password (`peer`, see
+//! `cluster/access.rs`). A holder on another host of the lab's network
+//! connects over TCP and proves a password (see
+//! [`crate::cluster::credentials`]). The experiments connect as the
+//! ordinary role `lab`; only [`setup`] and the replication setup in
+//! [`replication`] use the superuser.
 //!
 //! Every server is an [`Endpoint`]: `b3-26` for all cases, and F14's
 //! primary and standby, whose lease store is the same `lease26` schema.
@@ -60,18 +62,19 @@ pub fn open(server: &Endpoint, role: &str, dbname: &str, who: &str, notices: Opt
         } else {
             ""
         };
-        format!("cannot reach {} at {}:{port} (database {dbname}){hint}", server.name, server.addr)
+        let at = server.socket_file().map_or_else(|| format!("{}:{port}", server.addr), |socket| socket.display().to_string());
+        format!("cannot reach {} at {at} (database {dbname}){hint}", server.name)
     };
-    let password = server.password(role).with_context(unreachable)?;
     let mut config = Client::configure();
     match &server.socket {
+        // The socket: `peer`, the kernel names the account; the client has
+        // no password to give, whoever asks (see cluster/access.rs).
         Some(folder) => config.host_path(folder),
-        None => config.host(&server.addr.to_string()),
+        None => config.host(&server.addr.to_string()).password(server.password(role).with_context(unreachable)?),
     };
     config
         .port(port)
         .user(role)
-        .password(password)
         .dbname(dbname)
         .application_name(who)
         .connect_timeout(Duration::from_secs(5));

@@ -67,10 +67,12 @@ pub const MAX_QUEUED: usize = 16 << 20;
 mod links;
 mod pumps;
 mod state;
+mod upstream;
 #[cfg(test)]
 mod tests;
 
 pub use links::CONNECT_BOUND;
+pub use upstream::Target;
 
 use crate::error::{Result, ResultExt};
 use crate::hosts::Host;
@@ -99,10 +101,10 @@ pub struct DelayProxy {
 impl DelayProxy {
     /// Listens on 127.0.0.1 on a free port and forwards every connection to
     /// `target`, passing bytes through until told to hold or delay them.
-    pub fn start(target: SocketAddr) -> Result<DelayProxy> {
+    pub fn start(target: impl Into<Target>) -> Result<DelayProxy> {
         let listener =
             TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("the delay proxy cannot listen on 127.0.0.1")?;
-        DelayProxy::serve(listener, target, true)
+        DelayProxy::serve(listener, target.into(), true)
     }
 
     /// Listens on `host`'s address, on a free port, inside that host of the
@@ -116,12 +118,12 @@ impl DelayProxy {
     /// proxy cannot look it up).
     pub fn start_on(target: SocketAddr, host: &Host) -> Result<DelayProxy> {
         let listener = host.listen(host.at(0)).with_context(|| format!("the delay proxy cannot listen on {}", host.addr()))?;
-        DelayProxy::serve(listener, target, false)
+        DelayProxy::serve(listener, Target::Tcp(target), false)
     }
 
     /// Serves `listener`; `own_only`: refuse connections another account
     /// made (loopback is every local account's).
-    fn serve(listener: TcpListener, target: SocketAddr, own_only: bool) -> Result<DelayProxy> {
+    fn serve(listener: TcpListener, target: Target, own_only: bool) -> Result<DelayProxy> {
         let port = listener.local_addr()?.port();
         let accepting = listener.try_clone()?;
         let shared = Arc::new(Shared { target, own_only, state: Mutex::new(State::default()), changed: Condvar::new() });

@@ -115,6 +115,22 @@ impl HolderArgs {
         <HolderArgs as clap::Parser>::parse_from(["holder", "--holder", holder, "--content", content])
     }
 
+    /// These arguments with every session of the holder (lease, renewer,
+    /// resource) sent to the lab's cluster through a delay proxy listening
+    /// on `port` of 127.0.0.1 (F12, the model's replays): the cluster
+    /// itself has only its Unix socket, which the proxy forwards to.
+    pub fn via_proxy(self, port: u16) -> HolderArgs {
+        let at = SocketAddr::from(([127, 0, 0, 1], port));
+        let dir = crate::paths::cluster_dir();
+        HolderArgs {
+            lease_server: Some(at),
+            lease_server_dir: Some(dir.clone()),
+            resource_server: Some(at),
+            resource_server_dir: Some(dir),
+            ..self
+        }
+    }
+
     /// Whether the holder waits for a line at `point`.
     pub fn waits_at(&self, point: WaitPoint) -> bool {
         self.waits.contains(&point)

@@ -2,10 +2,10 @@
 //! timing flags and the smallest lease TTL they give, where its folder
 //! lives, and which `etcd` binary runs it.
 
-use crate::etcd_client::Gateway;
+use crate::etcd_client::{Gateway, MemberAddr};
 use crate::error::{Result, ResultExt};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -88,17 +88,46 @@ pub fn default_dir() -> PathBuf {
 /// in with the credentials in `LAB_ETCD_DIR`), for a process that talks to
 /// it without owning it (a holder).
 pub fn gateway() -> Result<Gateway> {
-    gateway_at(client_addrs(port_base()?))
+    let dir = default_dir();
+    super::auth::logged_in(Gateway::new(client_sockets(&dir, port_base()?)), &dir)
 }
 
 /// [`gateway`] through these members' client addresses (a holder on a
 /// host of the lab's network reaches them by their hosts' addresses).
 pub fn gateway_at(members: Vec<SocketAddr>) -> Result<Gateway> {
-    super::auth::logged_in(Gateway::new(members), &default_dir())
+    super::auth::logged_in(Gateway::new(members.into_iter().map(MemberAddr::Tcp).collect()), &default_dir())
 }
 
+/// The members' client ports on loopback (inside their hosts, F19).
 pub(super) fn client_addrs(base: u16) -> Vec<SocketAddr> {
-    (0..MEMBERS).map(|i| SocketAddr::from(([127, 0, 0, 1], base + 1 + i as u16))).collect()
+    (0..MEMBERS).map(|i| SocketAddr::from(([127, 0, 0, 1], client_port(base, i)))).collect()
+}
+
+/// Member `i`'s client port in block `base`.
+pub(super) fn client_port(base: u16, i: usize) -> u16 {
+    base + 1 + i as u16
+}
+
+/// Member `i`'s peer port in block `base`.
+pub(super) fn peer_port(base: u16, i: usize) -> u16 {
+    base + 11 + i as u16
+}
+
+/// Member `i`'s name: `m1`, `m2`, `m3`.
+pub(super) fn member_name(i: usize) -> String {
+    format!("m{}", i + 1)
+}
+
+/// The name of member `i`'s socket for `port` in the cluster's folder,
+/// `m1:26431`: etcd takes a Unix socket as `unix://NAME:PORT` and makes it
+/// in its working directory, the cluster's folder.
+pub(super) fn socket_name(i: usize, port: u16) -> String {
+    format!("{}:{port}", member_name(i))
+}
+
+/// The members' client sockets in `dir`, for a cluster on this machine.
+pub(super) fn client_sockets(dir: &Path, base: u16) -> Vec<MemberAddr> {
+    (0..MEMBERS).map(|i| MemberAddr::Unix(dir.join(socket_name(i, client_port(base, i))))).collect()
 }
 
 /// The `etcd` binary (`LAB_ETCD_BIN`, else `PATH`, else `/usr/bin/etcd`) and

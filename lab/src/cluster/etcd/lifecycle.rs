@@ -16,6 +16,10 @@ use std::fs;
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// The file in the cluster's folder that says where its members' data was
+/// made (see `EtcdCluster::layout`).
+const LAYOUT: &str = "layout";
+
 impl EtcdCluster {
     /// Starts every member that is not running and waits until etcd has a
     /// leader that every running member follows. From nothing, `owner`
@@ -30,6 +34,9 @@ impl EtcdCluster {
             }
             let missing: Vec<usize> = (0..MEMBERS).filter(|&i| self.pid(i).is_none()).collect();
             let owner = if missing.len() == MEMBERS { owner } else { self.owner_of_running()? };
+            if missing.len() == MEMBERS {
+                self.forget_other_layout()?;
+            }
             // Made from nothing: no member has data yet.
             fresh = (0..MEMBERS).all(|i| !self.data_dir(i).exists());
             // Every port first: a port held by something else ends the start
@@ -43,9 +50,12 @@ impl EtcdCluster {
                 if self.dir == super::default_dir() && std::env::var_os("LAB_ETCD_DIR").is_none() {
                     crate::paths::make_build_dir()?;
                 }
-                SafeDir::open_or_make(&self.dir, 0o700)?;
+                let folder = SafeDir::open_or_make(&self.dir, 0o700)?;
                 if missing.len() == MEMBERS {
                     owner::write(&self.dir, &owner)?;
+                }
+                if fresh {
+                    folder.write_whole(LAYOUT, &self.layout(), 0o600)?;
                 }
             }
             for &i in &missing {
@@ -189,6 +199,32 @@ impl EtcdCluster {
             self.spawn(i, &owner)?;
         }
         self.wait_for_leader()
+    }
+
+    /// Where the members are: `loopback` (their sockets in the cluster's
+    /// folder) or `hosts` (F19, on the lab's network). A member's data
+    /// records the others' addresses, so data made in one layout cannot
+    /// start in the other.
+    fn layout(&self) -> String {
+        if self.hosts.is_some() { "hosts" } else { "loopback" }.to_owned()
+    }
+
+    /// Removes the members' data when it was made in another layout (a run
+    /// of F19 left it, and the reader now starts the cluster on this
+    /// machine): the start then makes the cluster anew.
+    fn forget_other_layout(&self) -> Result<()> {
+        let Some(folder) = SafeDir::open_made(&self.dir)? else { return Ok(()) };
+        let made_in = folder.read_file(LAYOUT, crate::safe_dir::Account::me())?;
+        let has_data = (0..MEMBERS).any(|i| self.data_dir(i).exists());
+        if has_data && made_in.as_deref().map(str::trim) != Some(self.layout().as_str()) {
+            eprintln!("lab: etcd cluster {NAME} ({}) holds data made {}; starting it anew", self.dir.display(), made_in.map_or_else(|| "by an older lab".to_owned(), |l| format!("on {}", l.trim())));
+            for i in 0..MEMBERS {
+                folder.remove_tree(&self.member(i).name)?;
+            }
+            // Its password went with the data; the next login makes another.
+            self.gateway.log_out();
+        }
+        Ok(())
     }
 
     /// The owner to start members for, in a cluster that has running members.

@@ -2,7 +2,7 @@
 //! process: the port check before it starts, the spawn for a run or for
 //! the reader, and its pid file, which finds it again from any process.
 
-use super::config::{ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, NAME};
+use super::config::{client_port, member_name, peer_port, socket_name, ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, NAME};
 use super::run_members::{stop_run_members, RunMember, RUN_MEMBERS};
 use super::EtcdCluster;
 use crate::cluster::diagnose;
@@ -34,12 +34,7 @@ impl EtcdCluster {
     /// Member `i` (0 for `m1`).
     pub fn member(&self, i: usize) -> Member {
         assert!(i < MEMBERS, "etcd member index {i} out of 0..{MEMBERS}");
-        Member {
-            index: i,
-            name: format!("m{}", i + 1),
-            client_port: self.base + 1 + i as u16,
-            peer_port: self.base + 11 + i as u16,
-        }
+        Member { index: i, name: member_name(i), client_port: client_port(self.base, i), peer_port: peer_port(self.base, i) }
     }
 
     /// Member `i`'s data directory.
@@ -69,6 +64,11 @@ impl EtcdCluster {
     }
 
     pub(super) fn check_ports_free(&self, i: usize) -> Result<()> {
+        if self.hosts.is_none() {
+            // On this machine a member has no port, only its sockets, in the
+            // cluster's own folder; etcd replaces a socket file it left.
+            return self.check_socket_paths(i);
+        }
         let member = self.member(i);
         for (port, what) in [(member.client_port, "client"), (member.peer_port, "peer")] {
             // Where the member will listen: inside its host, when it has one.
@@ -100,11 +100,32 @@ impl EtcdCluster {
         Ok(())
     }
 
+    /// Member `i`'s sockets fit a Unix socket address (108 bytes with its
+    /// terminator) when named from the root, as the lab's client does.
+    fn check_socket_paths(&self, i: usize) -> Result<()> {
+        let member = self.member(i);
+        for port in [member.client_port, member.peer_port] {
+            let path = self.dir.join(socket_name(i, port));
+            if path.as_os_str().len() > 107 {
+                return Err(format!("the socket path {} is longer than a Unix socket allows; set LAB_ETCD_DIR to a shorter folder", path.display()).into());
+            }
+        }
+        Ok(())
+    }
+
     /// etcd's command line for member `i`.
     fn flags(&self, i: usize) -> Vec<String> {
-        // A member's own address: loopback, or its host's on the lab's
-        // network, where the others reach it across the switch.
-        let url = |j: usize, port: u16| format!("http://{}:{port}", self.member_ip(j));
+        // A member's own address: on this machine a Unix socket in the
+        // cluster's folder (its working directory, see `spawn`), which no
+        // other account can enter: no port of the lab's is left for another
+        // account to take while a member restarts, and neither the login's
+        // token nor the raft traffic between members crosses one. On a host
+        // of the lab's network, its host's address, where the others reach
+        // it across the switch.
+        let url = |j: usize, port: u16| match self.hosts {
+            None => format!("unix://{}", socket_name(j, port)),
+            Some(_) => format!("http://{}:{port}", self.member_ip(j)),
+        };
         let member = self.member(i);
         let initial_cluster: Vec<String> =
             (0..MEMBERS).map(|j| format!("{}={}", self.member(j).name, url(j, self.member(j).peer_port))).collect();
@@ -142,6 +163,19 @@ impl EtcdCluster {
         let name = self.member(i).name;
         let log = fs::OpenOptions::new().create(true).append(true).open(self.log_path(i))?;
         let mut cmd = Command::new(&self.bin);
+        // The cluster's folder: where etcd makes the members' Unix sockets,
+        // whose URLs name them relative to it.
+        cmd.current_dir(&self.dir);
+        if self.hosts.is_none() {
+            // A member killed with SIGKILL leaves its socket files, and etcd
+            // 3.4 refuses to listen on a client socket whose file exists.
+            // They are in the lab's own folder, and this member is not running.
+            let folder = crate::safe_dir::SafeDir::open(&self.dir)?;
+            let member = self.member(i);
+            for port in [member.client_port, member.peer_port] {
+                folder.remove_file(&socket_name(i, port))?;
+            }
+        }
         cmd.args(self.flags(i)).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
         // etcd also reads every flag from ETCD_* variables: none of the
         // caller's may change the member the lab asked for.
@@ -198,28 +232,32 @@ impl EtcdCluster {
 
 #[cfg(test)]
 mod tests {
-    use super::super::config::client_addrs;
+    use super::super::config::client_sockets;
     use crate::etcd_client::Gateway;
     use super::*;
 
-    /// Every member listens on loopback only, on its own two ports of the block.
+    /// On this machine every member listens on two Unix sockets in the
+    /// cluster's folder, named by its ports of the block, and on no TCP
+    /// port at all; the gateway reaches the client sockets by full path.
     #[test]
-    fn members_use_the_port_block_on_loopback() {
+    fn members_use_sockets_named_by_the_port_block() {
+        let dir = PathBuf::from("/srv/lab/etcd-26");
         let cluster = EtcdCluster {
-            dir: PathBuf::from("/srv/lab/etcd-26"),
+            dir: dir.clone(),
             base: 26430,
             bin: PathBuf::from("/usr/bin/etcd"),
             version: "3.4.23".into(),
-            gateway: Gateway::new(client_addrs(26430)),
+            gateway: Gateway::new(client_sockets(&dir, 26430)),
             hosts: None,
         };
         let ports: Vec<(u16, u16)> = (0..MEMBERS).map(|i| (cluster.member(i).client_port, cluster.member(i).peer_port)).collect();
         assert_eq!(ports, [(26431, 26441), (26432, 26442), (26433, 26443)]);
         let flags = cluster.flags(1).join(" ");
         assert!(flags.contains("--name m2 --data-dir /srv/lab/etcd-26/m2"), "{flags}");
-        assert!(flags.contains("--listen-client-urls http://127.0.0.1:26432"), "{flags}");
-        assert!(flags.contains("m1=http://127.0.0.1:26441,m2=http://127.0.0.1:26442,m3=http://127.0.0.1:26443"), "{flags}");
-        assert!(!flags.contains("0.0.0.0"), "{flags}");
-        assert_eq!(cluster.gateway().members()[2].to_string(), "127.0.0.1:26433");
+        assert!(flags.contains("--listen-client-urls unix://m2:26432 "), "{flags}");
+        assert!(flags.contains("--listen-peer-urls unix://m2:26442 "), "{flags}");
+        assert!(flags.contains("m1=unix://m1:26441,m2=unix://m2:26442,m3=unix://m3:26443"), "{flags}");
+        assert!(!flags.contains("http://") && !flags.contains("127.0.0.1") && !flags.contains("0.0.0.0"), "{flags}");
+        assert_eq!(cluster.gateway().members()[2].to_string(), "/srv/lab/etcd-26/m3:26433");
     }
 }

@@ -3,7 +3,7 @@
 //! restart, or a failover) and for a leader to step down, and the human
 //! summary for `lab etcd status`.
 
-use super::config::{ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, MIN_TTL, NAME};
+use super::config::{socket_name, ELECTION_TIMEOUT, HEARTBEAT, HOST, MEMBERS, MIN_TTL, NAME};
 use crate::etcd_client::{self, Leader, MemberStatus};
 use super::member::Member;
 use super::EtcdCluster;
@@ -141,10 +141,11 @@ impl EtcdCluster {
                 Some(s) => format!("id {:x}, revision {}", s.id, s.revision),
                 None => "no answer".into(),
             };
-            text.push_str(&format!(
-                "\n  {}: {pid}, client {HOST}:{}, peer {HOST}:{}, {said}",
-                m.member.name, m.member.client_port, m.member.peer_port
-            ));
+            let (client, peer) = match &self.hosts {
+                None => (self.dir.join(socket_name(m.member.index, m.member.client_port)).display().to_string(), socket_name(m.member.index, m.member.peer_port)),
+                Some(_) => (format!("{HOST}:{}", m.member.client_port), format!("{HOST}:{}", m.member.peer_port)),
+            };
+            text.push_str(&format!("\n  {}: {pid}, client {client}, peer {peer}, {said}", m.member.name));
         }
         let owner = match status.owner {
             Some(Owner::Reader) => "the reader (stays up until stop)".to_owned(),

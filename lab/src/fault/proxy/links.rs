@@ -3,11 +3,12 @@
 //! removal when the last of its pumps ends.
 
 use super::state::{Link, Shared, State};
-use crate::cluster::diagnose;
+use crate::cluster::diagnose::{self, TcpSocket};
 use crate::error::{Result, ResultExt};
 use nix::unistd::Uid;
 use std::collections::VecDeque;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use super::upstream::Upstream;
+use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,20 +30,33 @@ pub const MAX_LINKS: usize = 64;
 /// become a busy loop.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
-/// The uid of the account that made the other end of `client`: in the
-/// kernel's socket table, the socket whose own address is our peer and
-/// whose peer is our own address.
+/// The uid of the account that made the other end of `client`, from the
+/// kernel's socket table (see [`owner_in`]).
 fn made_by(client: &TcpStream) -> std::result::Result<u32, String> {
     let (ours, theirs) = match (client.local_addr(), client.peer_addr()) {
         (Ok(SocketAddr::V4(ours)), Ok(SocketAddr::V4(theirs))) => (ours, theirs),
         other => return Err(format!("a connection with addresses {other:?}")),
     };
     let sockets = diagnose::tcp_sockets().map_err(|e| format!("an unknown account (/proc/net/tcp: {e})"))?;
-    sockets
-        .into_iter()
-        .find(|s| s.local == theirs && s.remote == ours)
-        .map(|s| s.uid)
-        .ok_or_else(|| format!("an unknown account ({theirs} is not in the socket table)"))
+    owner_in(&sockets, ours, theirs)
+}
+
+/// The uid of the account that made the client's socket among `sockets`:
+/// the one whose own address is our peer (`theirs`), whose peer is our own
+/// address (`ours`), and which is ESTABLISHED. A client that has already
+/// closed its end (sent its bytes and gone) leaves a row in `FIN_WAIT` or
+/// `TIME_WAIT`, which the kernel keeps with uid 0, root's, whoever made
+/// it: such a row names nobody, and the connection is another account's
+/// as far as the proxy can tell.
+pub(super) fn owner_in(sockets: &[TcpSocket], ours: SocketAddrV4, theirs: SocketAddrV4) -> std::result::Result<u32, String> {
+    let mut rows = sockets.iter().filter(|s| s.local == theirs && s.remote == ours);
+    let first = rows.next().ok_or_else(|| format!("an unknown account ({theirs} is not in the socket table)"))?;
+    // The same pair of addresses may be listed twice (a closed connection's
+    // TIME_WAIT beside a new one that reused its port): the live one decides.
+    match std::iter::once(first).chain(rows).find(|s| s.is_established()) {
+        Some(live) => Ok(live.uid),
+        None => Err(format!("an unknown account ({theirs} in state {}, which names no owner)", first.state_name())),
+    }
 }
 
 impl Shared {
@@ -86,7 +100,7 @@ impl Shared {
                 state.accepted += 1;
                 state.accepted
             };
-            let server = match TcpStream::connect_timeout(&self.target, CONNECT_BOUND) {
+            let server = match Upstream::connect(&self.target, CONNECT_BOUND) {
                 Ok(server) => server,
                 Err(e) => {
                     // Noted before the client's socket closes, so a client
@@ -103,11 +117,11 @@ impl Shared {
     }
 
     /// Registers a link and starts its three pumps.
-    fn start_link(self: &Arc<Self>, number: usize, client: TcpStream, server: TcpStream, port: u16) -> Result<()> {
+    fn start_link(self: &Arc<Self>, number: usize, client: TcpStream, server: Upstream, port: u16) -> Result<()> {
         // The proxy must not add Nagle's wait to a protocol of small
-        // request/answer messages; PostgreSQL's client disables it too.
+        // request/answer messages; PostgreSQL's client disables it too (the
+        // upstream's own is off from its connect).
         client.set_nodelay(true)?;
-        server.set_nodelay(true)?;
         let link = Link {
             queue: VecDeque::new(),
             client_done: false,

@@ -5,6 +5,7 @@
 
 use super::state::{Chunk, Shared, State};
 use std::io::{ErrorKind, Read, Write};
+use super::upstream::Upstream;
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -88,7 +89,7 @@ impl Shared {
 
     /// The `wr` pump: writes queued chunks to the server, in order, when the
     /// proxy does not hold and each chunk's delay has passed.
-    pub(super) fn pump_queue_to_server(&self, number: usize, mut server: TcpStream) {
+    pub(super) fn pump_queue_to_server(&self, number: usize, mut server: Upstream) {
         loop {
             let mut state = self.lock();
             // This wait has no bound of its own: a pump waits as long as its
@@ -122,7 +123,7 @@ impl Shared {
     }
 
     /// The `dn` pump: copies the server's bytes to the client as they come.
-    pub(super) fn pump_server_to_client(&self, mut server: TcpStream, mut client: TcpStream) {
+    pub(super) fn pump_server_to_client(&self, mut server: Upstream, mut client: TcpStream) {
         match std::io::copy(&mut server, &mut client) {
             // The server has finished sending: pass its EOF on, so the client
             // sees the connection end as the server meant it.

@@ -3,7 +3,8 @@
 //! pump handles, and the one mutex and condvar that guard and announce them.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{SocketAddr, TcpStream};
+use super::upstream::{Target, Upstream};
+use std::net::TcpStream;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 /// The state of a proxy and the condvar that announces its changes.
 pub(super) struct Shared {
     /// Where every connection is forwarded.
-    pub(super) target: SocketAddr,
+    pub(super) target: Target,
     /// Refuse connections another account made (a proxy on loopback).
     pub(super) own_only: bool,
     /// Switches, queues and threads, under one lock.
@@ -48,7 +49,7 @@ pub(super) struct Link {
     /// The client's socket, kept to shut it down on drop.
     pub(super) client: TcpStream,
     /// The socket to the target, kept to shut it down on drop.
-    pub(super) server: TcpStream,
+    pub(super) server: Upstream,
     /// Pumps of this link still running; the last one to end removes the
     /// link, which closes the two sockets.
     pub(super) pumps_left: usize,

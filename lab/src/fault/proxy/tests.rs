@@ -1,6 +1,9 @@
 //! The proxy's unit tests, through its public API only, against a recording
 //! server on loopback: forwarding both ways, hold and release in order,
 //! answers flowing while held, delay, a prompt drop, an unreachable target.
+//! One exception: who made a connection is judged on rows of the socket
+//! table built by hand, since a client's row in `TIME_WAIT` at the moment
+//! of the accept cannot be brought about on demand.
 
 use super::DelayProxy;
 use crate::poll::BOUND;
@@ -396,4 +399,26 @@ fn connections_past_the_bound_are_refused() {
     assert_eq!(proxy.connections(), MAX_LINKS, "the refused one was counted");
     open[0].write_all(b"ping").unwrap();
     assert_eq!(server.wait_for(4), "ping");
+}
+
+/// A client's row counts as its owner's only while ESTABLISHED: a row in
+/// TIME_WAIT (uid 0 in the kernel's table, whoever made it) or FIN_WAIT
+/// names nobody, so a stranger that sends and closes at once is not taken
+/// for root. Beside a live row for the same addresses, the live one decides.
+#[test]
+fn a_row_not_established_names_no_owner() {
+    use super::links::owner_in;
+    use crate::cluster::diagnose::TcpSocket;
+    let (ours, theirs): (std::net::SocketAddrV4, std::net::SocketAddrV4) = ("127.0.0.1:26500".parse().unwrap(), "127.0.0.1:41234".parse().unwrap());
+    let row = |state: &str, uid: u32| TcpSocket { local: theirs, remote: ours, state: state.into(), uid, inode: 7 };
+    // Our own side of the connection (root's here) is not the client's row.
+    let ours_side = TcpSocket { local: ours, remote: theirs, state: "01".into(), uid: 0, inode: 8 };
+    assert_eq!(owner_in(&[ours_side.clone(), row("01", 65534)], ours, theirs), Ok(65534));
+    for (state, name) in [("06", "TIME_WAIT"), ("05", "FIN_WAIT2"), ("04", "FIN_WAIT1")] {
+        let err = owner_in(&[ours_side.clone(), row(state, 0)], ours, theirs).unwrap_err();
+        assert!(err.starts_with("an unknown account") && err.contains(&format!("in state {name}")), "{state}: {err}");
+    }
+    assert_eq!(owner_in(&[row("06", 0), row("01", 1000)], ours, theirs), Ok(1000));
+    let err = owner_in(&[ours_side], ours, theirs).unwrap_err();
+    assert!(err.contains("not in the socket table"), "{err}");
 }
