@@ -14,9 +14,17 @@
 //!   account, and writable by nobody else. A world-writable folder is
 //!   accepted on the way only when it is root's and sticky (`/tmp`): there
 //!   nobody can rename or remove an entry that is not theirs, so the next
-//!   folder, which must be ours, stays ours. Symlinks an administrator put
-//!   on the way (`/var/run`) are resolved once, first, and the walk then
-//!   refuses any link it meets: one placed meanwhile is refused.
+//!   folder, which must be ours, stays ours.
+//! - **Links only of root's or ours.** The walk takes the path as given,
+//!   never a resolved copy of it (`canonicalize` would follow every link
+//!   before anything is checked, and the path could change between the two).
+//!   A symbolic link met on the way (Debian's `/var/run -> /run`) is
+//!   followed only if it belongs to root or to this account and lies in a
+//!   folder that passed the checks: nobody else can have made it or can
+//!   change it. The walk then goes on through its target, which is checked
+//!   like the rest. A link of any other account is refused with its path
+//!   and its owner, and a walk that meets more than [`MAX_LINKS`] links is
+//!   taken for a loop.
 //! - **Descriptors, not paths,** inside a folder another account owns (the
 //!   server's folder): files are opened with `openat2(RESOLVE_BENEATH |
 //!   RESOLVE_NO_SYMLINKS)`, checked with `fstat` (a regular file, the
@@ -34,6 +42,8 @@ use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fchmod, fstat, mkdirat, FileStat, Mode, SFlag};
 use nix::unistd::{fchown, Gid, Uid, User};
+use std::collections::VecDeque;
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -48,11 +58,17 @@ pub const MARKER: &str = ".lab-made";
 /// The marker's first line: what made the folder.
 const MARKER_HEADER: &str = "made by the lease + fencing lab";
 
+/// The most symbolic links one walk follows: the kernel's own bound
+/// (`MAXSYMLINKS`), past which it answers `ELOOP`. A walk that needs more is
+/// going round a loop of links, not down to a folder.
+pub const MAX_LINKS: usize = 40;
+
 /// A folder on a trusted path, held open.
 #[derive(Debug)]
 pub struct SafeDir {
-    /// Where it is (for messages, and for programs that take a path: the
-    /// path stays good because no other account can change any folder on it).
+    /// Where it is, with every link the walk followed replaced by its
+    /// target (for messages, and for programs that take a path: the path
+    /// stays good because no other account can change any folder on it).
     path: PathBuf,
     /// The folder itself, opened without following links.
     fd: OwnedFd,
@@ -110,27 +126,21 @@ impl SafeDir {
     /// Opens `path` folder by folder from `/`, checking each; or, for a
     /// folder the parent walked to, by the descriptor it handed down.
     fn walk(path: &Path, sticky_last: bool) -> Result<SafeDir> {
-        let canonical = path.canonicalize().with_context(|| format!("looking up {}", path.display()))?;
+        let asked = absolute(path)?;
         if !sticky_last {
-            if let Some(handed) = handed_down::find(&canonical) {
+            // Looked up by the path as asked (made absolute, nothing
+            // followed): the child computes the same path from the same
+            // inputs as its parent did, and the parent named the folder by
+            // the path its own walk resolved, which is the same path when no
+            // link lies on the way. Inside a host's user namespace the child
+            // could not walk anyway (root's folders and links show as
+            // `nobody`'s there), so nothing may be resolved before this.
+            if let Some(handed) = handed_down::find(&asked) {
                 return handed;
             }
         }
-        let mut at = PathBuf::from("/");
-        let mut fd = openat(cwd(), "/", OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())?;
-        let names: Vec<_> = canonical.components().filter_map(|c| if let Component::Normal(n) = c { Some(n.to_owned()) } else { None }).collect();
-        check_folder(&fstat(&fd)?, &at, names.is_empty() && !sticky_last)?;
-        for (i, name) in names.iter().enumerate() {
-            at.push(name);
-            let last = i + 1 == names.len();
-            // O_PATH on the way (a folder we may only search, not read);
-            // the last one is opened for real, for fchmod and fchown.
-            let flags = if last { OFlag::O_RDONLY } else { OFlag::O_PATH };
-            fd = openat(&fd, name.as_os_str(), flags | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
-                .map_err(|e| refused_open(&at, e))?;
-            check_folder(&fstat(&fd)?, &at, last && !sticky_last)?;
-        }
-        Ok(SafeDir { path: canonical, fd })
+        let (path, fd) = resolve(&asked, sticky_last)?;
+        Ok(SafeDir { path, fd })
     }
 
     /// The folder at `path`, made by the lab: it carries the [`MARKER`] and
@@ -363,6 +373,126 @@ impl SafeDir {
     }
 }
 
+/// `path`, absolute: a relative one is taken from the current folder
+/// (whose path the kernel gives without links). `.` is dropped; `..` is
+/// kept for the walk, which steps back to the folder it came from.
+fn absolute(path: &Path) -> Result<PathBuf> {
+    let whole = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().context("finding the current folder")?.join(path)
+    };
+    Ok(whole.components().filter(|c| *c != Component::CurDir).collect())
+}
+
+/// One step of a walk: a name to enter, or `..`.
+#[derive(Debug)]
+enum Step {
+    /// Back to the folder the walk came from (`/` stays `/`).
+    Up,
+    /// Into the entry of that name.
+    Into(OsString),
+}
+
+/// The steps a path takes below `/` (or below where a relative link lies).
+fn steps(path: &Path) -> impl DoubleEndedIterator<Item = Step> + '_ {
+    path.components().filter_map(|c| match c {
+        Component::Normal(name) => Some(Step::Into(name.to_owned())),
+        Component::ParentDir => Some(Step::Up),
+        Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+    })
+}
+
+/// Walks the absolute path `asked` from `/`, one entry at a time through
+/// descriptors, and returns the folder it leads to with its path (every
+/// link replaced by its target). Each folder on the way passes
+/// [`check_folder`]; a link is followed only if it is root's or this
+/// account's, in a folder that passed (see the module's opening).
+///
+/// `..` steps back to the folder the walk came from, as the kernel's own
+/// lookup does once links are resolved: nothing is opened for it, so it
+/// cannot lead anywhere the walk has not checked. (Refusing `..` would
+/// refuse root's relative links that use it, like `/etc/mtab ->
+/// ../proc/self/mounts` does for files.)
+fn resolve(asked: &Path, sticky_last: bool) -> Result<(PathBuf, OwnedFd)> {
+    let me = Uid::effective().as_raw();
+    let root = openat(cwd(), "/", OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())?;
+    check_folder(&fstat(&root)?, Path::new("/"), false)?;
+    // The folders checked so far below `/`, each with its name, the
+    // deepest last: where the walk stands, and the way back for `..`.
+    let mut walked: Vec<(OsString, OwnedFd)> = Vec::new();
+    let mut ahead: VecDeque<Step> = steps(asked).collect();
+    let mut links = 0;
+    while let Some(step) = ahead.pop_front() {
+        let name = match step {
+            Step::Up => {
+                walked.pop();
+                continue;
+            }
+            Step::Into(name) => name,
+        };
+        let here = walked.last().map_or(&root, |(_, fd)| fd);
+        let at = path_of(&walked).join(&name);
+        // O_PATH with O_NOFOLLOW opens whatever the entry is, a link
+        // included, without following it: what is judged below is then the
+        // very entry that is entered or read, not one that replaced it.
+        let fd = openat(here, name.as_os_str(), OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| refused_open(&at, e))?;
+        let stat = fstat(&fd)?;
+        if SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFLNK {
+            // On the way, even the last one: the last is judged as the
+            // place itself below, once it is known to be the last.
+            check_folder(&stat, &at, false)?;
+            walked.push((name, fd));
+            continue;
+        }
+        // A link, in a folder that passed the checks (every folder in
+        // `walked` did, and `/`).
+        if stat.st_uid != 0 && stat.st_uid != me {
+            return Err(format!(
+                "{} is a symbolic link owned by uid {}, neither root nor this account (uid {me}): that account chose where it leads, \
+                 so the lab will not follow it (on the way to {})",
+                at.display(),
+                stat.st_uid,
+                asked.display()
+            )
+            .into());
+        }
+        links += 1;
+        if links > MAX_LINKS {
+            return Err(format!(
+                "more than {MAX_LINKS} symbolic links on the way to {} (the last at {}): a loop of links, which leads to no folder",
+                asked.display(),
+                at.display()
+            )
+            .into());
+        }
+        // An empty path reads the link the descriptor holds (O_PATH).
+        let target = PathBuf::from(nix::fcntl::readlinkat(&fd, "").with_context(|| format!("reading the link {}", at.display()))?);
+        if target.is_absolute() {
+            walked.clear();
+        }
+        for step in steps(&target).rev() {
+            ahead.push_front(step);
+        }
+    }
+    let at = path_of(&walked);
+    let here = walked.last().map_or(&root, |(_, fd)| fd);
+    // O_PATH on the way (a folder we may only search, not read); the place
+    // itself is opened for real, for fchmod and fchown, through its own
+    // descriptor (`.`), so it is the folder just checked and no other.
+    let fd = openat(here, ".", OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).map_err(|e| refused_open(&at, e))?;
+    check_folder(&fstat(&fd)?, &at, !sticky_last)?;
+    Ok((at, fd))
+}
+
+/// The path of the folder a walk stands in.
+fn path_of(walked: &[(OsString, OwnedFd)]) -> PathBuf {
+    let mut path = PathBuf::from("/");
+    path.extend(walked.iter().map(|(name, _)| name));
+    path
+}
+
 /// The parent folder and the last name of `path`.
 fn split(path: &Path) -> Result<(&Path, &str)> {
     let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| format!("{} has no folder name", path.display()))?;
@@ -447,10 +577,36 @@ fn is_not_found(err: &(dyn std::error::Error + 'static)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::{symlink, PermissionsExt};
+    use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 
+    /// A fresh folder for one test, made by `tempfile` (a random name,
+    /// created atomically, mode 0700: no name anyone can compute or place
+    /// first) inside the suite's private folder for the group
+    /// (`LAB_TEST_TMP`) when set, else inside the system's temp folder.
     fn scratch() -> tempfile::TempDir {
-        tempfile::Builder::new().prefix("lab-safe-dir-").tempdir().unwrap()
+        let builder = tempfile::Builder::new().prefix("lab-safe-dir-").to_owned();
+        match std::env::var_os("LAB_TEST_TMP") {
+            Some(dir) => builder.tempdir_in(dir),
+            None => builder.tempdir(),
+        }
+        .unwrap()
+    }
+
+    /// Whether this process runs as root; if not, `test` did not run: a
+    /// loud NOT RUN line, and under `CI=true` a panic (the rule of
+    /// `tests/common/mod.rs`'s `not_run`).
+    fn needs_root(test: &str, why: &str) -> bool {
+        let uid = Uid::effective();
+        if uid.is_root() {
+            return true;
+        }
+        let why = format!("it needs root, {why}, and this process runs as uid {uid}");
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("CI must run {test}, and it cannot here: {why}");
+        }
+        // Straight to the process's stderr: libtest captures eprintln!.
+        let _ = writeln!(std::io::stderr(), "\n*** NOT RUN: {test}: {why}\n");
+        false
     }
 
     /// A name that is a path, `.` or `..` never reaches past the folder:
@@ -495,8 +651,8 @@ mod tests {
         let target = tmp.path().join("target");
         std::fs::create_dir(&target).unwrap();
         symlink(&target, tmp.path().join("link")).unwrap();
-        // The folder itself a link: canonicalize resolves it to `target`,
-        // which carries no marker, so it is refused all the same.
+        // The folder itself a link (this account's, so followed) leads to
+        // `target`, which carries no marker: refused all the same.
         assert!(SafeDir::open_or_make(&tmp.path().join("link"), 0o700).is_err());
         let dir = SafeDir::open(tmp.path()).unwrap();
         let err = dir.sub_dir("link", Account::me(), 0o700).unwrap_err().to_string();
@@ -507,6 +663,68 @@ mod tests {
         assert!(err.contains("symbolic link"), "{err}");
         let err = dir.open_file("link/secret", OFlag::O_RDONLY, Account::me()).unwrap_err().to_string();
         assert!(err.contains("symbolic link"), "{err}");
+    }
+
+    /// A link of root's or of this account's on the way is followed, an
+    /// absolute one from `/`, a relative one from its own folder, and `..`
+    /// steps back from where the link led; the folder's path is the one
+    /// walked, links replaced by their targets.
+    #[test]
+    fn a_link_of_roots_or_ours_is_followed() {
+        let tmp = scratch();
+        let real = tmp.path().join("real");
+        std::fs::create_dir_all(real.join("inner")).unwrap();
+        symlink(&real, tmp.path().join("absolute")).unwrap();
+        symlink("real", tmp.path().join("relative")).unwrap();
+        symlink("relative/../absolute", tmp.path().join("chained")).unwrap();
+        let owner = std::fs::symlink_metadata(tmp.path().join("absolute")).unwrap().uid();
+        assert_eq!(owner, Uid::effective().as_raw(), "the test's links are this account's (root's when it runs as root)");
+        // Where the walk should end: the test's folder may itself lie below
+        // a link (TMPDIR), which the walk follows too.
+        let expected = real.canonicalize().unwrap().join("inner");
+        for via in ["absolute", "relative", "chained", "absolute/../relative"] {
+            let dir = SafeDir::open(&tmp.path().join(via).join("inner")).unwrap_or_else(|e| panic!("{via}: {e}"));
+            assert_eq!(dir.path(), expected, "{via}");
+            // The descriptor is the folder's own.
+            dir.write_whole("f", via, 0o600).unwrap();
+            assert_eq!(std::fs::read_to_string(real.join("inner/f")).unwrap(), via);
+        }
+    }
+
+    /// A link another account owns is never followed, even in a folder of
+    /// ours: the refusal names the link and its owner.
+    #[test]
+    fn another_accounts_link_is_refused() {
+        if !needs_root("another_accounts_link_is_refused", "to give a link to uid 65534") {
+            return;
+        }
+        let tmp = scratch();
+        std::fs::create_dir(tmp.path().join("real")).unwrap();
+        symlink("real", tmp.path().join("planted")).unwrap();
+        let folder = File::open(tmp.path()).unwrap();
+        let stranger = Uid::from_raw(65534);
+        nix::unistd::fchownat(&folder, "planted", Some(stranger), Some(Gid::from_raw(65534)), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).unwrap();
+        assert_eq!(std::fs::symlink_metadata(tmp.path().join("planted")).unwrap().uid(), 65534);
+        let planted = tmp.path().canonicalize().unwrap().join("planted");
+        let err = SafeDir::open(&tmp.path().join("planted")).unwrap_err().to_string();
+        assert!(err.contains(&format!("{} is a symbolic link owned by uid 65534", planted.display())), "{err}");
+        let err = SafeDir::open_or_make(&tmp.path().join("planted").join("new"), 0o700).unwrap_err();
+        assert!(crate::error::chain(err.as_ref()).contains("owned by uid 65534"), "{err}");
+        assert!(!tmp.path().join("real").join("new").exists(), "a folder was made through the planted link");
+    }
+
+    /// A loop of links ends with an error that says so, not with a hang or
+    /// a stack overflow; so does a link to itself.
+    #[test]
+    fn a_loop_of_links_ends_with_an_error() {
+        let tmp = scratch();
+        symlink("b", tmp.path().join("a")).unwrap();
+        symlink("a", tmp.path().join("b")).unwrap();
+        symlink("self", tmp.path().join("self")).unwrap();
+        for name in ["a", "self"] {
+            let err = SafeDir::open(&tmp.path().join(name).join("x")).unwrap_err().to_string();
+            assert!(err.contains(&format!("more than {MAX_LINKS} symbolic links")) && err.contains("a loop"), "{name}: {err}");
+        }
     }
 
     /// A folder writable by others is refused as the place itself.
