@@ -186,13 +186,33 @@ fn path_hash(path: &Path) -> u64 {
 /// Creates the folder when it is missing.
 ///
 /// The path may be one a reader named (`--out`), and the lab may be root:
-/// the new file is created exclusively and never through a link (a link
-/// planted at its name makes the write fail, naming the path), and the
-/// rename replaces whatever sits at `path`, a link included, without
-/// following it. So root never writes into a file someone else chose.
+/// a link or another account's file at `path` is refused with an error
+/// naming it (someone put it there; the reader should know); the new file
+/// is created exclusively and never through a link (a link planted at its
+/// name makes the write fail, naming the path), and the rename replaces
+/// whatever sits at `path` by then, a link included, without following
+/// it. So root never writes into a file someone else chose.
 pub fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    match std::fs::symlink_metadata(path) {
+        Ok(found) if found.file_type().is_symlink() => {
+            let target = std::fs::read_link(path).map_or_else(|_| "somewhere".to_owned(), |t| t.display().to_string());
+            return Err(std::io::Error::other(format!(
+                "refusing to write {}: it is a symbolic link (to {target}), which the lab never writes through; remove it or name another file",
+                path.display()
+            )));
+        }
+        Ok(found) if found.uid() != nix::unistd::geteuid().as_raw() => {
+            return Err(std::io::Error::other(format!(
+                "refusing to write {}: it belongs to uid {}, not to this account (uid {}); remove it or name another file",
+                path.display(),
+                found.uid(),
+                nix::unistd::geteuid()
+            )));
+        }
+        _ => {}
+    }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
@@ -221,21 +241,33 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    /// A link planted where the whole file is written is replaced, never
-    /// written through: the file it pointed to is untouched.
+    /// A link planted where the whole file is to be written is refused,
+    /// naming it, and left as it was: the file it points to is untouched.
+    /// So is another account's file (as root, which can make one).
     #[test]
-    fn a_planted_link_is_never_written_through() {
+    fn a_planted_link_or_foreign_file_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
         let victim = tmp.path().join("victim");
         std::fs::write(&victim, "precious").unwrap();
         let out = tmp.path().join("out.md");
         std::os::unix::fs::symlink(&victim, &out).unwrap();
-        write_whole(&out, "the table").unwrap();
+        let err = write_whole(&out, "the table").unwrap_err().to_string();
+        assert!(err.contains(&format!("refusing to write {}: it is a symbolic link", out.display())), "{err}");
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
-        assert!(!std::fs::symlink_metadata(&out).unwrap().file_type().is_symlink());
-        assert_eq!(std::fs::read_to_string(&out).unwrap(), "the table");
+        assert!(std::fs::symlink_metadata(&out).unwrap().file_type().is_symlink(), "the link was removed");
         let leftovers: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains(".partial")).collect();
         assert!(leftovers.is_empty(), "a partial file was left");
+        // A file of our own is replaced whole.
+        let own = tmp.path().join("own.md");
+        std::fs::write(&own, "old").unwrap();
+        write_whole(&own, "new").unwrap();
+        assert_eq!(std::fs::read_to_string(&own).unwrap(), "new");
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&own, Some(65534), Some(65534)).unwrap();
+            let err = write_whole(&own, "newer").unwrap_err().to_string();
+            assert!(err.contains("belongs to uid 65534"), "{err}");
+            assert_eq!(std::fs::read_to_string(&own).unwrap(), "new");
+        }
     }
 
     /// An open checkout keeps its cluster inside; a closed one under the

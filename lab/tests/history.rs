@@ -373,3 +373,48 @@ fn shown_elements_are_read_through_their_ancestors() {
     assert_eq!(shown(dom, "op"), ["2", "4"]);
     assert_eq!(foreign_addresses("<a href=\"x.jsonl\"></a><a href=\"#only=stale\"></a><img src=\"//cdn.example/x\">"), ["src=\"//cdn.example/x"]);
 }
+
+/// A history file is hostile input: every string it carries (the run's
+/// command, the holders, each operation's holder, part and code, each
+/// fault's targets, the final contents and writers) is set to markup that
+/// would run a script, break out of an attribute, or link to
+/// `javascript:`. The page drawn from it, in headless Chromium, runs none
+/// of it: no element gets the attribute the scripts would set, no link is
+/// a script, and the page asks the network for nothing (the `<img src=x>`
+/// would). The file's strings are shown as text.
+#[test]
+fn a_hostile_history_runs_no_script() {
+    let Some(chromium) = chromium("a hostile history") else { return };
+    let (_, mut record) = evidence_pages().into_iter().find(|(_, r)| !expected_marks(r)[0].1.is_empty()).expect("a page with stale writes");
+    let hostile = r#""'><script>document.documentElement.setAttribute('data-pwned','script')</script><img src=x onerror="document.documentElement.setAttribute('data-pwned','img')"><a href="javascript:document.documentElement.setAttribute('data-pwned','link')">"#;
+    record.run.command = hostile.into();
+    record.run.holders = vec![hostile.into()];
+    for op in &mut record.ops {
+        op.holder = hostile.into();
+        op.part = op.part.as_ref().map(|_| hostile.into());
+        op.code = op.code.as_ref().map(|_| hostile.into());
+    }
+    for fault in &mut record.faults {
+        fault.targets = vec![hostile.into()];
+    }
+    for last in &mut record.finals {
+        last.content = hostile.into();
+        last.writer = hostile.into();
+    }
+    let read = Record::from_jsonl(&record.to_jsonl()).expect("the hostile strings are still a history");
+    let html = lab::history::page::render(&read, &[]);
+    let dir = tempfile::Builder::new().prefix("lab-history-hostile-").tempdir().unwrap();
+    let page = dir.path().join("hostile.html");
+    std::fs::write(&page, &html).unwrap();
+    let seen = open(&chromium, &page, "");
+    assert!(!seen.dom.contains("data-pwned=\""), "a script from the file ran: {}", &seen.dom[..seen.dom.len().min(2000)]);
+    // An element's attribute, not the text (where `<` is `&lt;`).
+    let script_link = regex::Regex::new(r#"(?i)<[a-z][^<>]*\s(href|src)="\s*javascript:"#).unwrap();
+    assert!(!script_link.is_match(&seen.dom), "a link of the file is a script");
+    assert!(seen.requests.is_empty(), "the page asked the network for {:?}", seen.requests);
+    assert!(seen.dom.contains("&lt;script&gt;document.documentElement"), "the file's strings are not shown as text");
+    // The check can fail: the same page with the strings unescaped runs them.
+    let unescaped = html.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'");
+    std::fs::write(&page, unescaped).unwrap();
+    assert!(open(&chromium, &page, "").dom.contains("data-pwned=\""), "the check saw no script run on a page that runs one");
+}

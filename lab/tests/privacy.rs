@@ -477,3 +477,28 @@ fn a_port_squatter_gets_nothing() {
     assert_exit(&run, 0, "lab run F8 F14 F16 beside the squatter");
     assert!(reached.is_empty(), "connections reached the squatter during the run:\n{}", reached.join("\n"));
 }
+
+/// Every file the lab writes because a reader named it goes through one
+/// writer, which refuses a link planted at its name and leaves it (and the
+/// file it points to) as it was: the transcript of `--out`, and the copies
+/// of the timelines and histories beside it. Each is planted in turn; the
+/// run says which path it refused and fails.
+#[test]
+fn a_link_at_a_path_the_reader_named_is_refused() {
+    let cluster = PrivateCluster::new("out-links");
+    let victim = cluster.dir.0.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    for (i, planted) in ["out.txt", "out.json", "timelines/F4.mmd", "history/F4.jsonl"].iter().enumerate() {
+        let folder = cluster.dir.0.join(format!("run{i}"));
+        let link = folder.join(planted);
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let out = folder.join("out.txt");
+        let run = cluster.lab(&["run", "F4", "--out", out.to_str().unwrap()]);
+        assert!(!run.status.success(), "the run wrote past a link at {planted}");
+        let said = format!("refusing to write {}: it is a symbolic link", link.display());
+        assert!(stderr(&run).contains(&said), "{planted}: {}", stderr(&run));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "{planted}: the file behind the link changed");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "{planted}: the link was replaced");
+    }
+}
