@@ -23,7 +23,6 @@ use crate::history::{self, hundredths, FaultSpan, Record, RunInfo};
 use crate::vocabulary::FenceMode;
 use crate::stats::ms;
 use crate::{call_log, db, events, interrupt, poll};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -145,7 +144,7 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         holder_bin: config.holder_bin.clone(),
         mode,
         seed: config.seed,
-        server: SocketAddr::from(([127, 0, 0, 1], cluster.port())),
+        server: cluster.socket_path(),
         trace: config.trace,
     };
     // Each slot on a host of its own, and the server's address on `db`:

@@ -77,7 +77,7 @@ pub use upstream::Target;
 use crate::error::{Result, ResultExt};
 use crate::hosts::Host;
 use state::{Shared, State};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, Shutdown, TcpListener};
 use std::os::fd::AsRawFd;
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
@@ -116,9 +116,9 @@ impl DelayProxy {
     /// lab's): there is no other account's connection to refuse (and
     /// the client's socket is in another namespace's table, where this
     /// proxy cannot look it up).
-    pub fn start_on(target: SocketAddr, host: &Host) -> Result<DelayProxy> {
+    pub fn start_on(target: impl Into<Target>, host: &Host) -> Result<DelayProxy> {
         let listener = host.listen(host.at(0)).with_context(|| format!("the delay proxy cannot listen on {}", host.addr()))?;
-        DelayProxy::serve(listener, Target::Tcp(target), false)
+        DelayProxy::serve(listener, target.into(), false)
     }
 
     /// Serves `listener`; `own_only`: refuse connections another account

@@ -40,9 +40,9 @@ pub struct SlotPlan {
     pub mode: FenceMode,
     /// The run's seed: each slot draws its work times from a stream of it.
     pub seed: u64,
-    /// The database server the slot's link leads to (`b3-26` on this
-    /// machine's loopback, where the link's far end connects from).
-    pub server: SocketAddr,
+    /// The database server the slot's link leads to: `b3-26`'s Unix
+    /// socket on this machine, where the link's far end connects from.
+    pub server: PathBuf,
     /// Print every protocol line and fault on stderr as it happens (`lab chaos --trace`).
     pub trace: bool,
 }

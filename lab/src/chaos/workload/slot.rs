@@ -54,7 +54,7 @@ impl Slot {
         // The link listens on the server's host; the slot's holders, on a
         // host of their own, reach it across the switch.
         let server_host = net.host(SERVER_HOST);
-        let link = DelayProxy::start_on(plan.server, server_host)?;
+        let link = DelayProxy::start_on(plan.server.clone(), server_host)?;
         let view = Arc::new(Mutex::new(SlotView::default()));
         let (orders, inbox) = mpsc::channel();
         let worker = SlotThread {
