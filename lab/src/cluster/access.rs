@@ -88,7 +88,7 @@ impl Cluster {
         // replication on would otherwise wait for a standby not built yet.
         tx.batch_execute("SET LOCAL synchronous_commit = local")?;
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let role = line.rsplitn(2, ':').nth(1).and_then(|head| head.rsplit(':').next()).ok_or_else(|| format!("a line of {} is not host:port:db:user:password", credentials::FILE))?;
+            let role = line.rsplit_once(':').and_then(|(head, _)| head.rsplit(':').next()).ok_or_else(|| format!("a line of {} is not host:port:db:user:password", credentials::FILE))?;
             // Whether the role exists: the file may name F14's replication
             // role before the primary has made it.
             let exists = tx.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&role])?.is_some();

@@ -5,12 +5,15 @@
 //! standby then streams from the primary's address across the switch, so
 //! a partition cuts the replication link the way a network does.
 //!
-//! | server | port | folder |
+//! | server | socket (its port) | folder |
 //! |---|---|---|
-//! | `b3-26-primary` | `LAB_PORT` + 1 | `<cluster place>/primary` |
-//! | `b3-26-standby` | `LAB_PORT` + 2 | `<cluster place>/standby` |
+//! | `b3-26-primary` | `.s.PGSQL.<LAB_PORT + 1>` | `<cluster place>/primary` |
+//! | `b3-26-standby` | `.s.PGSQL.<LAB_PORT + 2>` | `<cluster place>/standby` |
 //!
-//! Ports and folders follow `LAB_PORT` and `LAB_CLUSTER_DIR`, so a test's
+//! On this machine each listens on its Unix socket only, and the standby
+//! streams from the primary's socket (see [`super`]); on hosts, on its
+//! host's address as well. Ports and folders follow `LAB_PORT` and
+//! `LAB_CLUSTER_DIR`, so a test's
 //! private cluster gets private replicas. The primary is made once, like
 //! `b3-26` (initdb with passwords), and kept between runs. The standby is
 //! made afresh for every timeline from a base backup of the primary: a

@@ -1,8 +1,10 @@
 //! Authentication on: only the lab's account reads or changes the keys.
 //!
-//! The members listen on 127.0.0.1 (for F19, on their hosts of the lab's
-//! network: each host's address and its own loopback), and every local
-//! account reaches loopback: without authentication any of them could put
+//! On this machine the members listen only on Unix sockets in the
+//! cluster's 0700 folder, which no other account can enter (for F19, on
+//! their hosts of the lab's network, inside namespaces no other account
+//! can enter). Authentication stays on all the same, as a second wall: a
+//! client that did reach a member without it could put
 //! the lock key (holding the lease for ever), delete it (handing it to a
 //! second holder) or read who holds it. So the cluster has one user,
 //! `root`, with the `root` role and a random password kept in
