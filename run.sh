@@ -67,14 +67,19 @@ usage: ./run.sh [command]
   accept             re-lock the evidence snapshots from a fresh run: cases, variants
                      and the mutants' broken runs (not under CI)
   book               build the book into target/book (installs the pinned mdbook first)
-  serve              serve the book with live reload on http://127.0.0.1:3000
+  serve              the notebook: build the book and serve it from the lab on
+                     127.0.0.1 (a free port and a token, printed), each case
+                     runnable from its page; --live: mdBook's live reload on
+                     http://127.0.0.1:3000 instead, for authors
   list               the cases and what each shows
   cluster start|stop|status|restart-immediate|reset|forget|log
-                     the lab's PostgreSQL cluster b3-26 (127.0.0.1:26426); `forget`
-                     stops it and removes its folders, for a clone about to go
+                     the lab's PostgreSQL cluster b3-26 (no TCP port: its Unix socket
+                     in target/lab/b3-26/server/socket); `forget` stops it and
+                     removes its folders, for a clone about to go
   etcd start|stop|status
-                     the lab's etcd cluster etcd-26 (three members, 127.0.0.1:26431-26433);
-                     (a run of F16 starts it from empty data, and ends it)
+                     the lab's etcd cluster etcd-26 (three members, no TCP port: Unix
+                     sockets m1:26431, m2:26432, m3:26433 in target/lab/etcd-26); a run
+                     of F16 starts it from empty data, and ends it
   facts [--check]    write the book's counts, case titles and measured figures
                      (evidence/26/facts/) from the code and the evidence; --check
                      only names the stale files (exit 1)
@@ -183,6 +188,16 @@ install_book_tool() {
     cp ".tools/bin/$name" "$cache/$key.partial.$$" && chmod 0755 "$cache/$key.partial.$$" && mv "$cache/$key.partial.$$" "$cache/$key" \
       || rm -f "$cache/$key.partial.$$"
   fi
+}
+
+# Builds the book into target/book, failing on any warning mdBook logs.
+build_book() {
+  ensure_book_tools; ensure_cjk_font "reading the book"
+  log=$(mdbook build 2>&1) || { echo "$log" >&2; die "mdbook build failed"; }
+  # mdBook logs a missing include as an error and still exits 0: read its log.
+  # The one known harmless line: mdbook-mermaid 0.17.1 was built against mdbook 0.5.0.
+  problems=$(echo "$log" | grep -iE "warn|error" | grep -v "preprocessor was built against version" || true)
+  [ -z "$problems" ] || { echo "$problems" >&2; die "mdbook build printed warnings or errors"; }
 }
 
 # The pinned mdbook (with only the search feature: `book` needs no server)
@@ -416,18 +431,21 @@ case "$cmd" in
     "$LAB" suite "$@"
     ;;
   book)
-    ensure_book_tools; ensure_cjk_font "reading the book"
-    log=$(mdbook build 2>&1) || { echo "$log" >&2; die "mdbook build failed"; }
-    # mdBook logs a missing include as an error and still exits 0: read its log.
-    # The one known harmless line: mdbook-mermaid 0.17.1 was built against mdbook 0.5.0.
-    problems=$(echo "$log" | grep -iE "warn|error" | grep -v "preprocessor was built against version" || true)
-    [ -z "$problems" ] || { echo "$problems" >&2; die "mdbook build printed warnings or errors"; }
+    build_book
     echo "run.sh: the book is at $PWD/target/book/index.html"
     ;;
   serve)
-    ensure_serve_tool; ensure_cjk_font "reading the book"
-    echo "run.sh: serving the book on http://127.0.0.1:3000 (Ctrl-C to stop)" >&2
-    exec .tools/serve/bin/mdbook serve -n 127.0.0.1 -p 3000
+    if [ "${2:-}" = "--live" ]; then
+      # For authors: mdBook's own server, which rebuilds on every save.
+      ensure_serve_tool; ensure_cjk_font "reading the book"
+      echo "run.sh: serving the book with live reload on http://127.0.0.1:3000 (Ctrl-C to stop)" >&2
+      exec .tools/serve/bin/mdbook serve -n 127.0.0.1 -p 3000
+    fi
+    [ $# -le 1 ] || die "serve takes no arguments but --live (see ./run.sh help)"
+    # The notebook: the built book, served by the lab, each case runnable
+    # from its page. It prints its address (with its token) once bound.
+    build; build_book
+    exec "$LAB" notebook --book target/book
     ;;
   bench)
     shift

@@ -226,6 +226,7 @@ pub mod model;
 pub mod replay;
 pub mod suite;
 pub mod facts;
+pub mod notebook;
 pub mod cli;
 
 pub use error::{Error, Result};

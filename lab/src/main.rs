@@ -105,6 +105,7 @@ fn dispatch(command: Command) -> ExitCode {
                 ExitCode::SUCCESS
             }))
         }
+        Command::Notebook { book, port } => report(lab::notebook::serve(book.unwrap_or_else(|| lab::paths::root().join("target/book")), port).map(|()| ExitCode::SUCCESS)),
         Command::Psql { database, args } => report(commands::psql(database, args).map(|()| ExitCode::SUCCESS)),
         Command::Facts { check } => report(lab::facts::run(check).map(verdict)),
         Command::Diff { case, file, color } => report(commands::diff(&case, file, color.on()).map(verdict)),

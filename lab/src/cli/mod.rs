@@ -59,6 +59,15 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Serve the built book with a cell on each case's page that runs it here (./run.sh serve).
+    Notebook {
+        /// The built book [default: target/book].
+        #[arg(long)]
+        book: Option<PathBuf>,
+        /// The port on 127.0.0.1 (0: a free one, printed).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+    },
     /// Open psql on one of the lab's databases (the cluster must be running).
     Psql {
         /// The database.

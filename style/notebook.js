@@ -1,0 +1,179 @@
+// The notebook's cells (lab/src/notebook/): after every shell block of a
+// chapter whose first command runs a case (`./run.sh F4 --mode unfenced`),
+// a cell that runs it here when the book is served by `./run.sh serve`:
+// its parameters as controls, Run and Stop, the transcript as it streams
+// in, then the verdict, the diff against the locked snapshot and the run's
+// history pages. Read from a file or a plain web server (no lab behind
+// it), the cell says how to run the command instead.
+(function () {
+  "use strict";
+  // The notebook's pages live under /<token>/: the token is the first part
+  // of this page's own path, and every call carries it.
+  var m = window.location.pathname.match(/^\/([0-9a-f]{32})\//);
+  var base = m && window.location.protocol === "http:" ? "/" + m[1] + "/api/" : null;
+  var blocks = [];
+  document.querySelectorAll("pre > code.language-sh, pre > code.language-bash").forEach(function (code) {
+    var first = code.textContent.split("\n").map(function (l) { return l.trim(); }).find(function (l) { return /^\.\/run\.sh F\d+\b/.test(l); });
+    if (first) blocks.push({ pre: code.parentElement, command: first });
+  });
+  if (!blocks.length) return;
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  // What a command line asks: its case, its --mode, --pause-before-check.
+  function parse(command) {
+    var words = command.split(/\s+/);
+    var asked = { case: words[1], mode: null, pause_before_check: false };
+    for (var i = 2; i < words.length; i++) {
+      if (words[i] === "--mode") asked.mode = words[++i];
+      else if (words[i] === "--pause-before-check") asked.pause_before_check = true;
+    }
+    return asked;
+  }
+
+  function lineClass(line) {
+    if (/^\s*ok\b/.test(line)) return "lab-ok";
+    if (/^\s*note\b/.test(line)) return "lab-note";
+    if (/^\s*FAIL\b/.test(line)) return "lab-fail";
+    if (/^CASE\b|^SUMMARY\b/.test(line)) return "lab-head";
+    return "";
+  }
+
+  function build(block, cases) {
+    var asked = parse(block.command);
+    var info = cases && cases.find(function (c) { return c.id === asked.case; });
+    var cell = el("div", "lab-cell");
+    cell.appendChild(el("div", "lab-cell-title", "在这里运行 " + asked.case));
+    if (!base || !info) {
+      cell.appendChild(el("p", "lab-cell-static", base ? "这个服务器不认识 " + asked.case + "。" : "在终端里运行上面的命令；用 ./run.sh serve 打开这本书，就能在这一页上直接运行它。"));
+      block.pre.after(cell);
+      return;
+    }
+    var controls = el("div", "lab-cell-controls");
+    var mode = null, pause = null;
+    if (info.modes.length) {
+      mode = el("select");
+      info.modes.forEach(function (name) {
+        var o = el("option", null, name);
+        o.value = name;
+        if (name === (asked.mode || info.mode)) o.selected = true;
+        mode.appendChild(o);
+      });
+      var label = el("label", null, "资源模式 ");
+      label.appendChild(mode);
+      controls.appendChild(label);
+    }
+    if (info.pause_before_check) {
+      pause = el("input");
+      pause.type = "checkbox";
+      pause.checked = asked.pause_before_check;
+      var pl = el("label");
+      pl.appendChild(pause);
+      pl.appendChild(document.createTextNode(" --pause-before-check"));
+      controls.appendChild(pl);
+    }
+    var predict = null;
+    if (info.modes.length) {
+      predict = el("select");
+      ["先预测：迟到的旧写入会被接受吗？", "会被接受", "会被拒绝"].forEach(function (t, i) {
+        var o = el("option", null, t);
+        o.value = String(i);
+        predict.appendChild(o);
+      });
+      controls.appendChild(predict);
+    }
+    var run = el("button", "lab-run", "运行");
+    var stop = el("button", "lab-stop", "停止");
+    stop.disabled = true;
+    controls.appendChild(run);
+    controls.appendChild(stop);
+    cell.appendChild(controls);
+    var command = el("code", "lab-command");
+    cell.appendChild(command);
+    var out = el("pre", "lab-out");
+    var verdict = el("div", "lab-verdict");
+    cell.appendChild(out);
+    cell.appendChild(verdict);
+    block.pre.after(cell);
+
+    function wanted() {
+      return { case: info.id, mode: mode ? mode.value : null, pause_before_check: pause ? pause.checked : false };
+    }
+    function show() {
+      var w = wanted();
+      command.textContent = "./run.sh " + w.case + (w.mode && w.mode !== info.mode ? " --mode " + w.mode : "") + (w.pause_before_check ? " --pause-before-check" : "");
+    }
+    if (mode) mode.addEventListener("change", show);
+    if (pause) pause.addEventListener("change", show);
+    show();
+
+    function finish(result) {
+      verdict.textContent = "";
+      var status = result.status === 0 ? "通过" : "有 FAIL 或出错（退出码 " + result.status + "）";
+      verdict.appendChild(el("div", result.status === 0 ? "lab-ok" : "lab-fail", "结果：" + status));
+      if (predict && predict.value !== "0") {
+        verdict.appendChild(el("div", "lab-note", "你预测：" + predict.options[predict.selectedIndex].text + "。对照上面的运行记录看它说了什么。"));
+      }
+      if (result.diff === null) {
+        verdict.appendChild(el("div", "lab-note", "没有可比较的锁定快照（" + (result.snapshot || result.run) + "），或这次运行没有跑完用例。"));
+      } else if (result.diff === "") {
+        verdict.appendChild(el("div", "lab-ok", "与锁定的快照 " + result.snapshot + " 一致（已按规则抹掉时间和进程号）"));
+      } else {
+        verdict.appendChild(el("div", "lab-fail", "与锁定的快照 " + result.snapshot + " 不同："));
+        var d = el("pre", "lab-diff");
+        result.diff.split("\n").forEach(function (line) {
+          d.appendChild(el("span", line[0] === "+" ? "lab-add" : line[0] === "-" ? "lab-del" : "", line + "\n"));
+        });
+        verdict.appendChild(d);
+      }
+      (result.histories || []).forEach(function (page) {
+        var a = el("a", null, "历史页 " + page);
+        a.href = base + "history/" + encodeURIComponent(page);
+        a.target = "_blank";
+        verdict.appendChild(a);
+        verdict.appendChild(document.createTextNode(" "));
+      });
+      if (result.stderr) verdict.appendChild(el("pre", "lab-stderr", result.stderr));
+    }
+
+    run.addEventListener("click", function () {
+      out.textContent = "";
+      verdict.textContent = "";
+      run.disabled = true;
+      stop.disabled = false;
+      fetch(base + "run", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(wanted()) })
+        .then(function (res) {
+          if (!res.ok) return res.text().then(function (t) { throw new Error(t); });
+          var reader = res.body.getReader(), decoder = new TextDecoder(), rest = "";
+          function pump() {
+            return reader.read().then(function (part) {
+              rest += decoder.decode(part.value || new Uint8Array(), { stream: !part.done });
+              var lines = rest.split("\n");
+              rest = lines.pop();
+              lines.forEach(function (line) {
+                if (line.indexOf("@@result ") === 0) return finish(JSON.parse(line.slice(9)));
+                out.appendChild(el("span", lineClass(line), line + "\n"));
+              });
+              out.scrollTop = out.scrollHeight;
+              if (!part.done) return pump();
+            });
+          }
+          return pump();
+        })
+        .catch(function (e) { verdict.appendChild(el("div", "lab-fail", String(e.message || e))); })
+        .then(function () { run.disabled = false; stop.disabled = true; });
+    });
+    stop.addEventListener("click", function () {
+      fetch(base + "stop", { method: "POST" }).then(function (r) { return r.text(); }).then(function (t) { verdict.appendChild(el("div", "lab-note", t)); });
+    });
+  }
+
+  function all(cases) { blocks.forEach(function (b) { build(b, cases); }); }
+  if (!base) return all(null);
+  fetch(base + "cases").then(function (r) { return r.json(); }).then(function (j) { all(j.cases); }, function () { base = null; all(null); });
+})();
