@@ -6,9 +6,11 @@
 //! Why not the `etcd-client` crate: it speaks gRPC, so it needs tokio and,
 //! to build, `protoc`; the lab is synchronous (a holder is a plain process
 //! with a renewal thread) and the gateway offers the same RPCs, in JSON, on
-//! the same client port. One request is one TCP connection with
-//! `Connection: close`: a few tens of microseconds on loopback, and no pool
-//! that could hand a request to a member that died in between.
+//! the same client address. One request is one connection with
+//! `Connection: close` (to a member's Unix socket on this machine, over
+//! TCP to a member on a host of the lab's network, F19): a few tens of
+//! microseconds on one machine, and no pool that could hand a request to a
+//! member that died in between.
 //!
 //! Authentication is on (see `EtcdCluster::ensure_auth`): every request
 //! carries the token that `/v3/auth/authenticate` gave for the cluster's
@@ -47,7 +49,7 @@ use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long one member may take to answer one request: two election
-/// timeouts (1 s). A healthy answer on loopback takes a few ms, an fsync
+/// timeouts (1 s). A healthy answer on one machine takes a few ms, an fsync
 /// included. A follower that forwarded a write to a leader that just died
 /// never answers before etcd's own request timeout (5 s + 2 election
 /// timeouts): the proposal is lost with the leader. Waiting on it longer

@@ -87,9 +87,10 @@ impl HolderGuard {
         HolderGuard::spawn_with_env(bin, args, &[])
     }
 
-    /// Starts `bin` with `args` and extra environment variables: F12 points
-    /// `LAB_PORT` at a proxy, F13 preloads a fake clock. Its calls are
-    /// logged as the next incarnation of its holder.
+    /// Starts `bin` with `args` and extra environment variables: F13
+    /// preloads a fake clock this way. (F12 sends its holder through the
+    /// delay proxy with its arguments, [`HolderArgs::via_proxy`].) Its calls
+    /// are logged as the next incarnation of its holder.
     pub fn spawn_with_env(bin: &Path, args: &HolderArgs, env: &[(&str, &str)]) -> Result<HolderGuard> {
         HolderGuard::spawn_as(bin, args, env, None, None)
     }

@@ -1,18 +1,27 @@
-//! Who may connect to the cluster: two roles with random passwords, kept in
-//! one file that only the reader's account can read.
+//! Who may connect to the cluster: its roles' random passwords, kept in one
+//! file that only the reader's account can read.
 //!
-//! The cluster listens on loopback, and every local account is on loopback:
-//! `trust` would hand any of them the superuser, and through `COPY … TO
-//! PROGRAM` the `postgres` operating-system account. So every connection,
-//! TCP or socket, needs `scram-sha-256`. The superuser `lab_admin` exists
-//! for the cluster's own setup (roles, databases, replication); the cases,
-//! the holders and `./run.sh psql` connect as `lab`, an ordinary role that
-//! owns `lease26` and `res26` and nothing else. F14's primary holds a
-//! third, the replication role `lab_replica`, for its standby.
+//! On this machine no client needs them: a server listens only on its Unix
+//! socket, where it lets in the lab's own account by `peer` and asks for no
+//! password (see `access.rs`). They are for the clients that connect over
+//! TCP: the holders on the hosts of the lab's network, and F18's standby
+//! (its base backup and WAL receiver, through `replication.pgpass`, a copy
+//! of the replication role's line), which prove them with `scram-sha-256`;
+//! and the holders sent through a delay proxy (`HolderArgs::via_proxy`),
+//! which read theirs but are never asked for it, since the proxy forwards
+//! to the socket. Every start of a server but a standby's gives each role a
+//! new one (`access.rs`). The superuser `lab_admin` exists for the
+//! cluster's own setup (roles, databases, replication, the new passwords);
+//! the cases, the holders and `./run.sh psql` connect as `lab`, an ordinary
+//! role that owns `lease26` and `res26` and nothing else (a superuser could
+//! run programs as the `postgres` operating-system account through
+//! `COPY … TO PROGRAM`). F14's primary holds a third, the replication role
+//! `lab_replica`, for its standby.
 //!
-//! The file is in libpq's password-file format, so `psql` reads it through
-//! `PGPASSFILE` and the reader never types a password. It is created with
-//! the cluster, mode 0600, owned by the account that runs the lab, in the
+//! The file is in libpq's password-file format
+//! (`host:port:db:user:password`, wildcards for the first three), as
+//! `replication.pgpass` is (see `replica.rs`). It is created with the
+//! cluster, mode 0600, owned by the account that runs the lab, in the
 //! cluster's place (see [`super`]: a folder of that account's, carrying the
 //! lab's marker), and read only from a place so checked, never through a
 //! link; the server account never reads it (initdb gets the superuser's

@@ -2,15 +2,17 @@
 //! second lease backend's server, started and stopped by the lab itself,
 //! like `b3-26`.
 //!
-//! Three members, `m1`…`m3`, each an `etcd` process listening on
-//! 127.0.0.1 only: client ports base+1…base+3, peer ports base+11…base+13
-//! (base [`DEFAULT_PORT_BASE`] unless `LAB_ETCD_PORT_BASE` says otherwise).
-//! For F19 ([`EtcdCluster::on_hosts`]) each member runs on a host of the
-//! lab's network instead and listens on its host's address (and its
-//! host's own loopback), on the same ports.
-//! The block lies below the kernel's range for outgoing connections
-//! (32768–60999 on Linux), so another program's client socket can never
-//! sit on a member's port for a moment.
+//! Three members, `m1`…`m3`, each an `etcd` process listening on no TCP
+//! port, only on two Unix sockets in the cluster's folder, named after the
+//! ports of a block: one for clients (base+1…base+3: `m1:26431` with the
+//! default base) and one for the other members (base+11…base+13:
+//! `m1:26441`), base [`DEFAULT_PORT_BASE`] unless `LAB_ETCD_PORT_BASE`
+//! says otherwise. For F19
+//! ([`EtcdCluster::on_hosts`]) each member runs on a host of the lab's
+//! network instead and listens on TCP, on its host's address (and its
+//! host's own loopback), on those same ports; the block lies below the
+//! kernel's range for outgoing connections (32768–60999 on Linux), so no
+//! program's client socket can sit on such a port for a moment.
 //! Everything lives in one folder named after the cluster
 //! (`target/lab/etcd-26` unless `LAB_ETCD_DIR`), which the lab makes and
 //! marks (see [`crate::safe_dir`]; a folder without the marker is refused,
@@ -20,9 +22,10 @@
 //! stop and start, like `b3-26`'s, so revisions (the tokens) never go back
 //! while the folder lives.
 //!
-//! Authentication is on ([`auth`]): the members listen on loopback, which
-//! every local account reaches, so every request proves the `root` user's
-//! password, and no other account can read or change a lease key.
+//! Authentication is on ([`auth`]), as a second wall behind the folder no
+//! other account can enter (behind the hosts' namespaces, for F19): every
+//! request proves the `root` user's password, so no other account can read
+//! or change a lease key.
 //!
 //! Who owns a member process, and who ends it:
 //! - a **run** ([`Owner::Run`]): the members are this process's children,
@@ -39,14 +42,16 @@
 //!   taken for a member) let `stop` and `status` in another process find
 //!   them.
 //!
-//! The start refuses a port held by anything else, naming the process, and
-//! checks every port before it starts anything. It returns once etcd
-//! itself reports a leader that every running member follows: the lab asks
-//! each member (`/v3/maintenance/status`), with a bound; it never sleeps
-//! "long enough".
+//! Before it starts anything, the start checks every member: on this
+//! machine, that its sockets' paths fit a Unix socket address; on hosts
+//! (F19), that its ports there are free, refusing a port held by anything
+//! else and naming the process. It returns once etcd itself reports a
+//! leader that every running member follows: the lab asks each member
+//! (`/v3/maintenance/status`), with a bound; it never sleeps "long
+//! enough".
 //!
 //! Timing: [`HEARTBEAT`] 50 ms and [`ELECTION_TIMEOUT`] 500 ms (etcd's
-//! defaults are 100 ms and 1 s, tuned for real networks). On loopback a
+//! defaults are 100 ms and 1 s, tuned for real networks). On one machine a
 //! heartbeat costs nothing; a follower campaigns after a wait that etcd's
 //! raft draws anew between one and two election timeouts without a
 //! heartbeat, so a new leader is elected within about a second. It
@@ -93,10 +98,11 @@ pub struct EtcdCluster {
     bin: PathBuf,
     /// Its version, e.g. `3.4.23`.
     version: String,
-    /// The client side, over the members' client ports.
+    /// The client side, over the members' client sockets (their client
+    /// ports, on hosts).
     gateway: Gateway,
     /// The hosts of the lab's network the members run on, one each (F19);
-    /// `None`: all on the machine's loopback.
+    /// `None`: all on this machine, on Unix sockets in the cluster's folder.
     hosts: Option<Vec<Host>>,
 }
 
@@ -131,12 +137,13 @@ impl EtcdCluster {
     }
 
     /// The members' client addresses as the other hosts of the lab's network
-    /// reach them (on hosts), or as this machine does (on loopback).
+    /// reach them (F19). Without hosts, loopback addresses, on which the
+    /// members do not listen: on this machine they have only their sockets.
     pub fn client_addrs(&self) -> Vec<std::net::SocketAddr> {
         (0..MEMBERS).map(|i| std::net::SocketAddr::new(self.member_ip(i), self.member(i).client_port)).collect()
     }
 
-    /// Member `i`'s address: its host's, or loopback.
+    /// Member `i`'s address: its host's, or loopback (without hosts).
     fn member_ip(&self, i: usize) -> std::net::IpAddr {
         self.hosts.as_ref().map_or(std::net::IpAddr::from([127, 0, 0, 1]), |h| h[i].addr().into())
     }

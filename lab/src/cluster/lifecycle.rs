@@ -52,9 +52,12 @@ impl Cluster {
         }
     }
 
-    /// Starts the server, initialising the cluster first if needed. Refuses
-    /// when the port is held by anything else: the lab never touches a
-    /// cluster that is not its own.
+    /// Starts the server, initialising the cluster first if needed. On this
+    /// machine the server has only its Unix socket, in a folder of its own
+    /// that no other account can enter, so no port can be in its way; a
+    /// server on a host of the lab's network refuses to start when its port
+    /// there is held by anything else. The lab never touches a cluster that
+    /// is not its own.
     pub fn start(&self) -> Result<()> {
         self.start_as(Launch::Daemon).map(drop)
     }
@@ -367,8 +370,10 @@ impl Cluster {
             .arg("-D")
             .arg(self.data_dir())
             .arg(format!("--pwfile={}", self.dir.join(pwfile).display()))
-            // Every connection, TCP or socket, proves the password (see
-            // credentials.rs: loopback is open to every local account).
+            // The pg_hba.conf initdb writes never serves: the lab writes
+            // its own before every start (access.rs). scram-sha-256 rather
+            // than initdb's default `trust`, so that not even that file
+            // lets anyone in without a password.
             .args(["-U", credentials::ADMIN, "-A", "scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync"])
             .output();
         place.remove_file(pwfile)?;

@@ -45,12 +45,12 @@
 //!   its streaming standby, beside `b3-26`: the same lifecycle, twice, plus a
 //!   base backup and a promotion.
 //! - [`etcd`]: the second lease backend's server, a three-member etcd
-//!   cluster `etcd-26` on loopback, or for F19 one member on each of three
-//!   hosts of the lab's network (start, stop, status, kill a member with
-//!   SIGKILL, restart it, ask for the leader), owned by a run or by the
-//!   reader like `b3-26`. It talks to its members through
-//!   [`crate::etcd_client`], the client of etcd's JSON gateway, which sits
-//!   below this module.
+//!   cluster `etcd-26` on Unix sockets in its own folder (no TCP port), or
+//!   for F19 one member on each of three hosts of the lab's network
+//!   (start, stop, status, kill a member with SIGKILL, restart it, ask for
+//!   the leader), owned by a run or by the reader like `b3-26`. It talks to
+//!   its members through [`crate::etcd_client`], the client of etcd's JSON
+//!   gateway, which sits below this module.
 //!
 //! **No port, no password on the wire.** Every client on this machine (the
 //! lab, the holders, `./run.sh psql`, a standby) reaches a server through
@@ -91,7 +91,11 @@ use std::path::{Path, PathBuf};
 /// The cluster's name: batch 3, article 26.
 pub const NAME: &str = paths::CLUSTER_NAME;
 
-/// The only address the cluster listens on.
+/// The loopback address. No server of the lab's listens on it: on this
+/// machine a server has only its Unix socket. [`free_ports`] probes it for
+/// a free block, a server on a host of the lab's network has its port
+/// checked there inside its host, and [`Endpoint::addr`] holds it where no
+/// other address applies.
 pub const HOST: &str = "127.0.0.1";
 
 /// The cluster's port unless `LAB_PORT` says otherwise. F14's two servers
@@ -102,7 +106,9 @@ pub const HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 26426;
 
 /// How many consecutive ports a cluster takes from its port on: its own
-/// and F14's primary and standby.
+/// and F14's primary and standby. The partition cases' servers use
+/// `LAB_PORT` + 3 and + 4 besides (`cases/partitioned.rs`), listening on
+/// TCP only inside their hosts' namespaces, never on this machine's.
 pub const PORTS: u16 = 3;
 
 /// The first port of `count` consecutive loopback ports that nobody
@@ -198,8 +204,8 @@ pub struct Cluster {
     /// The port the server listens on.
     port: u16,
     /// The host of the lab's network it runs on (the partition cases'
-    /// servers), listening on that host's address as well as its loopback;
-    /// `None`: the machine's own loopback.
+    /// servers), listening on that host's address as well as its Unix
+    /// socket; `None`: this machine, its Unix socket only.
     host: Option<Host>,
 }
 
@@ -409,8 +415,10 @@ impl Cluster {
 pub struct Endpoint {
     /// The server's name, for messages.
     pub name: String,
-    /// The address to connect to: [`HOST`], or, from another host of the
-    /// lab's network, the server's host's address there.
+    /// The address to connect to over TCP (when `socket` is `None`): from
+    /// another host of the lab's network, the server's host's address
+    /// there; for a holder sent through a delay proxy, [`HOST`]. A socket
+    /// endpoint holds [`HOST`] too, which its connections do not use.
     pub addr: IpAddr,
     /// Its port.
     pub port: u16,

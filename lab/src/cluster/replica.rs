@@ -71,7 +71,8 @@ impl FailoverPair {
     }
 
     /// Where the standby reaches the primary: its host's address when the
-    /// two are on hosts of the lab's network, loopback otherwise.
+    /// two are on hosts of the lab's network (F18), the folder of its Unix
+    /// socket otherwise (F14).
     fn primary_addr(&self) -> String {
         // On this machine, the primary's Unix socket (it listens on nothing
         // else; the standby runs as the same server account, so it may

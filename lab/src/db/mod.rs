@@ -5,11 +5,14 @@
 //! ([`Endpoint::socket`], an absolute path, so a holder started from any
 //! working directory reaches the same server), where the server lets in
 //! only the lab's own account and asks for no password (`peer`, see
-//! `cluster/access.rs`). A holder on another host of the lab's network
-//! connects over TCP and proves a password (see
-//! [`crate::cluster::credentials`]). The experiments connect as the
-//! ordinary role `lab`; only [`setup`] and the replication setup in
-//! [`replication`] use the superuser.
+//! `cluster/access.rs`): [`open`] gives such a connection none. A holder on
+//! another host of the lab's network connects over TCP and proves a
+//! password (see [`crate::cluster::credentials`]); a holder sent through a
+//! delay proxy connects over TCP too, to the proxy, and so reads its
+//! password, which nobody asks for: the proxy forwards to the socket. The
+//! experiments connect as the ordinary role `lab`; only [`setup`], the
+//! replication setup in [`replication`] and the new passwords of every
+//! start (`cluster/access.rs`) use the superuser.
 //!
 //! Every server is an [`Endpoint`]: `b3-26` for all cases, and F14's
 //! primary and standby, whose lease store is the same `lease26` schema.

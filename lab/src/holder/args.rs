@@ -88,22 +88,24 @@ pub struct HolderArgs {
     /// alone does with a holder that cannot tell its lease is over (F17).
     #[arg(long)]
     pub skip_deadline_check: bool,
-    /// The lease store's PostgreSQL server as ADDR:PORT, when it is not the
-    /// lab's cluster (a server on a host of the lab's network, F17/F18).
+    /// The lease store's PostgreSQL server as ADDR:PORT, reached over TCP,
+    /// when it is not the lab's cluster through its Unix socket (a server
+    /// on a host of the lab's network, F17/F18; a delay proxy, F12).
     #[arg(long, requires = "lease_server_dir")]
     pub lease_server: Option<SocketAddr>,
     /// That server's folder, which holds its credentials.
     #[arg(long, requires = "lease_server")]
     pub lease_server_dir: Option<PathBuf>,
-    /// The resource's PostgreSQL server as ADDR:PORT, when it is not the
-    /// lab's cluster.
+    /// The resource's PostgreSQL server as ADDR:PORT, reached over TCP,
+    /// when it is not the lab's cluster through its Unix socket.
     #[arg(long, requires = "resource_server_dir")]
     pub resource_server: Option<SocketAddr>,
     /// That server's folder, which holds its credentials.
     #[arg(long, requires = "resource_server")]
     pub resource_server_dir: Option<PathBuf>,
     /// The etcd members this holder's client talks to (comma-separated
-    /// ADDR:PORT), when not the lab's cluster on loopback (F19).
+    /// ADDR:PORT, over TCP), when not the lab's cluster on its Unix sockets
+    /// in its folder (F19).
     #[arg(long, value_delimiter = ',')]
     pub etcd_members: Vec<SocketAddr>,
 }

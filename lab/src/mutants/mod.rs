@@ -352,7 +352,7 @@ pub const MUTATIONS: &[Mutation] = &[
         group: Group::Faults,
         guards: "F12's fault is real: holder A reaches the server only through the delaying proxy, so its write is stale in flight",
         killer: &["F12"],
-        question: "F12 启动 A 时忘了把 LAB_PORT 指向代理：A 直连服务器，代理照样启动、照样“扣住”。F12 的结论（栅栏拒绝迟到的写入、不设栅栏时它覆盖 B）还站得住吗？哪一行先失败？",
+        question: "F12 启动 A 时忘了调用 `.via_proxy(proxy.port())`：A 的参数里没有指向代理的 `--lease-server` 和 `--resource-server`，它经集群的 Unix 套接字直连服务器，代理照样启动、照样“扣住”。F12 的结论（栅栏拒绝迟到的写入、不设栅栏时它覆盖 B）还站得住吗？哪一行先失败？",
     },
     Mutation {
         name: "clock-fault-not-preloaded",
