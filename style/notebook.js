@@ -12,9 +12,16 @@
   var m = window.location.pathname.match(/^\/([0-9a-f]{32})\//);
   var base = m && window.location.protocol === "http:" ? "/" + m[1] + "/api/" : null;
   var blocks = [];
+  // One cell per case a block runs, for its first command of that case.
   document.querySelectorAll("pre > code.language-sh, pre > code.language-bash").forEach(function (code) {
-    var first = code.textContent.split("\n").map(function (l) { return l.trim(); }).find(function (l) { return /^\.\/run\.sh F\d+\b/.test(l); });
-    if (first) blocks.push({ pre: code.parentElement, command: first });
+    var seen = {};
+    code.textContent.split("\n").map(function (l) { return l.trim(); }).forEach(function (l) {
+      var m = l.match(/^\.\/run\.sh (F\d+)\b/);
+      if (m && !seen[m[1]]) {
+        seen[m[1]] = true;
+        blocks.push({ pre: code.parentElement, command: l });
+      }
+    });
   });
   if (!blocks.length) return;
 
@@ -36,6 +43,12 @@
     return asked;
   }
 
+  // After the block, and after the cells already placed under it.
+  function place(block, cell) {
+    (block.last || block.pre).after(cell);
+    blocks.forEach(function (b) { if (b.pre === block.pre) b.last = cell; });
+  }
+
   function lineClass(line) {
     if (/^\s*ok\b/.test(line)) return "lab-ok";
     if (/^\s*note\b/.test(line)) return "lab-note";
@@ -51,7 +64,7 @@
     cell.appendChild(el("div", "lab-cell-title", "在这里运行 " + asked.case));
     if (!base || !info) {
       cell.appendChild(el("p", "lab-cell-static", base ? "这个服务器不认识 " + asked.case + "。" : "在终端里运行上面的命令；用 ./run.sh serve 打开这本书，就能在这一页上直接运行它。"));
-      block.pre.after(cell);
+      place(block, cell);
       return;
     }
     var controls = el("div", "lab-cell-controls");
@@ -99,7 +112,7 @@
     var verdict = el("div", "lab-verdict");
     cell.appendChild(out);
     cell.appendChild(verdict);
-    block.pre.after(cell);
+    place(block, cell);
 
     function wanted() {
       return { case: info.id, mode: mode ? mode.value : null, pause_before_check: pause ? pause.checked : false };

@@ -8,15 +8,33 @@
 //! - a run of F1 streams its transcript (several chunks before the end),
 //!   ends with the verdict and an empty diff against evidence/26/F1.snap;
 //! - a second run while one is under way is "busy"; Stop ends the first as
-//!   Ctrl-C would, and no holder or server of it is left.
+//!   Ctrl-C would, and no holder or server of it is left;
+//! - in headless Chromium, F4's chapter served by the notebook: its cell
+//!   runs `unfenced` (the transcript arrives in several updates before the
+//!   end, with the stale write accepted), then `fenced-scope`, whose diff
+//!   against its snapshot is empty; screenshots of both in
+//!   target/screenshots/;
+//! - every case of `lab list` has a cell on some page of the book.
 
 mod common;
+#[path = "visual/cdp.rs"]
+#[allow(dead_code)] // the visual check's client; this file uses part of it
+mod cdp;
 
 use common::{leftovers_after_exit, PrivateCluster, LAB};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+/// `lab notebook` serving `book` against `cluster`; it dies with the test
+/// thread that started it (a killed test leaves no server behind).
+fn spawn_notebook(book: &std::path::Path, cluster: &PrivateCluster) -> Child {
+    let mut cmd = Command::new(LAB);
+    cmd.args(["notebook", "--book", book.to_str().unwrap()]).envs(cluster.env()).stdout(Stdio::piped());
+    lab::interrupt::tie_to_lab(&mut cmd, nix::sys::signal::Signal::SIGKILL);
+    cmd.spawn().unwrap()
+}
 
 /// A notebook serving a one-page book, against a private cluster.
 struct Notebook {
@@ -30,12 +48,7 @@ impl Notebook {
     fn start(cluster: &PrivateCluster) -> Notebook {
         let book = common::temp_dir("lab-notebook-book-");
         std::fs::write(book.path().join("index.html"), "<p>the book</p>").unwrap();
-        let mut child = Command::new(LAB)
-            .args(["notebook", "--book", book.path().to_str().unwrap()])
-            .envs(cluster.env())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_notebook(book.path(), cluster);
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         // notebook: the book at http://127.0.0.1:PORT/TOKEN/index.html (Ctrl-C to stop)
@@ -183,4 +196,98 @@ fn a_run_streams_and_a_stop_leaves_nothing() {
     let result: serde_json::Value = serde_json::from_str(result).unwrap();
     assert_ne!(result["status"], 0, "a stopped run passed: {result}");
     assert_eq!(leftovers_after_exit(cluster.place().to_str().unwrap()), Vec::<String>::new(), "the stopped run left these");
+}
+
+/// Builds the book into `out` with the pinned mdbook (as `./run.sh book`).
+fn build_book(out: &std::path::Path) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let tools = root.join(".tools/bin");
+    assert!(tools.join("mdbook").is_file(), "the pinned mdbook is missing: run ./run.sh book");
+    let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap_or_default());
+    let built = Command::new(tools.join("mdbook")).arg("build").arg("-d").arg(out).current_dir(&root).env("PATH", path).output().unwrap();
+    assert!(built.status.success(), "mdbook build failed:\n{}", String::from_utf8_lossy(&built.stderr));
+}
+
+/// Every case the lab lists has a cell: some shell block of the book has a
+/// line `./run.sh <case> …` (a cell per case a block runs).
+#[test]
+fn every_case_has_a_cell() {
+    let out = common::temp_dir("lab-notebook-cells-");
+    build_book(out.path());
+    let mut with_cell = std::collections::BTreeSet::new();
+    let shell_block = regex::Regex::new(r#"(?s)<code class="language-(?:sh|bash)">(.*?)</code>"#).unwrap();
+    for page in std::fs::read_dir(out.path()).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "html")) {
+        let html = std::fs::read_to_string(&page).unwrap();
+        for block in shell_block.captures_iter(&html) {
+            for line in block[1].lines().map(str::trim).filter(|l| l.starts_with("./run.sh F")) {
+                with_cell.extend(line.split_whitespace().nth(1).map(str::to_owned));
+            }
+        }
+    }
+    let listed = common::run(LAB, &["list"], &[]);
+    let cases: Vec<String> = common::stdout(&listed).lines().filter_map(|l| l.split_whitespace().next()).filter(|id| id.starts_with('F')).map(str::to_owned).collect();
+    assert!(cases.len() >= 19, "lab list named {cases:?}");
+    let missing: Vec<&String> = cases.iter().filter(|c| !with_cell.contains(*c)).collect();
+    assert!(missing.is_empty(), "cases without a cell in the book: {missing:?}");
+}
+
+/// F4's chapter, served by the notebook, in headless Chromium: the cell
+/// runs `unfenced` and then `fenced-scope`, as a reader would press Run.
+#[test]
+fn the_f4_cell_runs_in_chromium() {
+    let Some(chromium) = common::chromium_for("the notebook's cell in Chromium") else { return };
+    let cluster = PrivateCluster::new("notebook-chromium");
+    let book = common::temp_dir("lab-notebook-chromium-book-");
+    build_book(book.path());
+    // Killed with the guard on every way out, a failed check included.
+    struct Killed(Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Killed(spawn_notebook(book.path(), &cluster));
+    let mut line = String::new();
+    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap().replace("index.html", "07-lease-not-enough.html");
+    let mut browser = cdp::Browser::launch(&chromium, 1280, 900, &[]);
+    browser.open(&url);
+    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    // The cell under the chapter's `./run.sh F4` block, once the page asked the notebook for the cases.
+    let cell = "[...document.querySelectorAll('.lab-cell')].find(c => c.querySelector('.lab-cell-title').textContent.endsWith(' F4') && c.querySelector('select'))";
+    for (mode, expect) in [("unfenced", "资源端不检查 token 时，A 的旧结果覆盖了 B 的结果"), ("fenced-scope", "资源端拒绝 A 的旧 token")] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !browser.eval(&format!("!!({cell})")).as_bool().unwrap() {
+            assert!(std::time::Instant::now() < deadline, "no cell for F4 with controls on {url}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        browser.eval(&format!(
+            "(() => {{ const c = {cell}; const s = c.querySelector('select'); s.value = '{mode}'; s.dispatchEvent(new Event('change')); c.scrollIntoView(); c.querySelector('.lab-run').click(); return true; }})()"
+        ));
+        // How many lines the cell showed, each time it was looked at, until the verdict.
+        let mut counts = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let seen = browser.eval(&format!("(() => {{ const c = {cell}; return [c.querySelector('.lab-out').children.length, c.querySelector('.lab-verdict').textContent]; }})()"));
+            let (lines, verdict) = (seen[0].as_u64().unwrap(), seen[1].as_str().unwrap().to_owned());
+            if counts.last() != Some(&lines) {
+                counts.push(lines);
+            }
+            if !verdict.is_empty() {
+                let out = browser.eval(&format!("({cell}).querySelector('.lab-out').textContent")).as_str().unwrap().to_owned();
+                assert!(out.contains(expect), "{mode}: the transcript lacks {expect:?}:\n{out}");
+                assert!(verdict.contains("结果：通过") && verdict.contains("与锁定的快照") && verdict.contains("一致"), "{mode}: the verdict says {verdict:?}\n{out}");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{mode}: no verdict after 120 s; lines seen {counts:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let before_end: Vec<&u64> = counts.iter().filter(|&&n| n > 0).collect();
+        assert!(before_end.len() > 1, "{mode}: the transcript came in one piece ({counts:?}), not as it was printed");
+        browser.screenshot(&shots.join(format!("notebook-F4-{mode}.png")), None);
+    }
+    drop(child);
+    assert_eq!(leftovers_after_exit(cluster.place().to_str().unwrap()), Vec::<String>::new());
 }

@@ -88,8 +88,7 @@ pub fn arguments(body: &str) -> Result<(Vec<String>, String), String> {
 
 /// A JSON answer with `status`.
 pub fn respond_json(request: tiny_http::Request, status: u16, value: &serde_json::Value) {
-    let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..]).expect("a valid header");
-    let _ = request.respond(tiny_http::Response::from_string(value.to_string()).with_status_code(status).with_header(header));
+    super::respond(request, status, "application/json", value.to_string().as_bytes());
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ fn plain_path(base: &Path, relative: &str) -> Option<PathBuf> {
 fn send(file: &Path, request: tiny_http::Request) {
     let opened = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(file).and_then(|f| f.metadata().map(|m| (f, m)));
     match opened {
-        Ok((handle, meta)) if meta.is_file() => {
+        Ok((mut handle, meta)) if meta.is_file() => {
             let kind = match file.extension().and_then(|e| e.to_str()).unwrap_or("") {
                 "html" => "text/html; charset=utf-8",
                 "css" => "text/css; charset=utf-8",
@@ -55,8 +55,11 @@ fn send(file: &Path, request: tiny_http::Request) {
                 "txt" | "md" | "mmd" => "text/plain; charset=utf-8",
                 _ => "application/octet-stream",
             };
-            let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes()).expect("a valid header");
-            let _ = request.respond(tiny_http::Response::from_file(handle).with_header(header));
+            let mut body = Vec::with_capacity(meta.len() as usize);
+            match std::io::Read::read_to_end(&mut handle, &mut body) {
+                Ok(_) => super::respond(request, 200, kind, &body),
+                Err(e) => respond_text(request, 500, &format!("cannot read {}: {e}", file.display())),
+            }
         }
         _ => respond_text(request, 404, &format!("no file {}", file.display())),
     }
