@@ -12,19 +12,24 @@
   var m = window.location.pathname.match(/^\/([0-9a-f]{32})\//);
   var base = m && window.location.protocol === "http:" ? "/" + m[1] + "/api/" : null;
   var blocks = [];
-  // One cell per case a block runs, for its first command of that case.
+  // One cell per case a block runs (for its first command of that case),
+  // and one per other command the notebook runs: a short chaos run, the
+  // model's table, a `try` exercise, a small bench.
   document.querySelectorAll("pre > code.language-sh, pre > code.language-bash").forEach(function (code) {
     var seen = {};
     code.textContent.split("\n").map(function (l) { return l.trim(); }).forEach(function (l) {
-      var m = l.match(/^\.\/run\.sh (F\d+)\b/);
-      if (m && !seen[m[1]]) {
-        seen[m[1]] = true;
-        blocks.push({ pre: code.parentElement, command: l });
-      }
+      var m = l.match(/^\.\/run\.sh (F\d+|chaos|model|try|bench)\b/);
+      if (!m) return;
+      // The model's table only (not --explore, --replay, --mutants).
+      if (m[1] === "model" && !/^\.\/run\.sh model( --out \S+)?$/.test(l)) return;
+      if (m[1] === "try" && !/^\.\/run\.sh try [a-z0-9-]+$/.test(l)) return;
+      if (m[1] === "bench" && /--redraw/.test(l)) return;
+      var key = m[1] === "try" ? l : m[1];
+      if (seen[key]) return;
+      seen[key] = true;
+      blocks.push({ pre: code.parentElement, command: l });
     });
   });
-  if (!blocks.length) return;
-
   function el(tag, cls, text) {
     var e = document.createElement(tag);
     if (cls) e.className = cls;
@@ -32,15 +37,27 @@
     return e;
   }
 
-  // What a command line asks: its case, its --mode, --pause-before-check.
+  // What a command line asks, as the notebook's `api/run` takes it.
   function parse(command) {
-    var words = command.split(/\s+/);
-    var asked = { case: words[1], mode: null, pause_before_check: false };
+    var words = command.split(/\s+/), what = words[1];
+    var asked = /^F\d+$/.test(what) ? { case: what, mode: null, pause_before_check: false } : { command: what };
     for (var i = 2; i < words.length; i++) {
       if (words[i] === "--mode") asked.mode = words[++i];
       else if (words[i] === "--pause-before-check") asked.pause_before_check = true;
+      else if (words[i] === "--seed") asked.seed = +words[++i];
+      else if (words[i] === "--duration") asked.duration_s = parseInt(words[++i], 10);
+      else if (what === "try" && i === 2) asked.name = words[i];
     }
     return asked;
+  }
+
+  // The command line a request runs, as a reader would type it.
+  function commandLine(w, info) {
+    if (w.case) return "./run.sh " + w.case + (w.mode && w.mode !== info.mode ? " --mode " + w.mode : "") + (w.pause_before_check ? " --pause-before-check" : "");
+    if (w.command === "chaos") return "./run.sh chaos --seed " + w.seed + " --duration " + w.duration_s + "s --mode " + w.mode;
+    if (w.command === "try") return "./run.sh try " + w.name;
+    if (w.command === "bench") return "./run.sh bench --seconds 1 --runs 1";
+    return "./run.sh model";
   }
 
   // After the block, and after the cells already placed under it.
@@ -57,18 +74,37 @@
     return "";
   }
 
-  function build(block, cases) {
+  function build(block, api) {
     var asked = parse(block.command);
-    var info = cases && cases.find(function (c) { return c.id === asked.case; });
+    var info = asked.case ? api && api.cases.find(function (c) { return c.id === asked.case; }) : { id: asked.command, mode: null, modes: [], pause_before_check: false };
     var cell = el("div", "lab-cell");
-    cell.appendChild(el("div", "lab-cell-title", "在这里运行 " + asked.case));
+    cell.appendChild(el("div", "lab-cell-title", "在这里运行 " + (asked.case || block.command)));
     if (!base || !info) {
       cell.appendChild(el("p", "lab-cell-static", base ? "这个服务器不认识 " + asked.case + "。" : "在终端里运行上面的命令；用 ./run.sh serve 打开这本书，就能在这一页上直接运行它。"));
       place(block, cell);
       return;
     }
     var controls = el("div", "lab-cell-controls");
-    var mode = null, pause = null;
+    var mode = null, pause = null, seed = null, duration = null;
+    if (asked.command === "chaos") {
+      seed = el("input");
+      seed.type = "number"; seed.min = "0"; seed.value = String(asked.seed || 1);
+      var sl = el("label", null, "种子 ");
+      sl.appendChild(seed);
+      controls.appendChild(sl);
+      duration = el("select");
+      [5, 10, 20, api.chaos_max_s].forEach(function (n) {
+        var o = el("option", null, n + " s");
+        o.value = String(n);
+        duration.appendChild(o);
+      });
+      duration.value = String(Math.min(asked.duration_s || 10, api.chaos_max_s));
+      var dl = el("label", null, "每种模式 ");
+      dl.appendChild(duration);
+      controls.appendChild(dl);
+      info.modes = ["all"].concat(api.modes);
+      info.mode = asked.mode || "all";
+    }
     if (info.modes.length) {
       mode = el("select");
       info.modes.forEach(function (name) {
@@ -91,7 +127,7 @@
       controls.appendChild(pl);
     }
     var predict = null;
-    if (info.modes.length) {
+    if (asked.case && info.modes.length) {
       predict = el("select");
       ["先预测：迟到的旧写入会被接受吗？", "会被接受", "会被拒绝"].forEach(function (t, i) {
         var o = el("option", null, t);
@@ -115,25 +151,26 @@
     place(block, cell);
 
     function wanted() {
-      return { case: info.id, mode: mode ? mode.value : null, pause_before_check: pause ? pause.checked : false };
+      if (asked.case) return { case: info.id, mode: mode ? mode.value : null, pause_before_check: pause ? pause.checked : false };
+      if (asked.command === "chaos") return { command: "chaos", seed: +seed.value || 0, duration_s: +duration.value, mode: mode.value };
+      if (asked.command === "try") return { command: "try", name: asked.name };
+      return { command: asked.command };
     }
     function show() {
-      var w = wanted();
-      command.textContent = "./run.sh " + w.case + (w.mode && w.mode !== info.mode ? " --mode " + w.mode : "") + (w.pause_before_check ? " --pause-before-check" : "");
+      command.textContent = commandLine(wanted(), info);
     }
-    if (mode) mode.addEventListener("change", show);
-    if (pause) pause.addEventListener("change", show);
+    [mode, pause, seed, duration].forEach(function (c) { if (c) c.addEventListener("change", show); });
     show();
 
     function finish(result) {
       verdict.textContent = "";
-      var status = result.status === 0 ? "通过" : "有 FAIL 或出错（退出码 " + result.status + "）";
+      var status = result.status === 0 ? "通过（退出码 0）" : "有 FAIL 或出错（退出码 " + result.status + "）";
       verdict.appendChild(el("div", result.status === 0 ? "lab-ok" : "lab-fail", "结果：" + status));
       if (predict && predict.value !== "0") {
         verdict.appendChild(el("div", "lab-note", "你预测：" + predict.options[predict.selectedIndex].text + "。对照上面的运行记录看它说了什么。"));
       }
       if (result.diff === null) {
-        verdict.appendChild(el("div", "lab-note", "没有可比较的锁定快照（" + (result.snapshot || result.run) + "），或这次运行没有跑完用例。"));
+        if (asked.case) verdict.appendChild(el("div", "lab-note", "没有可比较的锁定快照（" + (result.snapshot || result.run) + "），或这次运行没有跑完用例。"));
       } else if (result.diff === "") {
         verdict.appendChild(el("div", "lab-ok", "与锁定的快照 " + result.snapshot + " 一致（已按规则抹掉时间和进程号）"));
       } else {
@@ -186,7 +223,7 @@
     });
   }
 
-  function all(cases) { blocks.forEach(function (b) { build(b, cases); }); }
+  function all(api) { blocks.forEach(function (b) { build(b, api); }); }
   if (!base) return all(null);
-  fetch(base + "cases").then(function (r) { return r.json(); }).then(function (j) { all(j.cases); }, function () { base = null; all(null); });
+  fetch(base + "cases").then(function (r) { return r.json(); }).then(all, function () { base = null; all(null); });
 })();

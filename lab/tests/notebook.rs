@@ -152,7 +152,10 @@ fn requests_not_from_its_pages_are_refused() {
         (r#"{"case":"F99"}"#, "no case \"F99\""),
         (r#"{"case":"F4","mode":"everything"}"#, "F4 takes --mode"),
         (r#"{"case":"F1","pause_before_check":true}"#, "F1 takes no --pause-before-check"),
-        (r#"{"case":"F1","seed":"$(id)"}"#, "unknown field"),
+        (r#"{"case":"F1","shell":"$(id)"}"#, "unknown field"),
+        (r#"{"case":"F1","seed":1}"#, "case takes no seed"),
+        (r#"{"command":"chaos","duration_s":600}"#, "1 to 30 s"),
+        (r#"{"command":"try","name":"../../etc"}"#, "no exercise"),
     ] {
         let (status, body) = nb.ask("POST", &nb.api("run"), &nb.own(), asked);
         assert_eq!((status, body.contains(why)), (400, true), "{asked}: {body}");

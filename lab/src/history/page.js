@@ -90,11 +90,42 @@
     try { history.replaceState(null, '', '#' + p.join('&')); } catch (e) { location.replace('#' + p.join('&')); }
   }
 
+  // Where the story is: the checker's findings (a stale write accepted,
+  // a floor gone back, a write lost, a token issued twice), or, in a run
+  // with none, the refused writes; null for a page with neither. A run's
+  // whole span can be seconds long with its story in its last
+  // milliseconds: the page opens on this window, padded on each side,
+  // and 整段 shows the whole run.
+  function story() {
+    var marks = ops.filter(function (r) { return /\b(stale|regression|lost|reused)\b/.test(r.getAttribute('class')); });
+    if (!marks.length) marks = ops.filter(function (r) { return r.classList.contains('ref'); });
+    if (!marks.length) return null;
+    var lo = Infinity, hi = -Infinity;
+    marks.forEach(function (r) {
+      var x = +r.getAttribute('x'), w = +(r.getAttribute('data-w') || r.getAttribute('width'));
+      lo = Math.min(lo, x); hi = Math.max(hi, x + w);
+    });
+    var pad = Math.max(hi - lo, END * 0.05, 50);
+    var x0 = Math.max(0, lo - pad), x1 = Math.min(END, hi + pad);
+    return x1 - x0 < END * 0.9 ? [x0, x1] : null;
+  }
+  var framed = false;
+
   function read() {
     var p = new URLSearchParams(location.hash.slice(1));
     view.only = p.get('only') || '';
     view.holders = p.get('holders') ? new Set(p.get('holders').split(',')) : null;
     var from = parseFloat(p.get('from')), to = parseFloat(p.get('to'));
+    if (!framed && !p.has('from') && !p.has('to')) {
+      // Once, when the address names no window: the story's.
+      framed = true;
+      var w = story();
+      if (w) {
+        from = w[0] / 1000; to = w[1] / 1000;
+        detail.textContent = '这里只显示发现前后的一段（' + from.toFixed(2) + '–' + to.toFixed(2) + ' s，整段 ' + (END / 1000).toFixed(2) + ' s）；按“整段”看全部。';
+      }
+    }
+    framed = true;
     view.x0 = isFinite(from) ? Math.max(0, from * 1000) : 0;
     view.x1 = isFinite(to) ? Math.min(END, to * 1000) : END;
     if (view.x0 >= END) view.x0 = 0;

@@ -8,19 +8,42 @@ use crate::vocabulary::FenceMode;
 use serde::Deserialize;
 use serde_json::json;
 
-/// What a page asks to run: only what `./run.sh help` offers for the case.
-#[derive(Debug, Deserialize)]
+/// What a page asks to run: a case (the default), a short chaos run, the
+/// model, a `try` exercise or a small bench; only values that
+/// `./run.sh help` offers, and only the fields of the command asked.
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunAsked {
+    /// `case` (when absent), `chaos`, `model`, `try` or `bench`.
+    #[serde(default)]
+    pub command: Option<String>,
     /// The case id, `F4`.
-    pub case: String,
-    /// The resource mode (`unfenced`, …), for a case that takes one.
+    #[serde(default)]
+    pub case: Option<String>,
+    /// The resource mode (`unfenced`, …): a case's that takes one, or the
+    /// chaos run's (`all` too).
     #[serde(default)]
     pub mode: Option<String>,
     /// F4/F5: pause before the deadline check instead of after it.
     #[serde(default)]
     pub pause_before_check: bool,
+    /// The chaos run's seed.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// The chaos run's seconds per mode.
+    #[serde(default)]
+    pub duration_s: Option<u32>,
+    /// The chaos run's holders.
+    #[serde(default)]
+    pub holders: Option<u16>,
+    /// The `try` exercise: a mutation's name.
+    #[serde(default)]
+    pub name: Option<String>,
 }
+
+/// The longest chaos run a page may start, per mode: the short seeded form
+/// (the book's own run is 120 s, from the terminal).
+pub const CHAOS_MAX_S: u32 = 30;
 
 /// Answers `api/<call>`.
 pub fn answer(notebook: &Notebook, call: &str, mut request: tiny_http::Request) {
@@ -28,7 +51,8 @@ pub fn answer(notebook: &Notebook, call: &str, mut request: tiny_http::Request) 
     match (call, get) {
         ("cases", true) => {
             let cases: Vec<_> = cases::ALL.iter().map(|c| describe(c)).collect();
-            respond_json(request, 200, &json!({ "cases": cases }));
+            let modes: Vec<&str> = FenceMode::ALL.iter().map(|m| m.cli_name()).collect();
+            respond_json(request, 200, &json!({ "cases": cases, "modes": modes, "chaos_max_s": CHAOS_MAX_S }));
         }
         ("run", false) => {
             let mut body = String::new();
@@ -61,11 +85,71 @@ fn describe(case: &Case) -> serde_json::Value {
     })
 }
 
-/// The `lab run` arguments for what a page asked, and the run's name (its
-/// snapshot's): refused unless every value is one the case takes.
+/// The `lab` arguments for what a page asked, and the run's name (its
+/// snapshot's, for a case): refused unless every value is one it takes.
 pub fn arguments(body: &str) -> Result<(Vec<String>, String), String> {
     let asked: RunAsked = serde_json::from_str(body).map_err(|e| format!("the run asked for is not understood: {e}"))?;
-    let case = cases::ALL.iter().copied().find(|c| c.id == asked.case).ok_or_else(|| format!("no case {:?}: the cases are F1 … F{}", asked.case, cases::ALL.len()))?;
+    let command = asked.command.clone().unwrap_or_else(|| "case".into());
+    // Each command's fields; any other field set is refused.
+    let allowed: &[&str] = match command.as_str() {
+        "case" => &["case", "mode", "pause_before_check"],
+        "chaos" => &["seed", "duration_s", "mode", "holders"],
+        "try" => &["name"],
+        "model" | "bench" => &[],
+        other => return Err(format!("no command {other:?}: a page runs a case, chaos, model, try or bench")),
+    };
+    let set = [
+        ("case", asked.case.is_some()),
+        ("mode", asked.mode.is_some()),
+        ("pause_before_check", asked.pause_before_check),
+        ("seed", asked.seed.is_some()),
+        ("duration_s", asked.duration_s.is_some()),
+        ("holders", asked.holders.is_some()),
+        ("name", asked.name.is_some()),
+    ];
+    if let Some((field, _)) = set.iter().find(|(field, on)| *on && !allowed.contains(field)) {
+        return Err(format!("{command} takes no {field}"));
+    }
+    match command.as_str() {
+        "case" => case_arguments(&asked),
+        "chaos" => {
+            let mut args = vec!["chaos".to_owned()];
+            if let Some(seed) = asked.seed {
+                args.extend(["--seed".into(), seed.to_string()]);
+            }
+            let seconds = asked.duration_s.unwrap_or(10);
+            if !(1..=CHAOS_MAX_S).contains(&seconds) {
+                return Err(format!("a chaos run from a page lasts 1 to {CHAOS_MAX_S} s per mode, not {seconds}"));
+            }
+            args.extend(["--duration".into(), format!("{seconds}s")]);
+            if let Some(mode) = &asked.mode {
+                if mode != "all" && !FenceMode::ALL.iter().any(|m| m.cli_name() == mode) {
+                    return Err(format!("no resource mode {mode:?}"));
+                }
+                args.extend(["--mode".into(), mode.clone()]);
+            }
+            if let Some(holders) = asked.holders {
+                if !(2..=crate::chaos::workload::MAX_HOLDERS as u16).contains(&holders) {
+                    return Err(format!("a chaos run has 2 to {} holders, not {holders}", crate::chaos::workload::MAX_HOLDERS));
+                }
+                args.extend(["--holders".into(), holders.to_string()]);
+            }
+            Ok((args, "chaos".into()))
+        }
+        "try" => {
+            let name = asked.name.clone().unwrap_or_default();
+            let mutation = crate::mutants::find(&name).ok_or_else(|| format!("no exercise {name:?}: `./run.sh try` lists them"))?;
+            Ok((vec!["try".into(), mutation.name.to_owned()], format!("try-{}", mutation.name)))
+        }
+        "model" => Ok((vec!["model".into()], "model".into())),
+        _ => Ok((["bench", "--seconds", "1", "--runs", "1"].map(str::to_owned).to_vec(), "bench".into())),
+    }
+}
+
+/// [`arguments`] for a case.
+fn case_arguments(asked: &RunAsked) -> Result<(Vec<String>, String), String> {
+    let id = asked.case.clone().unwrap_or_default();
+    let case = cases::ALL.iter().copied().find(|c| c.id == id).ok_or_else(|| format!("no case {id:?}: the cases are F1 … F{}", cases::ALL.len()))?;
     let mut args = vec!["run".to_owned(), case.id.to_owned()];
     let mut options = cases::CaseOptions::default();
     if let Some(name) = &asked.mode {
@@ -106,5 +190,13 @@ mod tests {
         assert!(arguments(r#"{"case":"F1","pause_before_check":true}"#).unwrap_err().contains("no --pause-before-check"));
         assert!(arguments(r#"{"case":"F4","extra":1}"#).unwrap_err().contains("unknown field"));
         assert!(arguments("F4; reboot").is_err());
+        assert_eq!(arguments(r#"{"command":"chaos","seed":9,"duration_s":5,"mode":"unfenced"}"#).unwrap().0.join(" "), "chaos --seed 9 --duration 5s --mode unfenced");
+        assert!(arguments(r#"{"command":"chaos","duration_s":3600}"#).unwrap_err().contains("1 to 30 s"));
+        assert!(arguments(r#"{"command":"chaos","mode":"--out=/etc/x"}"#).unwrap_err().contains("no resource mode"));
+        assert!(arguments(r#"{"command":"chaos","name":"x"}"#).unwrap_err().contains("chaos takes no name"));
+        assert_eq!(arguments(r#"{"command":"try","name":"fence-accepts-any-token"}"#).unwrap().0, ["try", "fence-accepts-any-token"]);
+        assert!(arguments(r#"{"command":"try","name":"../x"}"#).unwrap_err().contains("no exercise"));
+        assert_eq!(arguments(r#"{"command":"bench"}"#).unwrap().0.join(" "), "bench --seconds 1 --runs 1");
+        assert!(arguments(r#"{"command":"rm"}"#).unwrap_err().contains("no command"));
     }
 }
