@@ -274,7 +274,9 @@ fn problems(chromium: &Path, page: &Path, record: &Record) -> Vec<String> {
     if record.ops.is_empty() {
         problems.push(format!("{name}: its lines hold no operation: a page of nothing proves nothing"));
     }
-    let seen = open(chromium, page, "");
+    // The whole run (`#from=0`): a page opened with no window opens on its
+    // story, where lanes without an operation there are hidden.
+    let seen = open(chromium, page, "#from=0");
     for url in &seen.requests {
         problems.push(format!("{name}: the page asked the network for {url}"));
     }
@@ -292,9 +294,14 @@ fn problems(chromium: &Path, page: &Path, record: &Record) -> Vec<String> {
         if want.is_empty() {
             continue;
         }
-        let filtered: BTreeSet<String> = shown(&open(chromium, page, &format!("#only={kind}")).dom, "op").into_iter().collect();
+        let filtered: BTreeSet<String> = shown(&open(chromium, page, &format!("#only={kind}&from=0")).dom, "op").into_iter().collect();
         if filtered != want {
             problems.push(format!("{name}#only={kind}: shows {} operations, the checker found {}", filtered.len(), want.len()));
+        }
+        // Opened with no window, the page shows its story: every finding.
+        let first: BTreeSet<String> = shown(&open(chromium, page, "").dom, "op").into_iter().collect();
+        if !want.is_subset(&first) {
+            problems.push(format!("{name}: opened with no window, it hides {} of the {} operations the checker found ({kind})", want.difference(&first).count(), want.len()));
         }
     }
     problems

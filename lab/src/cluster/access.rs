@@ -73,7 +73,19 @@ impl Cluster {
     /// again. A standby is skipped (it cannot write; it gets its primary's
     /// roles by replication and a copy of its file when it is built).
     pub(super) fn rotate_passwords(&self) -> Result<()> {
-        let mut admin = crate::db::open(&self.endpoint(), credentials::ADMIN, "postgres", "lab rotate", None)?;
+        // Straight to the server's socket with the driver, not through
+        // `db` (a layer above this one): the one session the cluster opens
+        // itself, because every start, whoever starts, must end with new
+        // passwords. Peer: no password to give.
+        let mut admin = postgres::Client::configure()
+            .host_path(self.socket_dir())
+            .port(self.port)
+            .user(credentials::ADMIN)
+            .dbname("postgres")
+            .application_name("lab rotate")
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .connect(postgres::NoTls)
+            .with_context(|| format!("connecting to {} as {} to rotate its passwords", self.name, credentials::ADMIN))?;
         let in_recovery: bool = admin.query_one("SELECT pg_is_in_recovery()", &[])?.get(0);
         if in_recovery {
             return Ok(());

@@ -63,8 +63,11 @@
 //! no other account can enter. `LAB_PORT` still names the server: its
 //! socket is `.s.PGSQL.<port>`.
 //!
-//! Nothing here speaks SQL: the `db` module, one layer up, connects to the
-//! running server ([`Endpoint`] says where, and with whose passwords).
+//! Nothing here speaks SQL but one transaction: [`access`] gives the roles
+//! new passwords as part of every start (an `ALTER ROLE` per role, over the
+//! socket, with the driver itself). Everything else is the `db` module's,
+//! one layer up, which connects to the running server ([`Endpoint`] says
+//! where, and with whose passwords).
 
 mod access;
 mod binaries;
