@@ -42,6 +42,7 @@ use serde_json::{json, Value};
 use std::fmt;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use crate::stream::Stream;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -462,7 +463,7 @@ fn post(addr: &MemberAddr, route: Option<&Host>, path: &str, body: &str, token: 
     let left = || deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or("timed out");
     let mut stream = match addr {
         // A Unix socket's connect does not wait: it succeeds or is refused.
-        MemberAddr::Unix(socket) => Conn::Unix(UnixStream::connect(socket).map_err(|e| format!("connect: {e}"))?),
+        MemberAddr::Unix(socket) => Stream::Unix(UnixStream::connect(socket).map_err(|e| format!("connect: {e}"))?),
         MemberAddr::Tcp(at) => {
             // The socket belongs to the namespace it is made in: inside the
             // route's host when there is one.
@@ -472,7 +473,7 @@ fn post(addr: &MemberAddr, route: Option<&Host>, path: &str, body: &str, token: 
             };
             let stream = connected.map_err(|e| format!("connect: {e}"))?;
             let _ = stream.set_nodelay(true);
-            Conn::Tcp(stream)
+            Stream::Tcp(stream)
         }
     };
     // The token goes in the Authorization header: the gateway hands it to
@@ -486,7 +487,7 @@ fn post(addr: &MemberAddr, route: Option<&Host>, path: &str, body: &str, token: 
         "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n{authorization}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    stream.set_timeouts(None, Some(left()?)).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(Some(left()?)).map_err(|e| e.to_string())?;
     stream.write_all(request.as_bytes()).map_err(|e| format!("send: {e}"))?;
     let mut raw = Vec::new();
     let mut chunk = [0u8; 8192];
@@ -494,7 +495,7 @@ fn post(addr: &MemberAddr, route: Option<&Host>, path: &str, body: &str, token: 
         if let Some(reply) = parse_response(&raw, false)? {
             return Ok(reply);
         }
-        stream.set_timeouts(Some(left()?), None).map_err(|e| e.to_string())?;
+        stream.set_read_timeout(Some(left()?)).map_err(|e| e.to_string())?;
         match stream.read(&mut chunk) {
             Ok(0) => return parse_response(&raw, true)?.ok_or_else(|| "connection closed mid-response".into()),
             Ok(n) => raw.extend_from_slice(&chunk[..n]),
@@ -502,64 +503,6 @@ fn post(addr: &MemberAddr, route: Option<&Host>, path: &str, body: &str, token: 
                 return Err(format!("no answer within {timeout:?}"))
             }
             Err(e) => return Err(format!("receive: {e}")),
-        }
-    }
-}
-
-/// One request's connection to a member.
-enum Conn {
-    /// To a member on this machine.
-    Unix(UnixStream),
-    /// To a member on a host.
-    Tcp(TcpStream),
-}
-
-impl Conn {
-    /// Sets the read or the write timeout (whichever is given).
-    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> std::io::Result<()> {
-        match self {
-            Conn::Unix(s) => {
-                if read.is_some() {
-                    s.set_read_timeout(read)?;
-                }
-                if write.is_some() {
-                    s.set_write_timeout(write)?;
-                }
-            }
-            Conn::Tcp(s) => {
-                if read.is_some() {
-                    s.set_read_timeout(read)?;
-                }
-                if write.is_some() {
-                    s.set_write_timeout(write)?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Read for Conn {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Conn::Unix(s) => s.read(buf),
-            Conn::Tcp(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Conn {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Conn::Unix(s) => s.write(buf),
-            Conn::Tcp(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Conn::Unix(s) => s.flush(),
-            Conn::Tcp(s) => s.flush(),
         }
     }
 }

@@ -186,6 +186,8 @@
 //!   `main.rs` only dispatches.
 
 pub mod error;
+#[cfg(test)]
+mod test_support;
 pub mod vocabulary;
 pub mod arg_values;
 pub mod paths;
@@ -193,6 +195,7 @@ pub mod result_data;
 pub mod safe_dir;
 pub mod interrupt;
 pub mod poll;
+pub mod stream;
 pub mod latch;
 pub mod stats;
 pub mod sysinfo;

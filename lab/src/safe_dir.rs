@@ -592,23 +592,6 @@ mod tests {
         .unwrap()
     }
 
-    /// Whether this process runs as root; if not, `test` did not run: a
-    /// loud NOT RUN line, and under `CI=true` a panic (the rule of
-    /// `tests/common/mod.rs`'s `not_run`).
-    fn needs_root(test: &str, why: &str) -> bool {
-        let uid = Uid::effective();
-        if uid.is_root() {
-            return true;
-        }
-        let why = format!("it needs root, {why}, and this process runs as uid {uid}");
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("CI must run {test}, and it cannot here: {why}");
-        }
-        // Straight to the process's stderr: libtest captures eprintln!.
-        let _ = writeln!(std::io::stderr(), "\n*** NOT RUN: {test}: {why}\n");
-        false
-    }
-
     /// A name that is a path, `.` or `..` never reaches past the folder:
     /// nothing is written outside it, and the error names the name.
     #[test]
@@ -695,7 +678,7 @@ mod tests {
     /// ours: the refusal names the link and its owner.
     #[test]
     fn another_accounts_link_is_refused() {
-        if !needs_root("another_accounts_link_is_refused", "to give a link to uid 65534") {
+        if !crate::test_support::needs_root("another_accounts_link_is_refused", "to give a link to uid 65534") {
             return;
         }
         let tmp = scratch();

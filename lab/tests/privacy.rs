@@ -243,6 +243,13 @@ fn as_stranger(script: &str) -> Output {
     out
 }
 
+/// `program args…` as the stranger, with an empty environment, from /tmp;
+/// its output whatever its status.
+fn run_as_stranger(program: &str, args: &[&str]) -> Output {
+    let (uid, gid) = stranger();
+    Command::new(program).args(args).env_clear().uid(uid).gid(gid).current_dir("/tmp").output().unwrap()
+}
+
 /// Root-only test: NOT RUN when it cannot run, a failure under CI.
 fn needs_root(test: &str) -> bool {
     common::needs_root(test, &format!("to plant attacks as another account ({STRANGER}, postgres)"))
@@ -353,26 +360,12 @@ fn a_stranger_cannot_touch_the_etcd_lease_key() {
     assert_exit(&common::run(LAB, &["etcd", "start"], &env), 0, "lab etcd start");
     // No member listens on a TCP port: the stranger's request finds nobody.
     let port = base.parse::<u16>().unwrap() + 1;
-    let tcp = Command::new("bash")
-        .args(["-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{port}")])
-        .env_clear()
-        .uid(stranger().0)
-        .gid(stranger().1)
-        .current_dir("/tmp")
-        .output()
-        .unwrap();
+    let tcp = run_as_stranger("bash", &["-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{port}")]);
     assert!(!tcp.status.success() && stderr(&tcp).contains("Connection refused"), "a member answered on TCP: {}", stderr(&tcp));
     // The members' sockets are in the cluster's folder, closed to the stranger.
     let socket = dir.join(format!("m1:{port}"));
     assert!(socket.exists(), "no socket at {}", socket.display());
-    let unix = Command::new("perl")
-        .args(["-MIO::Socket::UNIX", "-e", "IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\\n\"", socket.to_str().unwrap()])
-        .env_clear()
-        .uid(stranger().0)
-        .gid(stranger().1)
-        .current_dir("/tmp")
-        .output()
-        .unwrap();
+    let unix = run_as_stranger("perl", &["-MIO::Socket::UNIX", "-e", "IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\\n\"", socket.to_str().unwrap()]);
     assert!(!unix.status.success() && stderr(&unix).contains("Permission denied"), "the stranger reached a member's socket: {}", stderr(&unix));
     let read = Command::new("cat").arg(dir.join("credentials")).uid(stranger().0).gid(stranger().1).output().unwrap();
     assert!(!read.status.success(), "the stranger read etcd's password");

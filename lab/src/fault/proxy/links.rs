@@ -7,7 +7,7 @@ use crate::cluster::diagnose::{self, TcpSocket};
 use crate::error::{Result, ResultExt};
 use nix::unistd::Uid;
 use std::collections::VecDeque;
-use super::upstream::Upstream;
+use super::upstream::{self, Upstream};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,7 +100,7 @@ impl Shared {
                 state.accepted += 1;
                 state.accepted
             };
-            let server = match Upstream::connect(&self.target, CONNECT_BOUND) {
+            let server = match upstream::connect(&self.target, CONNECT_BOUND) {
                 Ok(server) => server,
                 Err(e) => {
                     // Noted before the client's socket closes, so a client

@@ -306,30 +306,11 @@ fn unreachable_target_closes_the_client() {
     assert!(error.contains(&closed.to_string()) && error.contains("refused"), "last_error: {error}");
 }
 
-/// Whether this process runs as root. If not, `test` did not run: a loud
-/// NOT RUN line, and under `CI=true` a panic, since CI must run every
-/// check (the rule of `tests/common/mod.rs`'s `not_run`, for the one unit
-/// test that needs root).
-fn needs_root(test: &str, why: &str) -> bool {
-    let uid = nix::unistd::Uid::effective();
-    if uid.is_root() {
-        return true;
-    }
-    let why = format!("it needs root, {why}, and this process runs as uid {uid}");
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("CI must run {test}, and it cannot here: {why}");
-    }
-    // Straight to the process's stderr: eprintln! is captured by libtest,
-    // which shows a passing test's output to nobody.
-    let _ = writeln!(std::io::stderr(), "\n*** NOT RUN: {test}: {why}\n");
-    false
-}
-
 /// Another account's connection is closed unread: it reaches neither the
 /// target nor the count of connections, and `last_error` names its uid.
 #[test]
 fn another_accounts_connection_is_refused() {
-    if !needs_root("another_accounts_connection_is_refused", "to connect as the `nobody` account") {
+    if !crate::test_support::needs_root("another_accounts_connection_is_refused", "to connect as the `nobody` account") {
         return;
     }
     let server = Recorder::start();

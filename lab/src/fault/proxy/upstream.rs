@@ -4,8 +4,8 @@
 //! `cluster`: no loopback port of the lab's carries a password).
 
 use std::fmt;
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use crate::stream::Stream;
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,68 +41,19 @@ impl fmt::Display for Target {
 }
 
 /// The proxy's connection to its target for one client.
-#[derive(Debug)]
-pub enum Upstream {
-    /// To a TCP address.
-    Tcp(TcpStream),
-    /// To a Unix socket.
-    Unix(UnixStream),
-}
+pub type Upstream = Stream;
 
-impl Upstream {
-    /// Connects to `target`, trying for at most `bound` (a Unix socket's
-    /// connect does not wait: it succeeds or is refused at once).
-    pub fn connect(target: &Target, bound: Duration) -> std::io::Result<Upstream> {
-        Ok(match target {
-            Target::Tcp(at) => {
-                let stream = TcpStream::connect_timeout(at, bound)?;
-                // The proxy must not add Nagle's wait to a protocol of small
-                // request/answer messages; PostgreSQL's client disables it too.
-                stream.set_nodelay(true)?;
-                Upstream::Tcp(stream)
-            }
-            Target::Unix(socket) => Upstream::Unix(UnixStream::connect(socket)?),
-        })
-    }
-
-    /// A second handle on the same connection (one per pump).
-    pub fn try_clone(&self) -> std::io::Result<Upstream> {
-        Ok(match self {
-            Upstream::Tcp(s) => Upstream::Tcp(s.try_clone()?),
-            Upstream::Unix(s) => Upstream::Unix(s.try_clone()?),
-        })
-    }
-
-    /// Shuts down one or both directions, as for a socket.
-    pub fn shutdown(&self, how: Shutdown) -> std::io::Result<()> {
-        match self {
-            Upstream::Tcp(s) => s.shutdown(how),
-            Upstream::Unix(s) => s.shutdown(how),
+/// Connects to `target`, trying for at most `bound` (a Unix socket's
+/// connect does not wait: it succeeds or is refused at once).
+pub fn connect(target: &Target, bound: Duration) -> std::io::Result<Upstream> {
+    Ok(match target {
+        Target::Tcp(at) => {
+            let stream = TcpStream::connect_timeout(at, bound)?;
+            // The proxy must not add Nagle's wait to a protocol of small
+            // request/answer messages; PostgreSQL's client disables it too.
+            stream.set_nodelay(true)?;
+            Stream::Tcp(stream)
         }
-    }
-}
-
-impl Read for Upstream {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Upstream::Tcp(s) => s.read(buf),
-            Upstream::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Upstream {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Upstream::Tcp(s) => s.write(buf),
-            Upstream::Unix(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Upstream::Tcp(s) => s.flush(),
-            Upstream::Unix(s) => s.flush(),
-        }
-    }
+        Target::Unix(socket) => Stream::Unix(UnixStream::connect(socket)?),
+    })
 }
