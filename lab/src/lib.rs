@@ -175,6 +175,9 @@
 //!   groups (test binaries, slices of the cases, the book's chapters), each
 //!   in an environment of its own, the longest first, with progress and a
 //!   table of the slowest at the end.
+//! - [`notebook`]: the built book served by the lab (`./run.sh serve`),
+//!   each case, a short chaos run, the model, a `try` exercise or a small
+//!   bench runnable from its page, its transcript streamed as it is printed.
 //! - [`facts`]: the book's numbers and names (counts of cases, variants and
 //!   mutations, the case titles, measured figures) computed from the tables
 //!   above and from the evidence, written as small include files under
@@ -187,7 +190,7 @@
 
 pub mod error;
 #[cfg(test)]
-mod test_support;
+pub mod test_support;
 pub mod vocabulary;
 pub mod arg_values;
 pub mod paths;
@@ -228,8 +231,8 @@ pub mod mutants;
 pub mod model;
 pub mod replay;
 pub mod suite;
-pub mod facts;
 pub mod notebook;
+pub mod facts;
 pub mod cli;
 
 pub use error::{Error, Result};

@@ -7,9 +7,11 @@
 //! `peer`: PostgreSQL asks the kernel which account opened the connection
 //! and lets in only the lab's own account (as `lab` or the superuser
 //! `lab_admin`) and, for replication, the server account (a standby's WAL
-//! receiver, as `lab_replica`). No password crosses the socket, so a
-//! client here has none to give, even to something that asks for one in
-//! clear: the lab's clients connect there without a password at all.
+//! receiver, as `lab_replica`). No client proves a password on the socket,
+//! so a client here has none to give, even to something that asks for one
+//! in clear: the lab's clients connect there without a password at all.
+//! (The only passwords sent there are the new ones the lab itself sets, as
+//! `lab_admin`, below and in `db::setup`.)
 //!
 //! **Across the lab's network: a password, new at every start.** A server on
 //! a host of the lab's network also listens on that host's address, for
@@ -17,8 +19,10 @@
 //! with `scram-sha-256`. The subnet exists only inside the lab's own
 //! namespaces, which no other account can enter. At every start the lab
 //! gives every role in the credentials file a new random password (as the
-//! superuser, over the socket, where it needs none), so a password seen in
-//! one run is worthless in the next.
+//! superuser, over the socket, where it needs none), so a password seen
+//! before a start is worthless after it. Only a real start rotates: a
+//! server already running when a run begins keeps its passwords until it
+//! starts again.
 
 use super::{credentials, Cluster};
 use crate::error::{Result, ResultExt};

@@ -1,22 +1,33 @@
 //! Who may connect to the cluster: its roles' random passwords, kept in one
 //! file that only the reader's account can read.
 //!
-//! On this machine no client needs them: a server listens only on its Unix
+//! On this machine no client proves them: a server listens only on its Unix
 //! socket, where it lets in the lab's own account by `peer` and asks for no
-//! password (see `access.rs`). They are for the clients that connect over
-//! TCP: the holders on the hosts of the lab's network, and F18's standby
-//! (its base backup and WAL receiver, through `replication.pgpass`, a copy
-//! of the replication role's line), which prove them with `scram-sha-256`;
-//! and the holders sent through a delay proxy (`HolderArgs::via_proxy`),
-//! which read theirs but are never asked for it, since the proxy forwards
-//! to the socket. Every start of a server but a standby's gives each role a
-//! new one (`access.rs`). The superuser `lab_admin` exists for the
-//! cluster's own setup (roles, databases, replication, the new passwords);
-//! the cases, the holders and `./run.sh psql` connect as `lab`, an ordinary
-//! role that owns `lease26` and `res26` and nothing else (a superuser could
-//! run programs as the `postgres` operating-system account through
-//! `COPY … TO PROGRAM`). F14's primary holds a third, the replication role
-//! `lab_replica`, for its standby.
+//! password (see `access.rs`). The only passwords sent there are the new
+//! ones the lab sets on the server as the superuser:
+//! `CREATE ROLE … PASSWORD` when it makes a role (`db::setup`) and, at
+//! every start of a server, `ALTER ROLE … PASSWORD` for each role
+//! (`access.rs`); so the lab reads this file too. The passwords are for the
+//! clients that connect over TCP. The partition cases' holders on the hosts
+//! of the lab's network, and F18's standby (its base backup and WAL
+//! receiver, through `replication.pgpass`, a copy of the replication role's
+//! line), prove them with `scram-sha-256`. The holders that reach the
+//! cluster through a delay proxy read theirs but are never asked for it,
+//! since the proxy forwards to the socket: the holder that F12 or a model
+//! replay delays, through a proxy on 127.0.0.1 (`HolderArgs::via_proxy`),
+//! and a chaos run's holders, each through its slot's link, a proxy on the
+//! server's host of the lab's network (`chaos::workload::plan`). A server's
+//! roles get new ones each time it actually starts (one found running is
+//! left as it is), except on a standby, which keeps its primary's
+//! (`access.rs`, `lifecycle.rs`).
+//!
+//! The superuser `lab_admin` exists for the cluster's own setup (roles,
+//! databases, replication, the new passwords); the cases, the holders and
+//! `./run.sh psql` connect as `lab`, an ordinary role that owns `lease26`
+//! and `res26` and nothing else (a superuser could run programs as the
+//! `postgres` operating-system account through `COPY … TO PROGRAM`). F14's
+//! primary holds a third, the replication role `lab_replica`, for its
+//! standby.
 //!
 //! The file is in libpq's password-file format
 //! (`host:port:db:user:password`, wildcards for the first three), as

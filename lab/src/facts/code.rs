@@ -153,6 +153,8 @@ pub(super) fn code_facts() -> Vec<Fact> {
         }
     };
     f.add("chaos-holders", crate::chaos::workload::DEFAULT_HOLDERS);
+    f.add("chaos-max-holders", crate::chaos::workload::MAX_HOLDERS);
+    f.add("notebook-chaos-max", format!("{} s", crate::notebook::CHAOS_MAX_S));
     f.add("chaos-parts", crate::chaos::workload::PARTS.len());
     f.add("fault-kinds", crate::vocabulary::FaultKind::ALL.len());
     f.add("f15-holders", cases::f15::HOLDERS);

@@ -23,6 +23,8 @@ mod check;
 mod files;
 mod run;
 
+pub use api::CHAOS_MAX_S;
+
 use crate::error::{Result, ResultExt};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
