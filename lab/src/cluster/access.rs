@@ -9,7 +9,9 @@
 //! `lab_admin`) and, for replication, the server account (a standby's WAL
 //! receiver, as `lab_replica`). No client proves a password on the socket,
 //! so a client here has none to give, even to something that asks for one
-//! in clear: the lab's clients connect there without a password at all.
+//! in clear: the lab's clients connect there without a password at all
+//! (F14's standby alone holds its replication password file, and is never
+//! asked for it).
 //! (The only passwords sent there are the new ones the lab itself sets, as
 //! `lab_admin`, below and in `db::setup`.)
 //!
@@ -20,9 +22,11 @@
 //! namespaces, which no other account can enter. At every start the lab
 //! gives every role in the credentials file a new random password (as the
 //! superuser, over the socket, where it needs none), so a password seen
-//! before a start is worthless after it. Only a real start rotates: a
-//! server already running when a run begins keeps its passwords until it
-//! starts again.
+//! before a start is worthless after it. Only a real start rotates:
+//! `b3-26` already running when a run begins (kept by `cluster start`, or
+//! left by a killed run) keeps its passwords until it starts again; a
+//! run's own servers found running are leftovers, stopped and started
+//! afresh (`tied.rs`).
 
 use super::{credentials, Cluster};
 use crate::error::{Result, ResultExt};

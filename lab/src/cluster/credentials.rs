@@ -16,10 +16,13 @@
 //! since the proxy forwards to the socket: the holder that F12 or a model
 //! replay delays, through a proxy on 127.0.0.1 (`HolderArgs::via_proxy`),
 //! and a chaos run's holders, each through its slot's link, a proxy on the
-//! server's host of the lab's network (`chaos::workload::plan`). A server's
-//! roles get new ones each time it actually starts (one found running is
-//! left as it is), except on a standby, which keeps its primary's
-//! (`access.rs`, `lifecycle.rs`).
+//! network host `db` that stands in for the server's address (`b3-26`
+//! itself stays off the lab's network; `chaos::workload::plan`). A server's
+//! roles get new ones each time it actually starts, except on a standby,
+//! which keeps its primary's (`access.rs`, `lifecycle.rs`): `b3-26` found
+//! running when a run begins keeps its passwords until it starts again,
+//! while a run's own servers found running are leftovers, stopped and
+//! started afresh (`tied.rs`).
 //!
 //! The superuser `lab_admin` exists for the cluster's own setup (roles,
 //! databases, replication, the new passwords); the cases, the holders and
