@@ -8,7 +8,7 @@ use crate::{interrupt, paths, poll};
 use nix::fcntl::OFlag;
 use nix::sys::signal::Signal;
 use std::io::Write;
-use std::net::TcpListener;
+use crate::hosts::Host;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use parking_lot::Mutex;
@@ -93,8 +93,8 @@ impl Cluster {
         // A server on a host: its port there first, so that a port held by
         // something else ends the start before anything is written to disk.
         // (On this machine a server has only its socket, in its own folder.)
-        if self.host.is_some() {
-            self.check_port_free()?;
+        if let Some(host) = &self.host {
+            self.check_port_free(host)?;
         }
         if let Some(moved) = &paths::cluster_place().moved {
             // Once per process: F8's crash-restart is not news.
@@ -434,25 +434,23 @@ impl Cluster {
         Ok(())
     }
 
-    fn check_port_free(&self) -> Result<()> {
-        // Where the server will listen: inside its host, when it has one.
+    /// Before a server on a host of the lab's network starts: its port there
+    /// is free (on this machine a server has only its socket, and no port
+    /// to check). Only the lab's own processes are inside a host.
+    fn check_port_free(&self, host: &Host) -> Result<()> {
         let at = std::net::SocketAddr::new(HOST.parse().expect("an address"), self.port);
-        let probe = match &self.host {
-            Some(host) => host.listen(at),
-            None => TcpListener::bind(at),
-        };
-        match probe {
+        match host.listen(at) {
             Ok(_probe) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(format!(
-                "port {} on {} is already in use by {}, which is not the lab's cluster ({}). \
-                 The lab does not touch it: stop that process or free the port, then run again",
+                "port {} inside host {} of the lab's network is already in use, so {} ({}) cannot listen there; \
+                 only the lab's own processes run inside a host: a server of this run may still be up",
                 self.port,
-                HOST,
-                diagnose::who_listens(self.port).unwrap_or_else(|| "another process".into()),
+                host.name(),
+                self.name,
                 self.data_dir().display()
             )
             .into()),
-            Err(e) => Err(e).context(format!("probing port {}", self.port)),
+            Err(e) => Err(e).context(format!("probing port {} inside host {}", self.port, host.name())),
         }
     }
 

@@ -91,6 +91,14 @@ fn respond_text(request: tiny_http::Request, status: u16, text: &str) {
 /// browser's idle ones (a chapter's page stalled for 20 s, one load in
 /// four, measured); one answer per connection frees its thread at once.
 fn respond(request: tiny_http::Request, status: u16, kind: &str, body: &[u8]) {
+    let head = head(status, kind, &format!("Content-Length: {}", body.len()));
+    let mut writer = request.into_writer();
+    let _ = writer.write_all(head.as_bytes()).and_then(|()| writer.write_all(body)).and_then(|()| writer.flush());
+}
+
+/// An answer's status line and headers, the same for every answer but its
+/// status, type and length (`Content-Length: N`, or chunked for a stream).
+fn head(status: u16, kind: &str, length: &str) -> String {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
@@ -100,10 +108,5 @@ fn respond(request: tiny_http::Request, status: u16, kind: &str, body: &[u8]) {
         421 => "Misdirected Request",
         _ => "Error",
     };
-    let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let mut writer = request.into_writer();
-    let _ = writer.write_all(head.as_bytes()).and_then(|()| writer.write_all(body)).and_then(|()| writer.flush());
+    format!("HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n{length}\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n")
 }

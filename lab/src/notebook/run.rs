@@ -132,7 +132,7 @@ struct Stream {
 impl Stream {
     fn open(request: tiny_http::Request) -> Stream {
         let mut writer = request.into_writer();
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+        let head = super::head(200, "text/plain; charset=utf-8", "Transfer-Encoding: chunked");
         let ok = writer.write_all(head.as_bytes()).and_then(|()| writer.flush()).is_ok();
         Stream { writer: ok.then_some(writer) }
     }
