@@ -71,6 +71,9 @@
     if (/^\s*note\b/.test(line)) return "lab-note";
     if (/^\s*FAIL\b/.test(line)) return "lab-fail";
     if (/^CASE\b|^SUMMARY\b/.test(line)) return "lab-head";
+    // A `try` run's diff against the good transcript.
+    if (/^\+(?!\+\+ )/.test(line)) return "lab-add";
+    if (/^-(?!-- )/.test(line)) return "lab-del";
     return "";
   }
 
@@ -164,7 +167,11 @@
 
     function finish(result) {
       verdict.textContent = "";
-      var status = result.status === 0 ? "通过（退出码 0）" : "有 FAIL 或出错（退出码 " + result.status + "）";
+      // A `try` exercise succeeds when the broken guard is caught: its case
+      // fails, and the broken run is the locked one.
+      var status = asked.command === "try"
+        ? (result.status === 0 ? "补丁被用例抓住，这次的坏运行与锁定的一致（退出码 0）" : "没有按预期被抓住，或运行出错（退出码 " + result.status + "）")
+        : (result.status === 0 ? "通过（退出码 0）" : "有 FAIL 或出错（退出码 " + result.status + "）");
       verdict.appendChild(el("div", result.status === 0 ? "lab-ok" : "lab-fail", "结果：" + status));
       if (predict && predict.value !== "0") {
         verdict.appendChild(el("div", "lab-note", "你预测：" + predict.options[predict.selectedIndex].text + "。对照上面的运行记录看它说了什么。"));
@@ -188,7 +195,6 @@
         verdict.appendChild(a);
         verdict.appendChild(document.createTextNode(" "));
       });
-      if (result.stderr) verdict.appendChild(el("pre", "lab-stderr", result.stderr));
     }
 
     run.addEventListener("click", function () {
@@ -207,6 +213,8 @@
               rest = lines.pop();
               lines.forEach(function (line) {
                 if (line.indexOf("@@result ") === 0) return finish(JSON.parse(line.slice(9)));
+                // What the run says on stderr: its progress and its errors.
+                if (line.indexOf("@@stderr ") === 0) return out.appendChild(el("span", "lab-stderr", line.slice(9) + "\n"));
                 out.appendChild(el("span", lineClass(line), line + "\n"));
               });
               out.scrollTop = out.scrollHeight;

@@ -12,8 +12,9 @@
 //! - in headless Chromium, F4's chapter served by the notebook: its cell
 //!   runs `unfenced` (the transcript arrives in several updates before the
 //!   end, with the stale write accepted), then `fenced-scope`, whose diff
-//!   against its snapshot is empty; screenshots of both in
-//!   target/screenshots/;
+//!   against its snapshot is empty; then the exercise
+//!   `try fence-accepts-any-token` from its page shows its failing lines;
+//!   screenshots of the cells in target/screenshots/ (or `LAB_SCREENSHOTS`);
 //! - every case of `lab list` has a cell on some page of the book.
 
 mod common;
@@ -234,10 +235,59 @@ fn every_case_has_a_cell() {
     assert!(missing.is_empty(), "cases without a cell in the book: {missing:?}");
 }
 
+/// Where the notebook's screenshots go: `target/screenshots/`, or the
+/// folder `LAB_SCREENSHOTS` names (relative to the checkout), e.g.
+/// `LAB_SCREENSHOTS=evidence/26/screenshots ./run.sh test notebook` re-takes
+/// the ones the preface shows.
+fn screenshots() -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let dir = root.join(std::env::var("LAB_SCREENSHOTS").unwrap_or_else(|_| "target/screenshots".into()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// What a cell showed by the end of one run.
+struct CellRun {
+    /// How many transcript lines it showed, each time that changed.
+    counts: Vec<u64>,
+    /// Its transcript as shown.
+    out: String,
+    /// Its verdict as shown.
+    verdict: String,
+}
+
+/// Waits for the cell `cell` (a JavaScript expression) to be drawn, runs
+/// `setup` on it (`c` is the cell), presses Run and watches it until its
+/// verdict shows, at most `limit`.
+fn run_cell(browser: &mut cdp::Browser, cell: &str, setup: &str, limit: Duration) -> CellRun {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !browser.eval(&format!("!!({cell})")).as_bool().unwrap() {
+        assert!(std::time::Instant::now() < deadline, "no cell {cell}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    browser.eval(&format!("(() => {{ const c = {cell}; {setup}; c.scrollIntoView(); c.querySelector('.lab-run').click(); return true; }})()"));
+    let mut counts = Vec::new();
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let seen = browser.eval(&format!("(() => {{ const c = {cell}; return [c.querySelector('.lab-out').children.length, c.querySelector('.lab-verdict').textContent]; }})()"));
+        let (lines, verdict) = (seen[0].as_u64().unwrap(), seen[1].as_str().unwrap().to_owned());
+        if counts.last() != Some(&lines) {
+            counts.push(lines);
+        }
+        if !verdict.is_empty() {
+            let out = browser.eval(&format!("({cell}).querySelector('.lab-out').textContent")).as_str().unwrap().to_owned();
+            return CellRun { counts, out, verdict };
+        }
+        assert!(std::time::Instant::now() < deadline, "{cell}: no verdict after {limit:?}; lines seen {counts:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// F4's chapter, served by the notebook, in headless Chromium: the cell
-/// runs `unfenced` and then `fenced-scope`, as a reader would press Run.
+/// runs `unfenced` and then `fenced-scope`, as a reader would press Run;
+/// then an exercise's cell breaks the fence and shows the failing lines.
 #[test]
-fn the_f4_cell_runs_in_chromium() {
+fn the_f4_cell_and_an_exercise_run_in_chromium() {
     let Some(chromium) = common::chromium_for("the notebook's cell in Chromium") else { return };
     let cluster = PrivateCluster::new("notebook-chromium");
     let book = common::temp_dir("lab-notebook-chromium-book-");
@@ -253,44 +303,37 @@ fn the_f4_cell_runs_in_chromium() {
     let mut child = Killed(spawn_notebook(book.path(), &cluster));
     let mut line = String::new();
     BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap().replace("index.html", "07-lease-not-enough.html");
+    let index = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap().to_owned();
     let mut browser = cdp::Browser::launch(&chromium, 1280, 900, &[]);
-    browser.open(&url);
-    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("target/screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
+    browser.open(&index.replace("index.html", "07-lease-not-enough.html"));
+    let shots = screenshots();
     // The cell under the chapter's `./run.sh F4` block, once the page asked the notebook for the cases.
     let cell = "[...document.querySelectorAll('.lab-cell')].find(c => c.querySelector('.lab-cell-title').textContent.endsWith(' F4') && c.querySelector('select'))";
     for (mode, expect) in [("unfenced", "资源端不检查 token 时，A 的旧结果覆盖了 B 的结果"), ("fenced-scope", "资源端拒绝 A 的旧 token")] {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while !browser.eval(&format!("!!({cell})")).as_bool().unwrap() {
-            assert!(std::time::Instant::now() < deadline, "no cell for F4 with controls on {url}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        browser.eval(&format!(
-            "(() => {{ const c = {cell}; const s = c.querySelector('select'); s.value = '{mode}'; s.dispatchEvent(new Event('change')); c.scrollIntoView(); c.querySelector('.lab-run').click(); return true; }})()"
-        ));
-        // How many lines the cell showed, each time it was looked at, until the verdict.
-        let mut counts = Vec::new();
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        loop {
-            let seen = browser.eval(&format!("(() => {{ const c = {cell}; return [c.querySelector('.lab-out').children.length, c.querySelector('.lab-verdict').textContent]; }})()"));
-            let (lines, verdict) = (seen[0].as_u64().unwrap(), seen[1].as_str().unwrap().to_owned());
-            if counts.last() != Some(&lines) {
-                counts.push(lines);
-            }
-            if !verdict.is_empty() {
-                let out = browser.eval(&format!("({cell}).querySelector('.lab-out').textContent")).as_str().unwrap().to_owned();
-                assert!(out.contains(expect), "{mode}: the transcript lacks {expect:?}:\n{out}");
-                assert!(verdict.contains("结果：通过") && verdict.contains("与锁定的快照") && verdict.contains("一致"), "{mode}: the verdict says {verdict:?}\n{out}");
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "{mode}: no verdict after 120 s; lines seen {counts:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let before_end: Vec<&u64> = counts.iter().filter(|&&n| n > 0).collect();
-        assert!(before_end.len() > 1, "{mode}: the transcript came in one piece ({counts:?}), not as it was printed");
-        browser.screenshot(&shots.join(format!("notebook-F4-{mode}.png")), None);
+        let setup = format!("const s = c.querySelector('select'); s.value = '{mode}'; s.dispatchEvent(new Event('change'))");
+        let seen = run_cell(&mut browser, cell, &setup, Duration::from_secs(120));
+        assert!(seen.out.contains(expect), "{mode}: the transcript lacks {expect:?}:\n{}", seen.out);
+        assert!(seen.verdict.contains("结果：通过") && seen.verdict.contains("与锁定的快照") && seen.verdict.contains("一致"), "{mode}: the verdict says {:?}\n{}", seen.verdict, seen.out);
+        let before_end: Vec<&u64> = seen.counts.iter().filter(|&&n| n > 0).collect();
+        assert!(before_end.len() > 1, "{mode}: the transcript came in one piece ({:?}), not as it was printed", seen.counts);
+        browser.screenshot_of(cell, 8.0, &shots.join(format!("notebook-F4-{mode}.png")));
     }
+
+    // An exercise: the fence's comparison made always true. Its first run
+    // in a checkout builds the scratch copy (minutes); the build's progress
+    // streams in meanwhile.
+    browser.open(&index.replace("index.html", "try-03-fence.html"));
+    let exercise = "[...document.querySelectorAll('.lab-cell')].find(c => c.querySelector('.lab-cell-title').textContent.endsWith('try fence-accepts-any-token'))";
+    let seen = run_cell(&mut browser, exercise, "", Duration::from_secs(1800));
+    for expect in ["问题：", "失败的行（F4）", "FAIL 资源端拒绝 A 的旧 token (expected=WRITE accepted=false token=1, actual=WRITE accepted=true token=1)", "与锁定的坏运行记录"] {
+        assert!(seen.out.contains(expect), "the exercise's transcript lacks {expect:?}:\n{}", seen.out);
+    }
+    assert!(seen.verdict.contains("补丁被用例抓住"), "the exercise's verdict says {:?}\n{}", seen.verdict, seen.out);
+    let failing = browser.eval(&format!("[...({exercise}).querySelectorAll('.lab-out .lab-fail')].length")).as_u64().unwrap();
+    assert!(failing >= 3, "the exercise's cell marks {failing} lines as failing:\n{}", seen.out);
+    // Scrolled to the failing lines, as a reader would look for them.
+    browser.eval(&format!("(() => {{ const o = ({exercise}).querySelector('.lab-out'); const f = o.querySelector('.lab-fail'); o.scrollTop += f.getBoundingClientRect().top - o.getBoundingClientRect().top - 60; return true; }})()"));
+    browser.screenshot_of(exercise, 8.0, &shots.join("notebook-try-fence-accepts-any-token.png"));
     drop(child);
     assert_eq!(leftovers_after_exit(cluster.place().to_str().unwrap()), Vec::<String>::new());
 }

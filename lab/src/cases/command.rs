@@ -38,6 +38,18 @@ pub fn refusal(cases: &[String], picked: Option<FenceMode>) -> Option<String> {
     Some(format!("{} takes --mode {takes} only", case.id))
 }
 
+/// Why `--pause-before-check` is refused for the cases named, if it is:
+/// like `--mode`, a case named on the command line that has no deadline
+/// check to pause before is refused rather than run as if it had.
+pub fn pause_refusal(cases: &[String], pause_before_check: bool) -> Option<String> {
+    if !pause_before_check {
+        return None;
+    }
+    let named = |c: &Case| cases.iter().any(|id| id.eq_ignore_ascii_case(c.id));
+    let case = super::select(cases).into_iter().find(|c| named(c) && !c.takes_pause_before_check())?;
+    Some(format!("{} takes no --pause-before-check (only {} do)", case.id, super::PAUSES_BEFORE_CHECK.join(" and ")))
+}
+
 /// `lab run`: the cases streamed to stdout, each saved for `lab diff`;
 /// `true` when no check failed.
 pub fn run(request: &RunRequest) -> Result<bool> {
@@ -191,5 +203,16 @@ mod tests {
         assert_eq!(refusal(&named(&["all"]), Some(FenceMode::Unfenced)), None);
         assert_eq!(refusal(&named(&["F4"]), Some(FenceMode::Unfenced)), None);
         assert_eq!(refusal(&named(&["F6"]), None), None);
+    }
+
+    /// `--pause-before-check` on a named case without a deadline check to
+    /// pause before is refused; on F4, F5 or `all` it is not.
+    #[test]
+    fn a_named_case_refuses_a_pause_it_cannot_make() {
+        let named = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(pause_refusal(&named(&["F4", "F6"]), true).as_deref(), Some("F6 takes no --pause-before-check (only F4 and F5 do)"));
+        assert_eq!(pause_refusal(&named(&["F5"]), true), None);
+        assert_eq!(pause_refusal(&named(&["all"]), true), None);
+        assert_eq!(pause_refusal(&named(&["F6"]), false), None);
     }
 }

@@ -66,6 +66,10 @@ use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 use std::path::PathBuf;
 
+/// The cases whose paused holder can stop before its deadline check
+/// (`--pause-before-check`): they run [`paused_holder`]'s timeline.
+pub const PAUSES_BEFORE_CHECK: [&str; 2] = ["F4", "F5"];
+
 /// Knobs for the "things to try" of the book. The defaults are the article's
 /// experiments, which the evidence locks.
 #[derive(Clone, Debug)]
@@ -199,7 +203,7 @@ impl Case {
                 name.push_str(&picked.cli_name());
             }
         }
-        if options.pause_before_check && self.mode.is_some() {
+        if options.pause_before_check && self.takes_pause_before_check() {
             name.push_str("-pause-before-check");
         }
         if self.id == "F3" && options.threads != params::RACERS {
@@ -219,6 +223,13 @@ impl Case {
     /// Whether `--mode picked` means something for this case.
     pub fn takes_mode(&self, picked: FenceMode) -> bool {
         self.modes.contains(&picked)
+    }
+
+    /// Whether `--pause-before-check` means something for this case: only
+    /// the paused holder's timeline (F4, F5) has a local deadline check to
+    /// pause before.
+    pub fn takes_pause_before_check(&self) -> bool {
+        PAUSES_BEFORE_CHECK.contains(&self.id)
     }
 }
 

@@ -366,9 +366,10 @@ impl RunArgs {
         }
     }
 
-    /// Why the cases named refuse `--mode`, if they do (a usage error).
+    /// Why the cases named refuse `--mode` or `--pause-before-check`, if
+    /// they do (a usage error).
     pub fn refusal(&self) -> Option<String> {
-        cases::command::refusal(&self.cases, self.mode)
+        cases::command::refusal(&self.cases, self.mode).or_else(|| cases::command::pause_refusal(&self.cases, self.pause_before_check))
     }
 }
 

@@ -81,7 +81,7 @@ fn describe(case: &Case) -> serde_json::Value {
         "title": (case.title)(&cases::CaseOptions::default()),
         "mode": case.mode.map(FenceMode::cli_name),
         "modes": modes,
-        "pause_before_check": case.mode.is_some(),
+        "pause_before_check": case.takes_pause_before_check(),
     })
 }
 
@@ -161,7 +161,7 @@ fn case_arguments(asked: &RunAsked) -> Result<(Vec<String>, String), String> {
         args.extend(["--mode".to_owned(), name.clone()]);
     }
     if asked.pause_before_check {
-        if case.mode.is_none() {
+        if !case.takes_pause_before_check() {
             return Err(format!("{} takes no --pause-before-check", case.id));
         }
         options.pause_before_check = true;
@@ -188,6 +188,8 @@ mod tests {
         assert!(arguments(r#"{"case":"F4","mode":"rm -rf"}"#).unwrap_err().contains("takes --mode"));
         assert!(arguments(r#"{"case":"F1","mode":"unfenced"}"#).unwrap_err().contains("F1 takes no mode"));
         assert!(arguments(r#"{"case":"F1","pause_before_check":true}"#).unwrap_err().contains("no --pause-before-check"));
+        assert!(arguments(r#"{"case":"F6","pause_before_check":true}"#).unwrap_err().contains("F6 takes no --pause-before-check"));
+        assert_eq!(arguments(r#"{"case":"F5","pause_before_check":true}"#).unwrap().1, "F5-pause-before-check");
         assert!(arguments(r#"{"case":"F4","extra":1}"#).unwrap_err().contains("unknown field"));
         assert!(arguments("F4; reboot").is_err());
         assert_eq!(arguments(r#"{"command":"chaos","seed":9,"duration_s":5,"mode":"unfenced"}"#).unwrap().0.join(" "), "chaos --seed 9 --duration 5s --mode unfenced");
@@ -198,5 +200,24 @@ mod tests {
         assert!(arguments(r#"{"command":"try","name":"../x"}"#).unwrap_err().contains("no exercise"));
         assert_eq!(arguments(r#"{"command":"bench"}"#).unwrap().0.join(" "), "bench --seconds 1 --runs 1");
         assert!(arguments(r#"{"command":"rm"}"#).unwrap_err().contains("no command"));
+    }
+
+    /// What each kind of cell asks is a command line the lab itself takes:
+    /// a cell cannot ask for a run that `lab` would refuse as a usage error.
+    #[test]
+    fn every_cell_asks_what_the_lab_takes() {
+        use clap::Parser;
+        for asked in [
+            r#"{"case":"F4","mode":"unfenced","pause_before_check":true}"#,
+            r#"{"case":"F3"}"#,
+            r#"{"command":"chaos","seed":9,"duration_s":5,"mode":"all","holders":4}"#,
+            r#"{"command":"try","name":"fence-accepts-any-token"}"#,
+            r#"{"command":"model"}"#,
+            r#"{"command":"bench"}"#,
+        ] {
+            let (args, _) = arguments(asked).unwrap();
+            let parsed = crate::cli::Cli::try_parse_from(std::iter::once("lab".to_owned()).chain(args.iter().cloned()));
+            assert!(parsed.is_ok(), "{asked} asks for `lab {}`, which the lab refuses: {}", args.join(" "), parsed.err().unwrap());
+        }
     }
 }

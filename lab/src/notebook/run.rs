@@ -5,8 +5,9 @@
 //! The stream is chunked HTTP, one chunk per line, each flushed at once.
 //! Its last line is `@@result ` and a JSON object: the exit status, the
 //! diff against the snapshot of the run's name (empty when they match,
-//! `null` when nothing is locked under that name), what the run said on
-//! stderr, and links to the history pages it wrote.
+//! `null` when nothing is locked under that name) and links to the history
+//! pages it wrote. What the run says on stderr streams in between, each
+//! line marked `@@stderr `.
 
 use crate::{evidence, history, interrupt};
 use nix::sys::signal::{kill, Signal};
@@ -49,33 +50,47 @@ impl Runs {
                 Err(e) => return super::respond_text(request, 500, &format!("cannot start lab run: {e}")),
             }
         };
-        let stderr = child.stderr.take().map(|mut err| {
+        // Both of the run's streams, line by line as they come: stdout is the
+        // transcript; stderr is its progress and errors (`try: applying it…`,
+        // a build that takes minutes), sent marked `@@stderr ` for the page
+        // to show apart.
+        let (lines, arriving) = std::sync::mpsc::channel::<String>();
+        let readers: Vec<_> = [
+            child.stdout.take().map(|s| (Box::new(s) as Box<dyn Read + Send>, "")),
+            child.stderr.take().map(|s| (Box::new(s) as Box<dyn Read + Send>, "@@stderr ")),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|(stream, mark)| {
+            let lines = lines.clone();
             std::thread::spawn(move || {
-                let mut text = String::new();
-                let _ = err.read_to_string(&mut text);
-                text
+                for line in BufReader::new(stream).lines().map_while(std::result::Result::ok) {
+                    if lines.send(format!("{mark}{line}")).is_err() {
+                        break;
+                    }
+                }
             })
-        });
+        })
+        .collect();
+        drop(lines);
         let mut out = Stream::open(request);
         out.line(&format!("$ ./run.sh {}", args[1..].join(" ")));
-        if let Some(stdout) = child.stdout.take() {
-            for line in BufReader::new(stdout).lines() {
-                match line {
-                    Ok(line) => out.line(&line),
-                    Err(_) => break,
-                }
-            }
+        // Ends when both streams have closed (the run and anything it left
+        // holding them have exited).
+        for line in arriving {
+            out.line(&line);
+        }
+        for reader in readers {
+            let _ = reader.join();
         }
         let status = child.wait().map(|s| s.code());
         *self.current.lock() = None;
-        let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
         let diff = compare(&run_name, since);
         let result = json!({
             "status": status.ok().flatten(),
             "run": run_name,
             "snapshot": evidence::snapshot_path(&run_name).strip_prefix(crate::paths::root()).map(|p| p.display().to_string()).ok(),
             "diff": diff,
-            "stderr": said,
             "histories": histories(&run_name, since),
         });
         out.line(&format!("@@result {result}"));

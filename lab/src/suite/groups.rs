@@ -141,6 +141,8 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
                 }
             }
             "lib" => add("unit".into(), program, vec![], vec![], false, Reporter::Libtest),
+            // Its browser test runs an exercise from its page (`try`).
+            "notebook" => add("notebook".into(), program, vec![], vec![], true, Reporter::Libtest),
             other => add(other.to_owned(), program, vec![], vec![], false, Reporter::Libtest),
         }
     }

@@ -259,6 +259,25 @@ impl Browser {
         fs::write(path, png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
     }
 
+    /// Writes a PNG of one element, `element` (a JavaScript expression
+    /// that finds it), with `margin` CSS pixels of the page around it.
+    #[allow(dead_code)] // used by the notebook's test, not the visual check
+    pub fn screenshot_of(&mut self, element: &str, margin: f64, path: &Path) {
+        // From the page's top: a bar that sticks to the top of the window
+        // (mdBook's menu) then lies above the element, not over it.
+        self.eval("(() => { scrollTo(0, 0); return true; })()");
+        let rect = self.eval(&format!("(() => {{ const r = ({element}).getBoundingClientRect(); return [r.left + scrollX, r.top + scrollY, r.width, r.height]; }})()"));
+        let n = |i: usize| rect[i].as_f64().unwrap_or_else(|| panic!("no box for {element}: {rect}"));
+        let (x, y) = ((n(0) - margin).max(0.0), (n(1) - margin).max(0.0));
+        let shot = self.call(
+            "Page.captureScreenshot",
+            json!({ "format": "png", "captureBeyondViewport": true, "clip": { "x": x, "y": y, "width": n(2) + 2.0 * margin, "height": n(3) + 2.0 * margin, "scale": 1 } }),
+        );
+        use base64::Engine as _;
+        let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().expect("screenshot data")).unwrap();
+        fs::write(path, png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    }
+
     fn log_text(&self) -> String {
         let text = fs::read_to_string(&self.log).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(20).collect();
