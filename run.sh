@@ -444,6 +444,8 @@ case "$cmd" in
     [ $# -le 1 ] || die "serve takes no arguments but --live (see ./run.sh help)"
     # The notebook: the built book, served by the lab, each case runnable
     # from its page. It prints its address (with its token) once bound.
+    # What the cases need, as for ./run.sh: a cell runs any of them.
+    ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts
     build; build_book
     exec "$LAB" notebook --book target/book
     ;;

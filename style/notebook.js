@@ -72,6 +72,7 @@
     if (/^\s*FAIL\b/.test(line)) return "lab-fail";
     if (/^CASE\b|^SUMMARY\b/.test(line)) return "lab-head";
     // A `try` run's diff against the good transcript.
+    if (/^\+\s*FAIL\b/.test(line)) return "lab-fail";
     if (/^\+(?!\+\+ )/.test(line)) return "lab-add";
     if (/^-(?!-- )/.test(line)) return "lab-del";
     return "";
@@ -177,11 +178,11 @@
         verdict.appendChild(el("div", "lab-note", "你预测：" + predict.options[predict.selectedIndex].text + "。对照上面的运行记录看它说了什么。"));
       }
       if (result.diff === null) {
-        if (asked.case) verdict.appendChild(el("div", "lab-note", "没有可比较的锁定快照（" + (result.snapshot || result.run) + "），或这次运行没有跑完用例。"));
+        if (asked.case) verdict.appendChild(el("div", "lab-note", "没有可比较的锁定证据（" + (result.snapshot || result.run) + "），或这次运行没有跑完用例。"));
       } else if (result.diff === "") {
-        verdict.appendChild(el("div", "lab-ok", "与锁定的快照 " + result.snapshot + " 一致（已按规则抹掉时间和进程号）"));
+        verdict.appendChild(el("div", "lab-ok", "与锁定的证据 " + result.snapshot + " 一致（已按规则换掉每次都会变的值）"));
       } else {
-        verdict.appendChild(el("div", "lab-fail", "与锁定的快照 " + result.snapshot + " 不同："));
+        verdict.appendChild(el("div", "lab-fail", "与锁定的证据 " + result.snapshot + " 不同："));
         var d = el("pre", "lab-diff");
         result.diff.split("\n").forEach(function (line) {
           d.appendChild(el("span", line[0] === "+" ? "lab-add" : line[0] === "-" ? "lab-del" : "", line + "\n"));

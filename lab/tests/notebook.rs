@@ -313,19 +313,19 @@ fn the_f4_cell_and_an_exercise_run_in_chromium() {
         let setup = format!("const s = c.querySelector('select'); s.value = '{mode}'; s.dispatchEvent(new Event('change'))");
         let seen = run_cell(&mut browser, cell, &setup, Duration::from_secs(120));
         assert!(seen.out.contains(expect), "{mode}: the transcript lacks {expect:?}:\n{}", seen.out);
-        assert!(seen.verdict.contains("结果：通过") && seen.verdict.contains("与锁定的快照") && seen.verdict.contains("一致"), "{mode}: the verdict says {:?}\n{}", seen.verdict, seen.out);
+        assert!(seen.verdict.contains("结果：通过") && seen.verdict.contains("与锁定的证据") && seen.verdict.contains("一致"), "{mode}: the verdict says {:?}\n{}", seen.verdict, seen.out);
         let before_end: Vec<&u64> = seen.counts.iter().filter(|&&n| n > 0).collect();
         assert!(before_end.len() > 1, "{mode}: the transcript came in one piece ({:?}), not as it was printed", seen.counts);
         browser.screenshot_of(cell, 8.0, &shots.join(format!("notebook-F4-{mode}.png")));
     }
 
     // An exercise: the fence's comparison made always true. Its first run
-    // in a checkout builds the scratch copy (minutes); the build's progress
-    // streams in meanwhile.
+    // in a checkout builds the scratch copy's lab (minutes); what `lab try`
+    // says of each step (copy, build, run) streams in meanwhile.
     browser.open(&index.replace("index.html", "try-03-fence.html"));
     let exercise = "[...document.querySelectorAll('.lab-cell')].find(c => c.querySelector('.lab-cell-title').textContent.endsWith('try fence-accepts-any-token'))";
     let seen = run_cell(&mut browser, exercise, "", Duration::from_secs(1800));
-    for expect in ["问题：", "失败的行（F4）", "FAIL 资源端拒绝 A 的旧 token (expected=WRITE accepted=false token=1, actual=WRITE accepted=true token=1)", "与锁定的坏运行记录"] {
+    for expect in ["$ ./run.sh try fence-accepts-any-token", "问题：", "try: building the patched copy", "try: running lab run F4 in the copy", "失败的行（F4）", "FAIL 资源端拒绝 A 的旧 token (expected=WRITE accepted=false token=1, actual=WRITE accepted=true token=1)", "与锁定的坏运行记录"] {
         assert!(seen.out.contains(expect), "the exercise's transcript lacks {expect:?}:\n{}", seen.out);
     }
     assert!(seen.verdict.contains("补丁被用例抓住"), "the exercise's verdict says {:?}\n{}", seen.verdict, seen.out);

@@ -54,17 +54,19 @@ pub enum MutantFate {
 }
 
 /// Applies `m`, builds, runs the cases, and takes the patch back out.
-pub fn judge(scratch: &Scratch, m: &Mutation) -> Result<MutantFate> {
+pub fn judge(scratch: &Scratch, m: &Mutation, progress: &mut dyn FnMut(&str)) -> Result<MutantFate> {
     let patch = patch_path(m);
     if let Err(e) = scratch.apply(&patch) {
         return Ok(MutantFate::Broken(e.to_string()));
     }
-    let verdict = run_cases(scratch, m);
+    let verdict = run_cases(scratch, m, progress);
     scratch.revert(&patch)?;
     verdict
 }
 
-fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<MutantFate> {
+/// `progress` hears each step as it begins (the build, each run).
+fn run_cases(scratch: &Scratch, m: &Mutation, progress: &mut dyn FnMut(&str)) -> Result<MutantFate> {
+    progress("building the patched copy (an incremental build; the first in a checkout takes minutes)");
     if let Err(stderr) = scratch.build()? {
         return Ok(MutantFate::Broken(format!("the mutant does not build:\n{stderr}")));
     }
@@ -75,6 +77,7 @@ fn run_cases(scratch: &Scratch, m: &Mutation) -> Result<MutantFate> {
         tries.extend(cases::ALL.iter().filter(|c| c.id != m.killer[0]).map(|c| vec![c.id]));
     }
     for args in tries {
+        progress(&format!("running lab {} in the copy", command(&args).join(" ")));
         let out = scratch.lab(&command(&args))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         match read_run(&stdout) {
@@ -192,7 +195,7 @@ pub fn run_all(names: &[String], accept: bool) -> Result<bool> {
     println!("{:<30} {:<28} first failing line", "mutation", "killed by");
     let mut problems = Vec::new();
     for m in chosen {
-        let verdict = judge(&scratch, m)?;
+        let verdict = judge(&scratch, m, &mut |_| {})?;
         match verdict {
             MutantFate::Killed { by, line, transcript } => {
                 println!("{:<30} {:<28} {line}", m.name, by);
@@ -253,7 +256,7 @@ pub fn try_one(name: &str, color: bool) -> Result<bool> {
     println!("补丁 mutants/{}.patch：\n{}", m.name, std::fs::read_to_string(patch_path(m))?);
     eprintln!("try: applying it in a scratch copy, building and running ./run.sh {}…", m.killer.join(" "));
     let scratch = Scratch::prepare()?;
-    let verdict = judge(&scratch, m)?;
+    let verdict = judge(&scratch, m, &mut |step| eprintln!("try: {step}…"))?;
     drop(scratch);
     let (by, transcript) = match verdict {
         MutantFate::Killed { by, transcript, .. } => (by, transcript),

@@ -74,7 +74,10 @@ impl Runs {
         .collect();
         drop(lines);
         let mut out = Stream::open(request);
-        out.line(&format!("$ ./run.sh {}", args[1..].join(" ")));
+        // The command as a reader types it: `./run.sh F4 --mode unfenced`
+        // for `lab run F4 …`, `./run.sh try NAME` for `lab try NAME`.
+        let typed = if args.first().is_some_and(|a| a == "run") { &args[1..] } else { &args[..] };
+        out.line(&format!("$ ./run.sh {}", typed.join(" ")));
         // Ends when both streams have closed (the run and anything it left
         // holding them have exited).
         for line in arriving {
