@@ -43,6 +43,7 @@
     var asked = /^F\d+$/.test(what) ? { case: what, mode: null, pause_before_check: false } : { command: what };
     for (var i = 2; i < words.length; i++) {
       if (words[i] === "--mode") asked.mode = words[++i];
+      else if (words[i] === "--threads") asked.threads = +words[++i];
       else if (words[i] === "--pause-before-check") asked.pause_before_check = true;
       else if (words[i] === "--seed") asked.seed = +words[++i];
       else if (words[i] === "--duration") asked.duration_s = parseInt(words[++i], 10);
@@ -53,10 +54,10 @@
 
   // The command line a request runs, as a reader would type it.
   function commandLine(w, info) {
-    if (w.case) return "./run.sh " + w.case + (w.mode && w.mode !== info.mode ? " --mode " + w.mode : "") + (w.pause_before_check ? " --pause-before-check" : "");
+    if (w.case) return "./run.sh " + w.case + (w.mode && w.mode !== info.mode ? " --mode " + w.mode : "") + (w.pause_before_check ? " --pause-before-check" : "") + (w.threads ? " --threads " + w.threads : "");
     if (w.command === "chaos") return "./run.sh chaos --seed " + w.seed + " --duration " + w.duration_s + "s --mode " + w.mode;
     if (w.command === "try") return "./run.sh try " + w.name;
-    if (w.command === "bench") return "./run.sh bench --seconds 1 --runs 1";
+    if (w.command === "bench") return "./run.sh bench --seconds 1 --runs 1 --out target/lab/bench-notebook.md";
     return "./run.sh model";
   }
 
@@ -89,7 +90,7 @@
       return;
     }
     var controls = el("div", "lab-cell-controls");
-    var mode = null, pause = null, seed = null, duration = null;
+    var mode = null, pause = null, seed = null, duration = null, threads = null;
     if (asked.command === "chaos") {
       seed = el("input");
       seed.type = "number"; seed.min = "0"; seed.value = String(asked.seed || 1);
@@ -117,7 +118,7 @@
         if (name === (asked.mode || info.mode)) o.selected = true;
         mode.appendChild(o);
       });
-      var label = el("label", null, "资源模式 ");
+      var label = el("label", null, "资源端模式 ");
       label.appendChild(mode);
       controls.appendChild(label);
     }
@@ -130,6 +131,13 @@
       pl.appendChild(document.createTextNode(" --pause-before-check"));
       controls.appendChild(pl);
     }
+    if (info.threads) {
+      threads = el("input");
+      threads.type = "number"; threads.min = "2"; threads.max = String(api.max_threads); threads.value = String(asked.threads || api.threads);
+      var tl = el("label", null, "线程数 ");
+      tl.appendChild(threads);
+      controls.appendChild(tl);
+    }
     var predict = null;
     if (asked.case && info.modes.length) {
       predict = el("select");
@@ -141,8 +149,9 @@
       controls.appendChild(predict);
     }
     var run = el("button", "lab-run", "运行");
+    // Stop ends whatever run is under way, even one started before this
+    // page was loaded.
     var stop = el("button", "lab-stop", "停止");
-    stop.disabled = true;
     controls.appendChild(run);
     controls.appendChild(stop);
     cell.appendChild(controls);
@@ -155,7 +164,11 @@
     place(block, cell);
 
     function wanted() {
-      if (asked.case) return { case: info.id, mode: mode ? mode.value : null, pause_before_check: pause ? pause.checked : false };
+      if (asked.case) {
+        var w = { case: info.id, mode: mode ? mode.value : null, pause_before_check: pause ? pause.checked : false };
+        if (threads && +threads.value !== api.threads) w.threads = +threads.value;
+        return w;
+      }
       if (asked.command === "chaos") return { command: "chaos", seed: +seed.value || 0, duration_s: +duration.value, mode: mode.value };
       if (asked.command === "try") return { command: "try", name: asked.name };
       return { command: asked.command };
@@ -163,7 +176,7 @@
     function show() {
       command.textContent = commandLine(wanted(), info);
     }
-    [mode, pause, seed, duration].forEach(function (c) { if (c) c.addEventListener("change", show); });
+    [mode, pause, seed, duration, threads].forEach(function (c) { if (c) c.addEventListener("change", show); });
     show();
 
     function finish(result) {
@@ -171,7 +184,7 @@
       // A `try` exercise succeeds when the broken guard is caught: its case
       // fails, and the broken run is the locked one.
       var status = asked.command === "try"
-        ? (result.status === 0 ? "补丁被用例抓住，这次的坏运行与锁定的一致（退出码 0）" : "没有按预期被抓住，或运行出错（退出码 " + result.status + "）")
+        ? (result.status === 0 ? "补丁被用例抓住，这次的坏运行记录与锁定的一致（退出码 0）" : "补丁没有被抓住、坏运行记录与锁定的不同，或运行出错（退出码 " + result.status + "，见上面的输出）")
         : (result.status === 0 ? "通过（退出码 0）" : "有 FAIL 或出错（退出码 " + result.status + "）");
       verdict.appendChild(el("div", result.status === 0 ? "lab-ok" : "lab-fail", "结果：" + status));
       if (predict && predict.value !== "0") {
@@ -190,7 +203,7 @@
         verdict.appendChild(d);
       }
       (result.histories || []).forEach(function (page) {
-        var a = el("a", null, "历史页 " + page);
+        var a = el("a", null, "历史页面 " + page);
         a.href = base + "history/" + encodeURIComponent(page);
         a.target = "_blank";
         verdict.appendChild(a);
@@ -202,7 +215,6 @@
       out.textContent = "";
       verdict.textContent = "";
       run.disabled = true;
-      stop.disabled = false;
       fetch(base + "run", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(wanted()) })
         .then(function (res) {
           if (!res.ok) return res.text().then(function (t) { throw new Error(t); });
@@ -215,7 +227,8 @@
               lines.forEach(function (line) {
                 if (line.indexOf("@@result ") === 0) return finish(JSON.parse(line.slice(9)));
                 // What the run says on stderr: its progress and its errors.
-                if (line.indexOf("@@stderr ") === 0) return out.appendChild(el("span", "lab-stderr", line.slice(9) + "\n"));
+                // (its errors, `lab: …`, as failures).
+                if (line.indexOf("@@stderr ") === 0) return out.appendChild(el("span", /^lab: /.test(line.slice(9)) ? "lab-fail" : "lab-stderr", line.slice(9) + "\n"));
                 out.appendChild(el("span", lineClass(line), line + "\n"));
               });
               out.scrollTop = out.scrollHeight;
@@ -225,7 +238,7 @@
           return pump();
         })
         .catch(function (e) { verdict.appendChild(el("div", "lab-fail", String(e.message || e))); })
-        .then(function () { run.disabled = false; stop.disabled = true; });
+        .then(function () { run.disabled = false; });
     });
     stop.addEventListener("click", function () {
       fetch(base + "stop", { method: "POST" }).then(function (r) { return r.text(); }).then(function (t) { verdict.appendChild(el("div", "lab-note", t)); });

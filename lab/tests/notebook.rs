@@ -153,6 +153,7 @@ fn requests_not_from_its_pages_are_refused() {
         (r#"{"case":"F99"}"#, "no case \"F99\""),
         (r#"{"case":"F4","mode":"everything"}"#, "F4 takes --mode"),
         (r#"{"case":"F1","pause_before_check":true}"#, "F1 takes no --pause-before-check"),
+        (r#"{"case":"F4","threads":4}"#, "F4 takes no --threads"),
         (r#"{"case":"F1","shell":"$(id)"}"#, "unknown field"),
         (r#"{"case":"F1","seed":1}"#, "case takes no seed"),
         (r#"{"command":"chaos","duration_s":600}"#, "1 to 30 s"),

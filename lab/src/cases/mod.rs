@@ -206,7 +206,7 @@ impl Case {
         if options.pause_before_check && self.takes_pause_before_check() {
             name.push_str("-pause-before-check");
         }
-        if self.id == "F3" && options.threads != params::RACERS {
+        if self.takes_threads() && options.threads != params::RACERS {
             name.push_str(&format!("-threads-{}", options.threads));
         }
         name
@@ -223,6 +223,12 @@ impl Case {
     /// Whether `--mode picked` means something for this case.
     pub fn takes_mode(&self, picked: FenceMode) -> bool {
         self.modes.contains(&picked)
+    }
+
+    /// Whether `--threads` means something for this case: only F3 races
+    /// threads for the lease.
+    pub fn takes_threads(&self) -> bool {
+        self.id == "F3"
     }
 
     /// Whether `--pause-before-check` means something for this case: only

@@ -433,6 +433,25 @@ mod tests {
         let refused = parse(&["run", "F20"]).err().expect("no case F20").to_string();
         assert!(refused.contains("valid cases: F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, F12, F13, F14, F15, F16, F17, F18, F19, all"), "{refused}");
     }
+
+    /// What each kind of the notebook's cells asks is a command line the lab
+    /// itself takes: a cell cannot ask for a run that `lab` would refuse as
+    /// a usage error (tested here, above the notebook, where `Cli` is).
+    #[test]
+    fn every_cell_asks_what_the_lab_takes() {
+        for asked in [
+            r#"{"case":"F4","mode":"unfenced","pause_before_check":true}"#,
+            r#"{"case":"F3","threads":4}"#,
+            r#"{"command":"chaos","seed":9,"duration_s":5,"mode":"all","holders":4}"#,
+            r#"{"command":"try","name":"fence-accepts-any-token"}"#,
+            r#"{"command":"model"}"#,
+            r#"{"command":"bench"}"#,
+        ] {
+            let (args, _) = crate::notebook::arguments(asked).unwrap();
+            let parsed = Cli::try_parse_from(std::iter::once("lab".to_owned()).chain(args.iter().cloned()));
+            assert!(parsed.is_ok(), "{asked} asks for `lab {}`, which the lab refuses: {}", args.join(" "), parsed.err().unwrap());
+        }
+    }
 }
 
 /// `lab needs etcd`: a program some cases need, by [`cases::Need::name`].

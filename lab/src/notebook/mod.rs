@@ -23,7 +23,7 @@ mod check;
 mod files;
 mod run;
 
-pub use api::CHAOS_MAX_S;
+pub use api::{arguments, CHAOS_MAX_S};
 
 use crate::error::{Result, ResultExt};
 use std::net::{Ipv4Addr, TcpListener};
@@ -54,7 +54,7 @@ pub fn serve(book: PathBuf, port: u16) -> Result<()> {
     let port = listener.local_addr()?.port();
     let token = crate::cluster::credentials::random_password()?;
     let server = tiny_http::Server::from_listener(listener, None).map_err(|e| format!("serving on 127.0.0.1:{port}: {e}"))?;
-    let notebook = Arc::new(Notebook { book, port, token, runs: run::Runs::default() });
+    let notebook = Arc::new(Notebook { book, port, token, runs: run::Runs::new() });
     println!("notebook: the book at http://127.0.0.1:{port}/{}/index.html (Ctrl-C to stop)", notebook.token);
     std::io::stdout().flush()?;
     for request in server.incoming_requests() {

@@ -19,12 +19,21 @@ use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
 /// The run under way, if any: its `lab run` process.
-#[derive(Default)]
 pub struct Runs {
     current: Mutex<Option<u32>>,
+    /// The lab binary each run starts: the path this notebook was started
+    /// from, read once. A rebuild replaces the file at that path (the
+    /// next run uses the new build), while the running notebook's own
+    /// `/proc/self/exe` then names a deleted file.
+    lab: std::io::Result<std::path::PathBuf>,
 }
 
 impl Runs {
+    /// No run under way; runs start the lab binary this process came from.
+    pub fn new() -> Runs {
+        Runs { current: Mutex::new(None), lab: std::env::current_exe() }
+    }
+
     /// Starts `lab <args>` and streams it into `request`'s answer; a second
     /// run while one is under way is answered "busy".
     pub fn start(&self, args: Vec<String>, run_name: String, request: tiny_http::Request) {
@@ -34,7 +43,7 @@ impl Runs {
             if let Some(pid) = *current {
                 return super::respond_text(request, 409, &format!("busy: a run is under way (lab pid {pid}); wait for it, or stop it"));
             }
-            let mut cmd = match std::env::current_exe() {
+            let mut cmd = match &self.lab {
                 Ok(lab) => Command::new(lab),
                 Err(e) => return super::respond_text(request, 500, &format!("cannot find the lab's own binary: {e}")),
             };
