@@ -249,14 +249,8 @@ impl Browser {
         // that the fixed sidebar is drawn all the way down, not one window's
         // height and then nothing.
         self.resize(window.0, height.min(16000.0) as u32);
-        let shot = self.call(
-            "Page.captureScreenshot",
-            json!({ "format": "png", "captureBeyondViewport": true, "clip": { "x": 0, "y": 0, "width": width, "height": height, "scale": 1 } }),
-        );
+        self.capture((0.0, 0.0, width, height), path);
         self.resize(window.0, window.1);
-        use base64::Engine as _;
-        let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().expect("screenshot data")).unwrap();
-        fs::write(path, png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
     }
 
     /// Writes a PNG of one element, `element` (a JavaScript expression
@@ -269,9 +263,15 @@ impl Browser {
         let rect = self.eval(&format!("(() => {{ const r = ({element}).getBoundingClientRect(); return [r.left + scrollX, r.top + scrollY, r.width, r.height]; }})()"));
         let n = |i: usize| rect[i].as_f64().unwrap_or_else(|| panic!("no box for {element}: {rect}"));
         let (x, y) = ((n(0) - margin).max(0.0), (n(1) - margin).max(0.0));
+        self.capture((x, y, n(2) + 2.0 * margin, n(3) + 2.0 * margin), path);
+    }
+
+    /// Writes a PNG of the page's rectangle `(x, y, width, height)`, in CSS
+    /// pixels from the page's top left, drawn beyond the window if need be.
+    fn capture(&mut self, (x, y, width, height): (f64, f64, f64, f64), path: &Path) {
         let shot = self.call(
             "Page.captureScreenshot",
-            json!({ "format": "png", "captureBeyondViewport": true, "clip": { "x": x, "y": y, "width": n(2) + 2.0 * margin, "height": n(3) + 2.0 * margin, "scale": 1 } }),
+            json!({ "format": "png", "captureBeyondViewport": true, "clip": { "x": x, "y": y, "width": width, "height": height, "scale": 1 } }),
         );
         use base64::Engine as _;
         let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().expect("screenshot data")).unwrap();
