@@ -3,7 +3,7 @@
 //! A daily report job runs as several instances; a lease table in PostgreSQL
 //! lets one of them work at a time, and a fencing token issued with every
 //! acquire lets the protected resource refuse a holder that paused past its
-//! lease. This crate runs the experiments (cases F1–F9, and F10–F19 beyond
+//! lease. This crate runs the experiments (cases F1–F9, and F10–F28 beyond
 //! the article) against a real, throw-away PostgreSQL cluster and prints
 //! their transcripts.
 //!
@@ -113,6 +113,10 @@
 //!   fence and the three broken modes kept for the negative controls;
 //!   `ResourceView` observes.
 //! - [`publish`]: F9's stand-in for an external publisher that takes no token.
+//! - [`queue`]: the bug zoo's job queue (F20 on): claims, heartbeats, a
+//!   rescuer, a pruner and completion on `lease26`, each lease bug that a
+//!   published queue (or a similar project) shipped as a switch that puts it back, and
+//!   the zoo's staged runs with the harm they count.
 //!
 //! Processes:
 //! - [`holder`]: the holder process (the `holder` binary): its command line
@@ -215,6 +219,7 @@ pub mod etcd_lease;
 pub mod renewer;
 pub mod resource;
 pub mod publish;
+pub mod queue;
 pub mod holder;
 pub mod call_log;
 pub mod holder_guard;

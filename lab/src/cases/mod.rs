@@ -21,6 +21,7 @@
 //! | F17 | a holder cut off from the lease store, not from the resource: it stops in time; without its check the fence refuses it | network hosts, a partition in the switch |
 //! | F18 | the 2018 pattern: the old primary and the promoted standby both grant; which configurations lose writes, which refuse them | network hosts, a partition between sites, a real promotion, negative controls |
 //! | F19 | etcd's leader partitioned into the minority: no renewal, no grant; a new leader; the cut-off holder loses its lease and the fence refuses it | three etcd members on hosts, a partition |
+//! | F20–F28 | the bug zoo: the lease bugs of published job queues and similar projects (Z1–Z9), each put back into the lab's queue and shown to harm, then the fixed queue (a token per claim, checked on every write) refusing | component, threads, negative controls |
 //!
 //! Every case starts from fresh schemas in both databases (F14 makes its
 //! own lease store on servers of its own, F16 starts the etcd cluster from
@@ -48,6 +49,16 @@ pub mod f16;
 pub mod f17;
 pub mod f18;
 pub mod f19;
+pub mod f20;
+pub mod f21;
+pub mod f22;
+pub mod f23;
+pub mod f24;
+pub mod f25;
+pub mod f26;
+pub mod f27;
+pub mod f28;
+pub mod job_queue;
 pub mod partitioned;
 pub mod paused_holder;
 pub mod run_data;
@@ -281,9 +292,10 @@ pub fn variants() -> Vec<Variant> {
 }
 
 /// Every case, in the article's order.
-pub const ALL: [&Case; 19] = [
+pub const ALL: [&Case; 28] = [
     &f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE, &f10::CASE, &f11::CASE, &f12::CASE,
-    &f13::CASE, &f14::CASE, &f15::CASE, &f16::CASE, &f17::CASE, &f18::CASE, &f19::CASE,
+    &f13::CASE, &f14::CASE, &f15::CASE, &f16::CASE, &f17::CASE, &f18::CASE, &f19::CASE, &f20::CASE, &f21::CASE, &f22::CASE, &f23::CASE,
+    &f24::CASE, &f25::CASE, &f26::CASE, &f27::CASE, &f28::CASE,
 ];
 
 /// The case with this id (case-insensitive).

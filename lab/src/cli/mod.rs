@@ -16,7 +16,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-/// The lease + fencing lab: cases F1–F9, and F10–F19 beyond the article, against a throw-away PostgreSQL.
+/// The lease + fencing lab: cases F1–F9, and F10–F28 beyond the article, against a throw-away PostgreSQL.
 #[derive(Parser)]
 #[command(name = "lab", version, about, after_help = "Most readers use ./run.sh, which builds first and calls this.")]
 pub struct Cli {
@@ -178,7 +178,7 @@ pub enum Command {
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Cases to run: F1 … F19, or all.
+    /// Cases to run: F1 … F28, or all.
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
     /// F4/F5: judge writes with this resource mode instead of the case's own
@@ -327,7 +327,7 @@ pub enum Color {
     Never,
 }
 
-/// Accepts F1 … F19 in any case, and says which ids exist otherwise.
+/// Accepts F1 … F28 in any case, and says which ids exist otherwise.
 fn case_id(text: &str) -> std::result::Result<String, String> {
     match cases::find(text) {
         Some(case) => Ok(case.id.to_owned()),
@@ -430,8 +430,8 @@ mod tests {
         let Command::Run(run) = parse(&["run", "f4", "F16", "--mode", "unfenced"]).unwrap() else { unreachable!() };
         let request = run.request(PathBuf::from("holder"));
         assert_eq!((request.cases, request.options.mode), (vec!["F4".to_owned(), "F16".to_owned()], Some(FenceMode::Unfenced)));
-        let refused = parse(&["run", "F20"]).err().expect("no case F20").to_string();
-        assert!(refused.contains("valid cases: F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, F12, F13, F14, F15, F16, F17, F18, F19, all"), "{refused}");
+        let refused = parse(&["run", "F29"]).err().expect("no case F29").to_string();
+        assert!(refused.contains("valid cases: F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, F12, F13, F14, F15, F16, F17, F18, F19, F20, F21, F22, F23, F24, F25, F26, F27, F28, all"), "{refused}");
     }
 
     /// What each kind of the notebook's cells asks is a command line the lab
