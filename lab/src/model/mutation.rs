@@ -100,6 +100,9 @@ pub const COUNTERPARTS: &[Counterpart] = &[
 // ANCHOR_END: counterparts
 
 // ANCHOR: no_counterpart
+/// Why the bug zoo's mutations have no counterpart yet.
+const QUEUE_NOT_MODELLED: &str = "the job queue (F20–F28) is not in the model yet: its claims, heartbeats, rescuer and pruner have no counterpart among the model's steps, which are a lease, holders and a resource";
+
 /// The patches the model has no counterpart for, and why.
 pub const NO_COUNTERPART: &[(&str, &str)] = &[
     ("renew-ignores-name", "the model has one lease; F1 renews with a grant of a second one (cleanup-job)"),
@@ -127,8 +130,18 @@ pub const NO_COUNTERPART: &[(&str, &str)] = &[
     ("standby-left-connected", "a fault placed wrong is the experiment's defect: the model's async standby may never receive a commit by construction (and its primary crashes: two live primaries are F18's alone)"),
     ("follower-isolated-instead", "a fault placed wrong is the experiment's defect; the model has no etcd members to isolate"),
     ("nemesis-cuts-nothing", "a fault not injected is the chaos run's defect: the model's steps happen by construction"),
+    ("queue-heartbeat-by-name", QUEUE_NOT_MODELLED),
+    ("queue-heartbeat-ignores-claim", QUEUE_NOT_MODELLED),
+    ("queue-complete-ignores-claim", QUEUE_NOT_MODELLED),
+    ("queue-rescue-select-then-update", QUEUE_NOT_MODELLED),
+    ("queue-rescue-gives-token-back", QUEUE_NOT_MODELLED),
+    ("queue-rescue-ignores-heartbeats", QUEUE_NOT_MODELLED),
+    ("queue-rescue-by-app-clock", QUEUE_NOT_MODELLED),
+    ("queue-heartbeat-shares-work-connection", QUEUE_NOT_MODELLED),
+    ("queue-release-ignores-lease", QUEUE_NOT_MODELLED),
 ];
 // ANCHOR_END: no_counterpart
+
 
 #[cfg(test)]
 mod tests {

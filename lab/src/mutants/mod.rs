@@ -63,6 +63,10 @@ pub enum Group {
     /// The model checker's own checks (`lab model`): a property that
     /// cannot fail would call every mode safe.
     Model,
+    /// The bug zoo's job queue (F20–F28): each check of the claim's token,
+    /// and each judgement of whether a claim is alive, put back to the bug
+    /// a published queue shipped.
+    Queue,
 }
 
 /// Every mutation, in the book's order.
@@ -395,6 +399,69 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "the model's I3 fails on a state where a write took effect below a token that already had: blind, the model calls the broken modes safe",
         killer: &["model"],
         question: "模型的 I3 不再看状态里的过期写入，条件永远成立。`./run.sh model` 的表里，UNFENCED、FENCED_ROW、CHECK_THEN_WRITE 会被判成什么？判定行里哪几行会失败？异步备库上的几行呢？",
+    },
+    Mutation {
+        name: "queue-heartbeat-by-name",
+        group: Group::Queue,
+        guards: "the queue finds a heartbeat's claim by its token, not by the worker's name a restarted worker reuses (Z1)",
+        killer: &["F20"],
+        question: "心跳改回按 worker 的名字找认领。F20 里修好之后的那一段，重启前的 worker-1#1 恢复后心跳，结果如何？它接下来会做什么？",
+    },
+    Mutation {
+        name: "queue-heartbeat-ignores-claim",
+        group: Group::Queue,
+        guards: "a heartbeat extends only the claim that holds the job now (Z2)",
+        killer: &["F21"],
+        question: "心跳的条件里去掉了 `claim = $2`。F21 里修好之后的那一段，A 恢复后的心跳会怎样？它接下来做的事里，哪些还会被拒绝？",
+    },
+    Mutation {
+        name: "queue-complete-ignores-claim",
+        group: Group::Queue,
+        guards: "a completion is accepted only from the claim that holds the job now (Z4)",
+        killer: &["F23"],
+        question: "完成的条件里去掉了 `claim = $2`。F23 里修好之后的那一段，过期的 A 直接完成作业，结果如何？",
+    },
+    Mutation {
+        name: "queue-rescue-select-then-update",
+        group: Group::Queue,
+        guards: "the rescuer takes a claim back in one statement that judges the row it updates (Z3)",
+        killer: &["F22"],
+        question: "救援者改回先 SELECT 过期的作业、再按 id UPDATE。F22 里修好之后的那一段，A 在两步之间完成了作业，之后会发生什么？",
+    },
+    Mutation {
+        name: "queue-rescue-gives-token-back",
+        group: Group::Queue,
+        guards: "a rescue leaves the claim's token where it is, so the next claim's is larger (Z5)",
+        killer: &["F24"],
+        question: "救援时把 `claim` 减一（把这次尝试还回去）。F24 里修好之后的那一段，B 认领到的 token 是多少？资源端还拦得住 A 吗？",
+    },
+    Mutation {
+        name: "queue-rescue-ignores-heartbeats",
+        group: Group::Queue,
+        guards: "the rescuer judges the lease the heartbeats extend, not when the claim began (Z6)",
+        killer: &["F25"],
+        question: "救援的条件从 `locked_until < now()` 换成了 `started_at < now()`。F25 里修好之后的那一段，一直在心跳的 A 的作业会怎样？",
+    },
+    Mutation {
+        name: "queue-rescue-by-app-clock",
+        group: Group::Queue,
+        guards: "the rescuer judges the lease by the database's clock, in the statement (Z7)",
+        killer: &["F26"],
+        question: "修好的救援者也改用应用自己的时钟判断过期。F26 里修好之后的那一段，那只快了两个 ttl 的时钟会让什么发生？",
+    },
+    Mutation {
+        name: "queue-heartbeat-shares-work-connection",
+        group: Group::Queue,
+        guards: "the heartbeat has a connection of its own, not the one the job's work holds (Z8)",
+        killer: &["F27"],
+        question: "修好之后的 worker 也让心跳和工作共用一个连接。F27 里修好之后的那一段，工作卡在等锁的语句里超过一个 ttl 时，A 的租约会怎样？",
+    },
+    Mutation {
+        name: "queue-release-ignores-lease",
+        group: Group::Queue,
+        guards: "the pruner releases only the jobs whose own lease ran out (Z9)",
+        killer: &["F28"],
+        question: "清理者释放作业时不再看作业自己的 `locked_until`。F28 里修好之后的那一段，登记表说 worker-1 死了，它仍在心跳的作业会怎样？",
     },
 ];
 
