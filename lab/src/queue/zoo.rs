@@ -285,6 +285,18 @@ impl Heartbeat {
         Heartbeat { stop, thread }
     }
 
+    /// Waits until a heartbeat is refused and the thread ends (the worker
+    /// learns its claim is gone at its next heartbeat, within one period),
+    /// then stops it as [`Heartbeat::stop`] does. A thread still beating
+    /// after poll::BOUND is an error.
+    pub fn until_lost(self) -> Result<HeartbeatState> {
+        let ended = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || Ok::<_, crate::Error>(self.thread.is_finished())))?;
+        if !ended {
+            return Err(format!("the heartbeat thread was still beating {:?} after its claim was taken", poll::BOUND).into());
+        }
+        self.stop()
+    }
+
     /// Stops the thread; a panic or an error in it is an error here.
     pub fn stop(self) -> Result<HeartbeatState> {
         let _ = self.stop.send(());
@@ -365,8 +377,13 @@ pub fn healthy(bug: Option<Bug>, taker: Taker) -> Result<(HealthySteps, Harm)> {
         }
         Ok::<_, crate::Error>((a_alive, taken_back, b))
     })();
-    // Stopped on every way out, the case's own error included.
-    let a_heartbeat = heartbeat.stop()?;
+    // Stopped on every way out, the case's own error included. When B
+    // took the job, A's next heartbeat is refused: A learns it there, and
+    // only then goes on (the order every run shows).
+    let a_heartbeat = match &seen {
+        Ok((_, _, Some(_))) => heartbeat.until_lost()?,
+        _ => heartbeat.stop()?,
+    };
     let (a_alive, taken_back, b) = seen?;
     let a_effect = effect(&mut ra, &a)?;
     qa.complete(&a)?;
@@ -430,7 +447,12 @@ pub fn starved(bug: Option<Bug>) -> Result<(HealthySteps, Harm)> {
     // Let A's work go on, on every way out.
     blocker.client().execute("SELECT pg_advisory_unlock($1)", &[&WORK_LOCK])?;
     let worked = work.join().map_err(|p| format!("A's work thread panicked: {}", panic_message(&*p)))?;
-    let a_heartbeat = heartbeat.stop()?;
+    // As in `healthy`: when B took the job, A learns it at its next
+    // heartbeat, which its work no longer holds up.
+    let a_heartbeat = match &seen {
+        Ok((_, _, Some(_))) => heartbeat.until_lost()?,
+        _ => heartbeat.stop()?,
+    };
     worked?;
     let (a_alive, taken_back, b) = seen?;
     let a_effect = effect(&mut ra, &a)?;
