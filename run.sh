@@ -34,6 +34,12 @@ usage: ./run.sh [command]
                      (--out evidence/26/chaos.md: the table the book includes, and
                      each mode's history in evidence/26/history/; without it, the
                      histories go to target/lab/history/)
+  queue-chaos [--seed S] [--workers N] [--duration D] [--switch fixed|BUG,…|all] [--out FILE]
+                     the bug zoo's job queue under a seeded nemesis: N workers (default
+                     4), D per switch (default 20s), the fixed queue and each bug
+                     (Z1-Z9) in turn; prints the harm each let through, counted from
+                     the database (--out evidence/26/chaos-queue.md: the table the
+                     book includes)
   model [--out FILE] [--mutants] [--replay MODE [--store S]] [--explore [MODE]]
                      the model checker: every interleaving of the lease and each
                      resource mode on each lease store (one server, sync or async
@@ -478,6 +484,11 @@ case "$cmd" in
     shift
     ensure_postgres; ensure_hosts; guard_cluster
     "$LAB" chaos "$@"
+    ;;
+  queue-chaos)
+    shift
+    ensure_postgres; guard_cluster
+    "$LAB" queue-chaos "$@"
     ;;
   model)
     shift

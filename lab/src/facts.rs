@@ -32,6 +32,7 @@ use code::{case_facts, code_facts, listed, try_facts};
 use crate::bench::report::Row as BenchRow;
 use crate::cases::run_data::RunData;
 use crate::chaos::results::ChaosData;
+use crate::queue::chaos::QueueChaosData;
 use crate::lease_stores::StoresData;
 use crate::model::results::{ModelData, MutantsData};
 use crate::result_data::ResultData;
@@ -62,6 +63,9 @@ pub struct Inputs {
     pub lease_stores: StoresData,
     /// `evidence/26/chaos.json`: the two-minute chaos run, every mode.
     pub chaos: ChaosData,
+    /// `evidence/26/chaos-queue.json`: the job queue under the nemesis,
+    /// the fixed queue and every bug.
+    pub chaos_queue: QueueChaosData,
     /// `evidence/26/model.json`: the model checker's table.
     pub model: ModelData,
     /// `evidence/26/model-mutants.json`: the model against the mutations.
@@ -98,6 +102,7 @@ impl Inputs {
             bench: crate::bench::report::rows_from_csv(&read("bench.csv")?).with_context(|| format!("reading {}", dir.join("bench.csv").display()))?,
             lease_stores: StoresData::read(&dir.join("lease-stores.json"))?,
             chaos: ChaosData::read(&dir.join("chaos.json"))?,
+            chaos_queue: QueueChaosData::read(&dir.join("chaos-queue.json"))?,
             model: ModelData::read(&dir.join("model.json"))?,
             model_mutants: MutantsData::read(&dir.join("model-mutants.json"))?,
             history_pages,
@@ -158,6 +163,7 @@ pub fn compute(inputs: &Inputs) -> Result<Vec<FactFile>> {
         FactFile { name: "bench.md", source: "evidence/26/bench.csv", facts: bench_facts(&inputs.bench)? },
         FactFile { name: "lease-stores.md", source: "evidence/26/lease-stores.json", facts: lease_store_facts(&inputs.lease_stores)? },
         FactFile { name: "chaos.md", source: "evidence/26/chaos.json 与 evidence/26/output.json", facts: chaos_facts(inputs)? },
+        FactFile { name: "chaos-queue.md", source: "evidence/26/chaos-queue.json", facts: queue_chaos_facts(&inputs.chaos_queue)? },
         FactFile { name: "model.md", source: "evidence/26/model.json、evidence/26/model-mutants.json 与 lab/src/model/ 的表", facts: model_facts(inputs)? },
         FactFile { name: "history.md", source: "evidence/26/history/ 里的页面与 lab/src/history/page.rs", facts: history_facts(inputs)? },
     ])
@@ -326,6 +332,36 @@ fn chaos_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     f.add("f15-faults", figure(&inputs.run, "F15", "plan_faults")?);
     f.add("f15-aimed", figure(&inputs.run, "F15", "plan_aimed")?);
     f.add("f15-pause-long", figure(&inputs.run, "F15", "plan_pause_long")?);
+    Ok(f.0)
+}
+
+/// The queue chaos run's shape and counts, from its data (`chaos-queue.json`).
+fn queue_chaos_facts(data: &QueueChaosData) -> Result<Vec<Fact>> {
+    const FILE: &str = "evidence/26/chaos-queue.json";
+    let mut f = Facts(Vec::new());
+    f.add("workers", data.workers);
+    f.add("duration", format!("{} s", data.duration_s));
+    f.add("fault-every", data.fault_every);
+    // The nemesis's lengths, from the code, against the ttl.
+    use crate::queue::chaos::{keeper, nemesis::QueueFault, worker};
+    let ttl = crate::params::TTL;
+    let shown = |d: std::time::Duration| format!("{} ms", d.as_millis());
+    f.add("ttl", shown(ttl));
+    f.add("fault-kinds", QueueFault::ALL.len());
+    f.add("pause-short", shown(ttl / worker::SHORT_PAUSE_SHARE));
+    f.add("outlast", shown(ttl * worker::OUTLAST_TTLS));
+    f.add("long", shown(ttl * worker::LONG_TTLS));
+    f.add("skew", shown(ttl * keeper::SKEW_TTLS));
+    f.add("switches", data.rows.len());
+    let fixed = data.rows.iter().find(|r| r.fixed()).ok_or_else(|| format!("{FILE}: no row of the fixed queue"))?;
+    f.add("fixed-claims", fixed.counts.claims);
+    f.add("fixed-runs-twice", fixed.counts.runs_twice);
+    f.add("fixed-harm", fixed.counts.harm());
+    let bugs: Vec<_> = data.rows.iter().filter(|r| !r.fixed()).collect();
+    f.add("bugs", bugs.len());
+    f.add("bugs-caught", bugs.iter().filter(|r| r.counts.harm() > 0).count());
+    let faults: usize = data.rows.iter().flat_map(|r| r.faults.values()).map(|c| c.injected).sum();
+    f.add("faults-injected", faults);
     Ok(f.0)
 }
 

@@ -113,10 +113,6 @@
 //!   fence and the three broken modes kept for the negative controls;
 //!   `ResourceView` observes.
 //! - [`publish`]: F9's stand-in for an external publisher that takes no token.
-//! - [`queue`]: the bug zoo's job queue (F20 on): claims, heartbeats, a
-//!   rescuer, a pruner and completion on `lease26`, each lease bug that a
-//!   published queue (or a similar project) shipped as a switch that puts it back, and
-//!   the zoo's staged runs with the harm they count.
 //!
 //! Processes:
 //! - [`holder`]: the holder process (the `holder` binary): its command line
@@ -149,6 +145,13 @@
 //!   that knows when there was nothing to judge; `lab chaos` itself
 //!   (`chaos::command`). Below `cases`, whose F15 runs a short fixed-seed
 //!   chaos run.
+//! - [`queue`]: the bug zoo's job queue (F20 on): claims, heartbeats, a
+//!   rescuer, a pruner and completion on `lease26`, each lease bug that a
+//!   published queue (or a similar project) shipped as a switch that puts
+//!   it back, the zoo's staged runs with the harm they count, and the
+//!   queue's own chaos run (`lab queue-chaos`: many workers under a nemesis
+//!   that deals each claim its fault, the harm counted from the record).
+//!   Above `chaos`, whose seeded generator and machine line it uses.
 //!
 //! The experiments and their evidence:
 //! - [`transcript`]: the `ok`/`note`/`FAIL` format, written and read back.
@@ -219,13 +222,13 @@ pub mod etcd_lease;
 pub mod renewer;
 pub mod resource;
 pub mod publish;
-pub mod queue;
 pub mod holder;
 pub mod call_log;
 pub mod holder_guard;
 pub mod report_files;
 pub mod history;
 pub mod chaos;
+pub mod queue;
 pub mod transcript;
 pub mod evidence;
 pub mod timeline;

@@ -75,6 +75,10 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(cli::holder_bin().map_err(Into::into).and_then(|bin| chaos::command::run(&args.options(bin))).map(verdict))
         }
+        Command::QueueChaos(args) => {
+            interrupt::install();
+            report(lab::queue::chaos::report::run(&args.options()).map(verdict))
+        }
         Command::Model(args) => {
             if args.starts_processes() {
                 interrupt::install();

@@ -120,6 +120,8 @@ pub enum Command {
     },
     /// The chaos run: holders under a seeded nemesis, judged by the history checker; each mode's history is written as JSON lines and an offline page.
     Chaos(ChaosArgs),
+    /// The bug zoo's job queue under a seeded nemesis: the fixed queue and each bug put back, in turn, with the harm each let through counted from the database.
+    QueueChaos(QueueChaosArgs),
     /// The model checker: every interleaving of the lease and each resource mode; its verdicts as a table.
     Model(ModelArgs),
     /// Draw what happened in a case's last run (one with holder processes:
@@ -218,6 +220,54 @@ pub struct ChaosArgs {
     /// Print every holder's protocol lines and every fault on stderr as they happen.
     #[arg(long)]
     trace: bool,
+}
+
+#[derive(Args)]
+pub struct QueueChaosArgs {
+    /// The seed of the nemesis (and of the work times): the same seed, the same faults in the same order.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How many worker slots take jobs.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(2..=16))]
+    workers: u16,
+    /// How long each switch runs, e.g. 20s, 1m.
+    #[arg(long, default_value = "20s", value_parser = crate::chaos::run::parse_duration)]
+    duration: std::time::Duration,
+    /// The switches to run, comma-separated: fixed, or a bug of the zoo (name-as-identity, late-heartbeat, …), or all (the fixed queue, then Z1–Z9).
+    #[arg(long, default_value = "all", value_parser = switches)]
+    switch: Switches,
+    /// Also write the table as Markdown to this file (the book's evidence/26/chaos-queue.md), its data beside it as JSON (chaos-queue.json, which `lab facts` reads).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// The switches of `lab queue-chaos`: `None` is the fixed queue.
+#[derive(Clone, Debug)]
+pub struct Switches(Vec<Option<crate::queue::Bug>>);
+
+fn switches(text: &str) -> std::result::Result<Switches, String> {
+    use crate::queue::Bug;
+    if text == "all" {
+        return Ok(Switches(std::iter::once(None).chain(Bug::ALL.map(Some)).collect()));
+    }
+    let one = |name: &str| match name {
+        "fixed" => Ok(None),
+        _ => Bug::ALL.iter().find(|b| b.name() == name).map(|b| Some(*b)).ok_or_else(|| {
+            format!("unknown switch {name:?}; the switches are fixed, {}, or all", Bug::ALL.map(Bug::name).join(", "))
+        }),
+    };
+    Ok(Switches(text.split(',').map(|n| one(n.trim())).collect::<std::result::Result<_, _>>()?))
+}
+
+impl QueueChaosArgs {
+    /// The run these arguments ask for.
+    pub fn options(&self) -> crate::queue::chaos::QueueChaosOptions {
+        crate::queue::chaos::QueueChaosOptions {
+            config: crate::queue::chaos::QueueConfig { seed: self.seed, workers: self.workers.into(), duration: self.duration },
+            switches: self.switch.0.clone(),
+            out: self.out.clone(),
+        }
+    }
 }
 
 #[derive(Args)]
@@ -410,6 +460,19 @@ mod tests {
     }
 
     /// `--mode all` (the default) runs every mode in turn; one mode runs alone.
+    #[test]
+    fn queue_chaos_runs_the_switches_asked_for() {
+        use crate::queue::Bug;
+        let switches = |args: &[&str]| match parse(args).expect("parses") {
+            Command::QueueChaos(q) => q.options().switches,
+            _ => unreachable!(),
+        };
+        assert_eq!(switches(&["queue-chaos"]).len(), 1 + Bug::ALL.len());
+        assert_eq!(switches(&["queue-chaos", "--switch", "fixed,late-heartbeat"]), [None, Some(Bug::LateHeartbeat)]);
+        let refused = parse(&["queue-chaos", "--switch", "Z2"]).err().expect("a row is not a switch's name").to_string();
+        assert!(refused.contains("the switches are fixed, name-as-identity"), "{refused}");
+    }
+
     #[test]
     fn chaos_runs_one_mode_or_every_mode() {
         let modes = |args: &[&str]| match parse(args).unwrap() {

@@ -18,6 +18,7 @@
 //! The queue's own statements never read either.
 
 pub mod bug;
+pub mod chaos;
 pub mod zoo;
 
 pub use bug::Bug;
