@@ -35,11 +35,13 @@ usage: ./run.sh [command]
                      each mode's history in evidence/26/history/; without it, the
                      histories go to target/lab/history/)
   queue-chaos [--seed S] [--workers N] [--duration D] [--switch fixed|BUG,…|all] [--out FILE]
-                     the bug zoo's job queue under a seeded nemesis: N workers (default
-                     4), D per switch (default 20s), the fixed queue and each bug
-                     (Z1-Z9) in turn; prints the harm each let through, counted from
-                     the database (--out evidence/26/chaos-queue.md: the table the
-                     book includes)
+                     the bug zoo's job queue under a nemesis seeded by S (default 1):
+                     N workers (default 4), D per switch (default 20s), the fixed
+                     queue and each bug in turn (BUG is a bug's name, e.g.
+                     token-given-back; all: fixed, then Z1-Z9); prints the harm each
+                     let through, counted from the database's record and the
+                     nemesis's list of the claims it disturbed (--out
+                     evidence/26/chaos-queue.md: the table the book includes)
   model [--out FILE] [--mutants] [--replay MODE [--store S]] [--explore [MODE]]
                      the model checker: every interleaving of the lease and each
                      resource mode on each lease store (one server, sync or async

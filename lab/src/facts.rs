@@ -353,6 +353,19 @@ fn queue_chaos_facts(data: &QueueChaosData) -> Result<Vec<Fact>> {
     f.add("long", shown(ttl * worker::LONG_TTLS));
     f.add("skew", shown(ttl * keeper::SKEW_TTLS));
     f.add("switches", data.rows.len());
+    f.add("jobs", crate::queue::chaos::run::jobs(data.workers, std::time::Duration::from_secs_f64(data.duration_s)));
+    // Which rows each harm shows up in: the prose names them from here, so
+    // a table locked again cannot leave the prose behind.
+    let rows_where = |count: fn(&crate::queue::chaos::judge::QueueCounts) -> usize| {
+        let rows: Vec<&str> = data.rows.iter().filter(|r| count(&r.counts) > 0).map(|r| r.row.as_str()).collect();
+        if rows.is_empty() { "没有哪一行".to_owned() } else { rows.join("、") }
+    };
+    f.add("rows-stale-heartbeats", rows_where(|c| c.stale_heartbeats));
+    f.add("rows-stale-completions", rows_where(|c| c.stale_completions));
+    f.add("rows-stale-effects", rows_where(|c| c.stale_effects));
+    f.add("rows-claimed-after-done", rows_where(|c| c.claimed_after_done));
+    f.add("rows-live-taken-back", rows_where(|c| c.live_taken_back));
+    f.add("rows-healthy-taken-back", rows_where(|c| c.healthy_taken_back));
     let fixed = data.rows.iter().find(|r| r.fixed()).ok_or_else(|| format!("{FILE}: no row of the fixed queue"))?;
     f.add("fixed-claims", fixed.counts.claims);
     f.add("fixed-runs-twice", fixed.counts.runs_twice);

@@ -6,7 +6,8 @@
 //! between its read and its write, long jobs, a busy connection, a skewed
 //! rescuer clock). The same run is made with the fixed queue and with each
 //! bug of the zoo put back; afterwards one pure function counts, from the
-//! database's record alone, the harm each switch let through.
+//! database's record and the nemesis's list of the claims it disturbed,
+//! the harm each switch let through.
 //!
 //! - [`nemesis`]: which fault each claim meets, from the seed;
 //! - [`worker`]: the worker slots and their processes;

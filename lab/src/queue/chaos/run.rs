@@ -109,10 +109,11 @@ pub struct QueueRun {
     pub took: Duration,
 }
 
-/// How many jobs a run enqueues: more than its workers can take.
-fn jobs(config: &QueueConfig) -> i64 {
-    let per_worker = config.duration.as_millis() / worker::WORK.0.as_millis();
-    (config.workers as u128 * per_worker + 100) as i64
+/// How many jobs a run of `workers` for `duration` enqueues: more than
+/// its workers can take, each working its shortest work all along.
+pub fn jobs(workers: usize, duration: Duration) -> i64 {
+    let per_worker = duration.as_millis() / worker::WORK.0.as_millis();
+    (workers as u128 * per_worker + 100) as i64
 }
 
 /// Runs the queue with `bug` (or fixed) under the nemesis and judges it.
@@ -122,7 +123,7 @@ pub fn run_switch(config: &QueueConfig, bug: Option<Bug>) -> Result<QueueRun> {
     // resource's; then the queue's jobs and each job's fence floor at 0.
     db::reset_schema(&mut db::connect(db::LEASE_DB, "lab queue-chaos")?, db::LEASE_SCHEMA)?;
     db::reset_schema(&mut db::connect(db::RES_DB, "lab queue-chaos")?, db::RES_SCHEMA)?;
-    let jobs = jobs(config);
+    let jobs = jobs(config.workers, config.duration);
     Queue::connect("lab queue-chaos", bug, TTL)?.reset(jobs)?;
     db::connect(db::RES_DB, "lab queue-chaos")?.execute("INSERT INTO fence_floor (scope, max_token) SELECT 'job-' || g, 0 FROM generate_series(1, $1::bigint) g", &[&jobs])?;
 
