@@ -13,8 +13,9 @@
 //! - a claim taken back (rescued or released) while its lease still ran by
 //!   the database's clock;
 //! - a claim taken back from a worker process the nemesis never disturbed
-//!   (never paused, killed or cut from its heartbeat): a healthy worker's
-//!   job.
+//!   on that job (never paused, killed or cut from its heartbeat there, and
+//!   not one of the jobs a replacement claimed on its way to the one it took
+//!   over, which wait their turn): a healthy worker's job.
 //!
 //! Not harm: a job whose handler ran twice because a worker paused or died
 //! holding it. That is at-least-once, the promise every queue makes; it
