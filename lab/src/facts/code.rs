@@ -65,6 +65,7 @@ fn group_anchor(group: Group) -> &'static str {
         Group::Faults => "faults",
         Group::Model => "model",
         Group::Queue => "queue",
+        Group::Object => "object",
     }
 }
 
@@ -98,7 +99,7 @@ pub(super) fn code_facts() -> Vec<Fact> {
     let phrase: Vec<String> =
         by_count.iter().map(|(n, ids)| if ids.len() > 1 { format!("{} 各 {n} 个", listed(ids)) } else { format!("{} {n} 个", listed(ids)) }).collect();
     f.add("mutations-beyond", phrase.join("，"));
-    let groups = [Group::Acquire, Group::RenewRelease, Group::Fence, Group::Client, Group::Failover, Group::Chaos, Group::Etcd, Group::Faults, Group::Model, Group::Queue];
+    let groups = [Group::Acquire, Group::RenewRelease, Group::Fence, Group::Client, Group::Failover, Group::Chaos, Group::Etcd, Group::Faults, Group::Model, Group::Queue, Group::Object];
     for group in groups {
         let of: Vec<_> = MUTATIONS.iter().filter(|m| m.group == group).collect();
         f.add(format!("exercises-{}", group_anchor(group)), of.len());

@@ -103,6 +103,9 @@ pub const COUNTERPARTS: &[Counterpart] = &[
 /// Why the bug zoo's mutations have no counterpart yet.
 const QUEUE_NOT_MODELLED: &str = "the job queue (F20–F28) is not in the model yet: its claims, heartbeats, rescuer and pruner have no counterpart among the model's steps, which are a lease, holders and a resource";
 
+/// Why the object store's mutations have no counterpart yet.
+const OBJECT_NOT_MODELLED: &str = "the object store (F29–F31) is not in the model yet: its resource compares its own version or ETag, and the model's resource modes compare tokens";
+
 /// The patches the model has no counterpart for, and why.
 pub const NO_COUNTERPART: &[(&str, &str)] = &[
     ("renew-ignores-name", "the model has one lease; F1 renews with a grant of a second one (cleanup-job)"),
@@ -139,6 +142,11 @@ pub const NO_COUNTERPART: &[(&str, &str)] = &[
     ("queue-rescue-by-app-clock", QUEUE_NOT_MODELLED),
     ("queue-heartbeat-shares-work-connection", QUEUE_NOT_MODELLED),
     ("queue-release-ignores-lease", QUEUE_NOT_MODELLED),
+    ("object-if-version-ignored", OBJECT_NOT_MODELLED),
+    ("object-version-not-bumped", OBJECT_NOT_MODELLED),
+    ("object-if-match-ignored", OBJECT_NOT_MODELLED),
+    ("object-claim-without-token", OBJECT_NOT_MODELLED),
+    ("lock-delay-not-waited", OBJECT_NOT_MODELLED),
 ];
 // ANCHOR_END: no_counterpart
 

@@ -67,6 +67,9 @@ pub enum Group {
     /// and each judgement of whether a claim is alive, put back to the bug
     /// a published queue shipped.
     Queue,
+    /// The object store that cannot compare tokens (F29–F31): its
+    /// conditional writes, and the claim a holder writes first.
+    Object,
 }
 
 /// Every mutation, in the book's order.
@@ -462,6 +465,41 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "the pruner releases only the jobs whose own lease ran out (Z9)",
         killer: &["F28"],
         question: "清理者释放作业时不再看作业自己的 `locked_until`。F28 里修好之后的那一段，登记表说 worker-1 死了，它仍在心跳的作业会怎样？",
+    },
+    Mutation {
+        name: "object-if-version-ignored",
+        group: Group::Object,
+        guards: "a write conditional on the version is refused once the object's version moved on (F29)",
+        killer: &["F29"],
+        question: "按版本的条件写入去掉了 `AND version = $4`，成了无条件的写入。F29 里 B 先写了一次之后，A 的写入结果如何？先认领的那一段呢？",
+    },
+    Mutation {
+        name: "object-version-not-bumped",
+        group: Group::Object,
+        guards: "every write moves the object's version on, so a version is never seen twice (F29)",
+        killer: &["F29"],
+        question: "写入不再把 `version` 加一。F29 先认领的那一段，B 的认领之后，A 读到的 version 还对得上吗？A 的写入会怎样？",
+    },
+    Mutation {
+        name: "object-if-match-ignored",
+        group: Group::Object,
+        guards: "a write conditional on the ETag is refused once the body changed (F30)",
+        killer: &["F30"],
+        question: "If-Match 的写入去掉了 `AND etag = $4`。F30 先认领的那一段，A 的 If-Match 会怎样？天真的那一段呢，有什么不同？",
+    },
+    Mutation {
+        name: "object-claim-without-token",
+        group: Group::Object,
+        guards: "a claim-first holder writes its token into the body, so no body, and no ETag, comes back after another holder's claim (F30)",
+        killer: &["F30"],
+        question: "先认领时不再把 token 写进 body，只写原来的内容。F30 先认领（按 ETag）的那一段，B 把状态改回 idle 之后，ETag 回到了谁看到的那个？A 的 If-Match 会怎样？F29 按版本的那一段受影响吗？",
+    },
+    Mutation {
+        name: "lock-delay-not-waited",
+        group: Group::Object,
+        guards: "on a resource that checks nothing, the new holder waits the lock-delay after its grant before its first write (F31)",
+        killer: &["F31"],
+        question: "等 lock-delay 的那一步不再等：数据库一问就说已经等够了。F31 第一段里，A 的停顿在原本的 lock-delay 之内结束，对象里最后是谁的结果？哪一行会发现 B 没有等？",
     },
 ];
 

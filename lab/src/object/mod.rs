@@ -1,0 +1,162 @@
+//! A resource that cannot compare tokens (F29–F31): an object store, as
+//! the storage most jobs write to offers it. It knows nothing of leases or
+//! tokens; what it offers instead is a compare-and-swap on its own
+//! version: a write may be made conditional on the version the writer read
+//! (GCS's `ifGenerationMatch`, etcd's `mod_revision` in a txn), or on the
+//! ETag it read (S3's `If-Match`), and then the store refuses it if the
+//! object changed meanwhile. Or a write carries no condition at all, and
+//! only the writers' own timing protects it (Chubby's lock-delay).
+//!
+//! Here the store is a table in `res26` and each condition is judged in the
+//! statement that writes: the atomic reference, against which a real store
+//! that checks without a lock can later be measured. Every write is
+//! recorded in `object_attempt` with the writer's lease token, which the
+//! store never reads: the lab judges a write stale by it afterwards.
+//!
+//! - here: [`ObjectStore`], the store's operations;
+//! - [`writer`]: a lease holder writing to it, naively (a condition on what
+//!   it read) or claiming first (its lease token written into the object,
+//!   every later write conditional on its own last write);
+//! - [`stage`]: the cases' takeover (A reads and stands still, its lease
+//!   runs out, B acquires and reads) and the lock-delay's wait.
+
+pub mod stage;
+pub mod writer;
+
+use crate::db;
+use crate::error::{Result, ResultExt};
+use postgres::Client;
+
+/// The objects' schema, loaded into `res26` beside the report's tables.
+pub const SCHEMA: &str = include_str!("../../../sql/object26.sql");
+
+/// An object as a read (or an accepted write) saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    /// The body.
+    pub body: String,
+    /// The store's version.
+    pub version: i64,
+    /// The ETag: the MD5 of the body.
+    pub etag: String,
+    /// Who wrote it last.
+    pub writer: String,
+}
+
+impl Seen {
+    /// The ETag's first eight characters, as a transcript shows it.
+    pub fn etag_short(&self) -> &str {
+        &self.etag[..8.min(self.etag.len())]
+    }
+}
+
+/// The condition a write carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Condition {
+    /// Write only if the object's version is still this one.
+    IfVersion(i64),
+    /// Write only if the object's ETag is still this one (`If-Match`).
+    IfMatch(String),
+    /// Write whatever is there.
+    None,
+}
+
+impl Condition {
+    /// Its name in `object_attempt.condition`.
+    fn name(&self) -> &'static str {
+        match self {
+            Condition::IfVersion(_) => "if-version",
+            Condition::IfMatch(_) => "if-match",
+            Condition::None => "none",
+        }
+    }
+
+    /// What it expected, as `object_attempt.expected` keeps it.
+    fn expected(&self) -> Option<String> {
+        match self {
+            Condition::IfVersion(v) => Some(v.to_string()),
+            Condition::IfMatch(etag) => Some(etag.clone()),
+            Condition::None => None,
+        }
+    }
+}
+
+// ANCHOR: get_sql
+/// Reads the object: its body, version, ETag and last writer.
+const GET: &str = "SELECT body, version, etag, writer FROM object WHERE key = $1";
+// ANCHOR_END: get_sql
+
+// ANCHOR: put_sql
+/// A write conditional on the version: the comparison and the write are one
+/// statement, and every write moves the version on by one, so a version
+/// is never seen twice.
+const PUT_IF_VERSION: &str = "
+    UPDATE object SET body = $2, version = version + 1, etag = md5($2), writer = $3
+     WHERE key = $1 AND version = $4
+    RETURNING body, version, etag, writer";
+/// A write conditional on the ETag (`If-Match`): the same, compared on the
+/// MD5 of the body, which a body written again brings back.
+const PUT_IF_MATCH: &str = "
+    UPDATE object SET body = $2, version = version + 1, etag = md5($2), writer = $3
+     WHERE key = $1 AND etag = $4
+    RETURNING body, version, etag, writer";
+/// A write with no condition: whatever is there is replaced.
+const PUT: &str = "
+    UPDATE object SET body = $2, version = version + 1, etag = md5($2), writer = $3
+     WHERE key = $1
+    RETURNING body, version, etag, writer";
+// ANCHOR_END: put_sql
+
+/// Records one write, accepted or not, in the transaction that made it.
+const RECORD: &str = "INSERT INTO object_attempt (key, writer, token, condition, expected, accepted) VALUES ($1, $2, $3, $4, $5, $6)";
+
+/// A session of one writer on the store.
+pub struct ObjectStore {
+    client: Client,
+    /// Who writes, as the store records it.
+    writer: String,
+    /// The writer's lease token: recorded with each write, never read by
+    /// the store's statements.
+    token: i64,
+}
+
+impl ObjectStore {
+    /// Connects to `res26` as `writer`, whose lease token is `token`.
+    pub fn connect(writer: &str, token: i64) -> Result<ObjectStore> {
+        Ok(ObjectStore { client: db::connect(db::RES_DB, writer)?, writer: writer.to_owned(), token })
+    }
+
+    /// Loads the objects' tables into `res26` (after the resource schema's
+    /// reset, which dropped them) and creates `key` with `body`, version 1.
+    pub fn reset(key: &str, body: &str) -> Result<()> {
+        let mut client = db::connect(db::RES_DB, "lab objects")?;
+        client.batch_execute(SCHEMA).context("loading sql/object26.sql")?;
+        // The object exists before the case: version 1, written by nobody.
+        client.execute("INSERT INTO object (key, body, version, etag, writer) VALUES ($1, $2, 1, md5($2), 'setup')", &[&key, &body])?;
+        Ok(())
+    }
+
+    /// Reads `key`.
+    pub fn get(&mut self, key: &str) -> Result<Seen> {
+        let row = self.client.query_opt(GET, &[&key])?.ok_or_else(|| format!("object {key} does not exist"))?;
+        Ok(seen(&row))
+    }
+
+    /// Writes `body` to `key` if `condition` holds; the object as written,
+    /// or `None` when the store refused.
+    pub fn put(&mut self, key: &str, body: &str, condition: &Condition) -> Result<Option<Seen>> {
+        let mut tx = self.client.transaction()?;
+        let row = match condition {
+            Condition::IfVersion(v) => tx.query_opt(PUT_IF_VERSION, &[&key, &body, &self.writer, v])?,
+            Condition::IfMatch(etag) => tx.query_opt(PUT_IF_MATCH, &[&key, &body, &self.writer, etag])?,
+            Condition::None => tx.query_opt(PUT, &[&key, &body, &self.writer])?,
+        };
+        tx.execute(RECORD, &[&key, &self.writer, &self.token, &condition.name(), &condition.expected(), &row.is_some()])?;
+        tx.commit()?;
+        Ok(row.as_ref().map(seen))
+    }
+}
+
+fn seen(row: &postgres::Row) -> Seen {
+    Seen { body: row.get(0), version: row.get(1), etag: row.get(2), writer: row.get(3) }
+}
