@@ -7,7 +7,7 @@ use super::writer::{Guard, Writer};
 use super::ObjectStore;
 use crate::error::Result;
 use crate::lease::LeaseStore;
-use crate::params::{margin, LEASE, SHORT_TTL};
+use crate::params::{margin, LEASE, SHORT_TTL, TTL};
 use crate::poll;
 use std::time::Duration;
 
@@ -28,9 +28,13 @@ pub struct Takeover {
     pub leases: LeaseStore,
 }
 
+/// B's lease: longer than A's, so that it outlasts the lock-delay B waits
+/// out in F31 (B never renews).
+pub const B_TTL: Duration = TTL;
+
 /// Creates `key` with `body` (after `lab.reset()`), then: A acquires
 /// (SHORT_TTL) and reads, claims if `claim_first`; its lease runs out; B
-/// acquires, reads, claims if `claim_first`.
+/// acquires (B_TTL), reads, claims if `claim_first`.
 pub fn takeover(key: &str, body: &str, guard: Guard, claim_first: bool) -> Result<Takeover> {
     ObjectStore::reset(key, body)?;
     let mut leases = LeaseStore::connect("lab objects")?;
@@ -40,7 +44,7 @@ pub fn takeover(key: &str, body: &str, guard: Guard, claim_first: bool) -> Resul
         return Err("holder-a's claim was refused on an object nobody else had touched".into());
     }
     leases.wait_until_expired(LEASE)?;
-    let b_grant = leases.acquire(LEASE, "holder-b", SHORT_TTL, margin(SHORT_TTL))?.ok_or("holder-b could not acquire the expired lease")?;
+    let b_grant = leases.acquire(LEASE, "holder-b", B_TTL, margin(B_TTL))?.ok_or("holder-b could not acquire the expired lease")?;
     let mut b = Writer::start("holder-b", b_grant.token, key, guard)?;
     if claim_first && !b.claim()? {
         return Err("holder-b's claim was refused right after its acquire".into());
@@ -50,13 +54,15 @@ pub fn takeover(key: &str, body: &str, guard: Guard, claim_first: bool) -> Resul
 
 // ANCHOR: lock_delay
 /// How long a holder waits after its acquire before its first write when
-/// the resource checks nothing (Chubby's lock-delay): the old lease's ttl.
+/// the resource checks nothing (Chubby's lock-delay, moved from the lock
+/// service's grant to the new holder's first write): the old lease's ttl,
+/// well inside the new holder's own (B_TTL).
 pub const LOCK_DELAY: Duration = SHORT_TTL;
 
-/// Waits, by the database's clock, until LOCK_DELAY has passed since the
-/// current lease was granted (its `expires_at` minus the ttl).
+/// Waits, by the database's clock, until LOCK_DELAY has passed since B's
+/// lease was granted (its `expires_at` minus B_TTL).
 pub fn wait_lock_delay(leases: &mut LeaseStore) -> Result<()> {
-    let (ttl_ms, delay_ms) = (SHORT_TTL.as_secs_f64() * 1000.0, LOCK_DELAY.as_secs_f64() * 1000.0);
+    let (ttl_ms, delay_ms) = (B_TTL.as_secs_f64() * 1000.0, LOCK_DELAY.as_secs_f64() * 1000.0);
     let client = leases.client();
     // By design: the lock-delay is the experiment's own wait.
     let waited = poll::designed(|| {
@@ -75,10 +81,10 @@ pub fn wait_lock_delay(leases: &mut LeaseStore) -> Result<()> {
 }
 // ANCHOR_END: lock_delay
 
-/// How long after the current lease's grant `writer`'s first accepted
-/// write on `key` was recorded, by the database's clock.
+/// How long after B's grant `writer`'s first accepted write on `key` was
+/// recorded, by the database's clock.
 pub fn first_write_after_grant(leases: &mut LeaseStore, key: &str, writer: &str) -> Result<Duration> {
-    let ttl_ms = SHORT_TTL.as_secs_f64() * 1000.0;
+    let ttl_ms = B_TTL.as_secs_f64() * 1000.0;
     let row = leases.client().query_one(
         "SELECT extract(epoch FROM expires_at - make_interval(secs => $2::float8 / 1000))::float8 FROM lease WHERE name = $1",
         &[&LEASE, &ttl_ms],

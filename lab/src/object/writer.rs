@@ -1,7 +1,8 @@
 //! A lease holder writing to the object store: it reads the object when it
 //! has acquired the lease, and makes each write conditional on what it saw
-//! last. Naively, that is all. Claiming first (Morling's pattern; the log
-//! position as the fence in Delta Lake and Iceberg), its first write, right
+//! last. Naively, that is all. Claiming first (the idea of Morling's S3
+//! leader election and of Delta Lake's commits, where the next entry is the
+//! fence, applied to the protected object itself), its first write, right
 //! after the acquire, puts its lease token into the object's body,
 //! conditional on what it read: from then on the object has changed under
 //! every holder that read it before, version and ETag both, so their
