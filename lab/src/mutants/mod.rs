@@ -67,7 +67,7 @@ pub enum Group {
     /// and each judgement of whether a claim is alive, put back to the bug
     /// a published queue shipped.
     Queue,
-    /// The object store that cannot compare tokens (F29–F31): its
+    /// The object store that cannot compare tokens (F29–F32): its
     /// conditional writes, and the claim a holder writes first.
     Object,
 }
@@ -500,6 +500,13 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "on a resource that checks nothing, the new holder waits the lock-delay after its grant before its first write (F31)",
         killer: &["F31"],
         question: "等 lock-delay 的那一步不再等：数据库一问就说已经等够了。F31 第一段里，A 的停顿在原本的 lock-delay 之内结束，对象里最后是谁的结果？哪一行会发现 B 没有等？",
+    },
+    Mutation {
+        name: "object-put-checks-then-writes",
+        group: Group::Object,
+        guards: "the reference store compares and writes in one statement, so of several conditional writes on one version exactly one succeeds (F32)",
+        killer: &["F32"],
+        question: "原子的存储改成先单独查一次版本、再无条件写入。F32 的探针里，它会放过几个写入者？哪一行会失败？F29 那种一个一个来的写入会受影响吗？",
     },
 ];
 

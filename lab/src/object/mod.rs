@@ -1,4 +1,4 @@
-//! A resource that cannot compare tokens (F29–F31): an object store, as
+//! A resource that cannot compare tokens (F29–F32): an object store, as
 //! the storage most jobs write to offers it. It knows nothing of leases or
 //! tokens; what it offers instead is a compare-and-swap on its own
 //! version: a write may be made conditional on the version the writer read
@@ -20,6 +20,7 @@
 //! - [`stage`]: the cases' takeover (A reads and stands still, its lease
 //!   runs out, B acquires and reads) and the lock-delay's wait.
 
+pub mod probe;
 pub mod stage;
 pub mod writer;
 
@@ -110,9 +111,41 @@ const PUT: &str = "
 /// Records one write, accepted or not, in the transaction that made it.
 const RECORD: &str = "INSERT INTO object_attempt (key, writer, token, condition, expected, accepted) VALUES ($1, $2, $3, $4, $5, $6)";
 
+// ANCHOR: servers
+/// How a store judges a conditional write: the reference, or one of the
+/// two ways S3-compatible servers have been found to get it wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// The comparison and the write in one statement (the reference).
+    Atomic,
+    /// The condition checked first, then the object written, with nothing
+    /// held between: two conditional writes that both checked before
+    /// either wrote both succeed.
+    CheckThenPut,
+    /// The condition not looked at: every write succeeds.
+    IgnoresCondition,
+}
+// ANCHOR_END: servers
+
+impl Server {
+    /// Every kind, in the probe's order.
+    pub const ALL: [Server; 3] = [Server::Atomic, Server::CheckThenPut, Server::IgnoresCondition];
+
+    /// Its name in transcripts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::Atomic => "atomic",
+            Server::CheckThenPut => "check-then-put",
+            Server::IgnoresCondition => "ignores-condition",
+        }
+    }
+}
+
 /// A session of one writer on the store.
 pub struct ObjectStore {
     client: Client,
+    /// How this store judges conditions.
+    server: Server,
     /// Who writes, as the store records it.
     writer: String,
     /// The writer's lease token: recorded with each write, never read by
@@ -123,7 +156,12 @@ pub struct ObjectStore {
 impl ObjectStore {
     /// Connects to `res26` as `writer`, whose lease token is `token`.
     pub fn connect(writer: &str, token: i64) -> Result<ObjectStore> {
-        Ok(ObjectStore { client: db::connect(db::RES_DB, writer)?, writer: writer.to_owned(), token })
+        ObjectStore::connect_to(Server::Atomic, writer, token)
+    }
+
+    /// Connects to a store that judges conditions as `server` does.
+    pub fn connect_to(server: Server, writer: &str, token: i64) -> Result<ObjectStore> {
+        Ok(ObjectStore { client: db::connect(db::RES_DB, writer)?, server, writer: writer.to_owned(), token })
     }
 
     /// Loads the objects' tables into `res26` (after the resource schema's
@@ -145,14 +183,50 @@ impl ObjectStore {
     /// Writes `body` to `key` if `condition` holds; the object as written,
     /// or `None` when the store refused.
     pub fn put(&mut self, key: &str, body: &str, condition: &Condition) -> Result<Option<Seen>> {
-        let mut tx = self.client.transaction()?;
-        let row = match condition {
-            Condition::IfVersion(v) => tx.query_opt(PUT_IF_VERSION, &[&key, &body, &self.writer, v])?,
-            Condition::IfMatch(etag) => tx.query_opt(PUT_IF_MATCH, &[&key, &body, &self.writer, etag])?,
-            Condition::None => tx.query_opt(PUT, &[&key, &body, &self.writer])?,
+        self.put_with_gap(key, body, condition, || Ok(()))
+    }
+
+    /// As [`ObjectStore::put`], running `gap` where the store can be
+    /// interrupted: before the reference's one statement, which has no
+    /// inside; between the check and the write of a check-then-put store.
+    pub fn put_with_gap(&mut self, key: &str, body: &str, condition: &Condition, gap: impl FnOnce() -> Result<()>) -> Result<Option<Seen>> {
+        let row = match self.server {
+            Server::Atomic => {
+                gap()?;
+                let mut tx = self.client.transaction()?;
+                let row = match condition {
+                    Condition::IfVersion(v) => tx.query_opt(PUT_IF_VERSION, &[&key, &body, &self.writer, v])?,
+                    Condition::IfMatch(etag) => tx.query_opt(PUT_IF_MATCH, &[&key, &body, &self.writer, etag])?,
+                    Condition::None => tx.query_opt(PUT, &[&key, &body, &self.writer])?,
+                };
+                tx.execute(RECORD, &[&key, &self.writer, &self.token, &condition.name(), &condition.expected(), &row.is_some()])?;
+                tx.commit()?;
+                row
+            }
+            Server::CheckThenPut => {
+                // The check, on its own: nothing is held once it returns.
+                let now = self.get(key)?;
+                let holds = match condition {
+                    Condition::IfVersion(v) => now.version == *v,
+                    Condition::IfMatch(etag) => now.etag == *etag,
+                    Condition::None => true,
+                };
+                let row = if holds {
+                    gap()?;
+                    self.client.query_opt(PUT, &[&key, &body, &self.writer])?
+                } else {
+                    None
+                };
+                self.client.execute(RECORD, &[&key, &self.writer, &self.token, &condition.name(), &condition.expected(), &row.is_some()])?;
+                row
+            }
+            Server::IgnoresCondition => {
+                gap()?;
+                let row = self.client.query_opt(PUT, &[&key, &body, &self.writer])?;
+                self.client.execute(RECORD, &[&key, &self.writer, &self.token, &condition.name(), &condition.expected(), &row.is_some()])?;
+                row
+            }
         };
-        tx.execute(RECORD, &[&key, &self.writer, &self.token, &condition.name(), &condition.expected(), &row.is_some()])?;
-        tx.commit()?;
         Ok(row.as_ref().map(seen))
     }
 }
