@@ -3,7 +3,7 @@
 //! A daily report job runs as several instances; a lease table in PostgreSQL
 //! lets one of them work at a time, and a fencing token issued with every
 //! acquire lets the protected resource refuse a holder that paused past its
-//! lease. This crate runs the experiments (cases F1–F9, and F10–F32 beyond
+//! lease. This crate runs the experiments (cases F1–F9, and F10–F33 beyond
 //! the article) against a real, throw-away PostgreSQL cluster and prints
 //! their transcripts.
 //!
@@ -113,7 +113,7 @@
 //!   fence and the three broken modes kept for the negative controls;
 //!   `ResourceView` observes.
 //! - [`publish`]: F9's stand-in for an external publisher that takes no token.
-//! - [`object`]: a resource that cannot compare tokens (F29–F32): an
+//! - [`object`]: a resource that cannot compare tokens (F29–F33): an
 //!   object store whose writes are conditional on its own version or ETag,
 //!   or on nothing; and a holder writing to it naively or claiming first.
 //!

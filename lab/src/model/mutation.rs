@@ -104,7 +104,7 @@ pub const COUNTERPARTS: &[Counterpart] = &[
 const QUEUE_NOT_MODELLED: &str = "the job queue (F20–F28) is not in the model yet: its claims, heartbeats, rescuer and pruner have no counterpart among the model's steps, which are a lease, holders and a resource";
 
 /// Why the object store's mutations have no counterpart yet.
-const OBJECT_NOT_MODELLED: &str = "the object store (F29–F32) is not in the model yet: its resource compares its own version or ETag, and the model's resource modes compare tokens";
+const OBJECT_NOT_MODELLED: &str = "the object store (F29–F33) is not in the model yet: its resource compares its own version or ETag, and the model's resource modes compare tokens";
 
 /// The patches the model has no counterpart for, and why.
 pub const NO_COUNTERPART: &[(&str, &str)] = &[
@@ -148,6 +148,7 @@ pub const NO_COUNTERPART: &[(&str, &str)] = &[
     ("object-claim-without-token", OBJECT_NOT_MODELLED),
     ("lock-delay-not-waited", OBJECT_NOT_MODELLED),
     ("object-put-checks-then-writes", OBJECT_NOT_MODELLED),
+    ("unknown-outcome-not-read-back", OBJECT_NOT_MODELLED),
 ];
 // ANCHOR_END: no_counterpart
 

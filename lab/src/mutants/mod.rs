@@ -67,7 +67,7 @@ pub enum Group {
     /// and each judgement of whether a claim is alive, put back to the bug
     /// a published queue shipped.
     Queue,
-    /// The object store that cannot compare tokens (F29–F32): its
+    /// The object store that cannot compare tokens (F29–F33): its
     /// conditional writes, and the claim a holder writes first.
     Object,
 }
@@ -507,6 +507,13 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "the reference store compares and writes in one statement, so of several conditional writes on one version exactly one succeeds (F32)",
         killer: &["F32"],
         question: "原子的存储改成先单独查一次版本、再无条件写入。F32 的探针里，它会放过几个写入者？哪一行会失败？F29 那种一个一个来的写入会受影响吗？",
+    },
+    Mutation {
+        name: "unknown-outcome-not-read-back",
+        group: Group::Object,
+        guards: "after a write whose answer was lost, the holder reads back and finds its own write (its token and sequence number) before it retries (F33)",
+        killer: &["F33"],
+        question: "结果不确定之后读回对象的那一步，不管看到什么都说“不是我的”。F33 带身份的那一段，A 接下来会做什么？计数最后是多少？",
     },
 ];
 

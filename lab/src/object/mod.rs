@@ -1,4 +1,4 @@
-//! A resource that cannot compare tokens (F29–F32): an object store, as
+//! A resource that cannot compare tokens (F29–F33): an object store, as
 //! the storage most jobs write to offers it. It knows nothing of leases or
 //! tokens; what it offers instead is a compare-and-swap on its own
 //! version: a write may be made conditional on the version the writer read
@@ -22,6 +22,7 @@
 
 pub mod probe;
 pub mod stage;
+pub mod uncertain;
 pub mod writer;
 
 use crate::db;
