@@ -2,8 +2,10 @@
 //! conditional on the version it read; the store applies it and the answer
 //! is lost. Reading again and writing again adds one twice; sending the
 //! same conditional write again is refused, and A believes it failed. When
-//! each write carries its identity (A's token and the write's sequence
-//! number), A reads back, finds its write, and stops: the count is right.
+//! each write carries a mark of its own (A's token and the write's
+//! sequence number), A reads back, finds its write, and stops: the count is
+//! right. Had it not found it, A would only resend the same conditional
+//! write (which lands or is refused), never reread and retry.
 
 use super::{Case, Lab};
 use crate::error::Result;
@@ -47,10 +49,13 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     a.add_one(true)?;
     let landed = a.landed()?;
     if !landed {
-        a.reread_and_retry()?;
+        // Not found: the same conditional write again, which either lands
+        // (the first was lost) or is refused (someone wrote since); never a
+        // reread and retry.
+        a.resend()?;
     }
     let now = a.read()?;
-    t.note(format!("带上写入的身份：对象里是 {}", now.body));
+    t.note(format!("每次写入带上自己的标识：对象里是 {}", now.body));
     t.check_eq_shown("A 读回对象，看到自己的 token 和序号，知道已经写进去了，不再重试", "landed=true; runs=1".to_owned(), format!("landed={landed}; runs={}", count_of(&now.body)?));
     Ok(())
 }

@@ -513,7 +513,7 @@ pub const MUTATIONS: &[Mutation] = &[
         group: Group::Object,
         guards: "after a write whose answer was lost, the holder reads back and finds its own write (its token and sequence number) before it retries (F33)",
         killer: &["F33"],
-        question: "结果不确定之后读回对象的那一步，不管看到什么都说“不是我的”。F33 带身份的那一段，A 接下来会做什么？计数最后是多少？",
+        question: "结果不确定之后读回对象的那一步，不管看到什么都说“不是我的”。F33 带标识的那一段，A 接下来会做什么？计数最后是多少？A 以为自己写成了没有？",
     },
 ];
 

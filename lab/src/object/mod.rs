@@ -18,7 +18,9 @@
 //!   it read) or claiming first (its lease token written into the object,
 //!   every later write conditional on its own last write);
 //! - [`stage`]: the cases' takeover (A reads and stands still, its lease
-//!   runs out, B acquires and reads) and the lock-delay's wait.
+//!   runs out, B acquires and reads) and the lock-delay's wait;
+//! - [`probe`]: F32's probe, concurrent conditional writes on one version;
+//! - [`uncertain`]: F33's counter, a write whose answer was lost.
 
 pub mod probe;
 pub mod stage;

@@ -4,9 +4,10 @@
 //! the holder does next decides the harm: read again and write again, and
 //! a one-time change is made twice; send the same conditional write again,
 //! and the store refuses it (its own write moved the version on), so the
-//! holder believes it failed. The fix gives each write an identity the
-//! object keeps (the holder's token and the write's sequence number) and,
-//! on an unknown outcome, reads back to see whether it is there.
+//! holder believes it failed. The fix gives each write a mark the object
+//! keeps (the holder's token and the write's sequence number) and, on an
+//! unknown outcome, reads back to see whether it is there; only if it is
+//! not does it send the same conditional write again.
 //!
 //! The lost answer is the lab's: the store commits the write, and the
 //! holder's code drops the answer and reports the outcome as unknown, as a
@@ -54,7 +55,7 @@ pub struct Counter {
     seen: Seen,
     /// The sequence number of this holder's latest write.
     seq: i64,
-    /// Whether its writes carry their identity (token and sequence number).
+    /// Whether its writes carry their mark (token and sequence number).
     with_id: bool,
 }
 
@@ -121,8 +122,8 @@ impl Counter {
     // ANCHOR: landed
     /// After an unknown outcome: reads the counter back and says whether
     /// this holder's latest write is in it (its token and sequence number
-    /// at the head of the body). Only a write that carries its identity can
-    /// be found this way.
+    /// at the head of the body). Only a write that carries its mark can be
+    /// found this way, and only while nobody has written after it.
     pub fn landed(&mut self) -> Result<bool> {
         let now = self.store.get(COUNTER)?;
         let mine = claimed_body(self.token, &format!("seq={}; ", self.seq));
