@@ -75,6 +75,8 @@ pub(super) fn code_facts() -> Vec<Fact> {
     let ids: Vec<&str> = cases::ALL.iter().map(|c| c.id).collect();
     let (first, last) = (ids[0], ids[ids.len() - 1]);
     f.add("cases", ids.len());
+    // The bug zoo's rows (Z1 …), one switch and one case each.
+    f.add("queue-bugs", crate::queue::Bug::ALL.len());
     f.add("case-range", format!("{first}–{last}"));
     f.add("article-range", format!("{first}–{}", ids[ARTICLE_CASES - 1]));
     f.add("beyond-range", format!("{}–{last}", ids[ARTICLE_CASES]));
