@@ -11,10 +11,10 @@ usage() {
   cat <<'EOF'
 usage: ./run.sh [command]
 
-  (no command)       build, run F1-F33, write the whole transcript to target/lab/output.txt;
+  (no command)       build, run F1-F34, write the whole transcript to target/lab/output.txt;
                      exit 0 only if failed=0 (compare: diff evidence/26/output.txt
                      target/lab/output.txt)
-  F1 … F33 [flags]   run some cases; each case's transcript is saved for `diff`
+  F1 … F34 [flags]   run some cases; each case's transcript is saved for `diff`
                      flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-scope-shared|
                                     fenced-row|unfenced|check-then-write;
                                     F6/F7: fenced-scope|fenced-scope-cte|fenced-scope-shared)
@@ -69,7 +69,7 @@ usage: ./run.sh [command]
   test [GROUP…]      the whole test suite (what CI runs), its groups in parallel, with
                      progress and the slowest groups at the end; installs what it needs;
                      GROUP narrows it to the groups whose name contains it
-  lock               re-lock the full run: run F1-F33 and write evidence/26/output.txt,
+  lock               re-lock the full run: run F1-F34 and write evidence/26/output.txt,
                      its JSON, timelines and histories, then the facts read from them
                      (not under CI)
   accept             re-lock the evidence snapshots from a fresh run: cases, variants

@@ -43,6 +43,18 @@ CREATE TABLE write_attempt (
 );
 -- ANCHOR_END: write_attempt
 
+-- ANCHOR: report_object
+-- VERSION_CAS and CLAIM_FIRST: the scope's report as one object of a store
+-- that cannot compare tokens, only its own version (S3's If-Match, GCS's
+-- generation, etcd's mod_revision). Every accepted write of a part makes
+-- `version` one larger, in the same statement as the part and its record.
+-- `claim` is the token a CLAIM_FIRST holder wrote into the object's body:
+-- the store keeps it and never compares it; holders read it. No row: the
+-- object does not exist yet, and the first write creates it only if it is
+-- still absent (If-None-Match: *).
+CREATE TABLE report_object (scope text PRIMARY KEY, version bigint NOT NULL, claim bigint);
+-- ANCHOR_END: report_object
+
 -- ANCHOR: publication
 -- F9's stand-in for an external publisher ("the daily report is ready"). It
 -- knows nothing of tokens: it deduplicates by business key only. The

@@ -3,7 +3,7 @@
 //! A daily report job runs as several instances; a lease table in PostgreSQL
 //! lets one of them work at a time, and a fencing token issued with every
 //! acquire lets the protected resource refuse a holder that paused past its
-//! lease. This crate runs the experiments (cases F1–F9, and F10–F33 beyond
+//! lease. This crate runs the experiments (cases F1–F9, and F10–F34 beyond
 //! the article) against a real, throw-away PostgreSQL cluster and prints
 //! their transcripts.
 //!

@@ -1,6 +1,6 @@
 //! The cases' transcripts, locked as evidence.
 //!
-//! Each case (F1–F33) runs against the lab's cluster; its transcript, after the
+//! Each case (F1–F34) runs against the lab's cluster; its transcript, after the
 //! shared redactions, must equal the insta snapshot `evidence/26/<case>.snap`,
 //! and must hold no FAIL line. This binary has its own `main` (harness =
 //! false) because one process must own the cluster for the whole run: start

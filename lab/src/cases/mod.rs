@@ -23,6 +23,7 @@
 //! | F19 | etcd's leader partitioned into the minority: no renewal, no grant; a new leader; the cut-off holder loses its lease and the fence refuses it | three etcd members on hosts, a partition |
 //! | F20–F28 | the bug zoo: the lease bugs of published job queues and similar projects (Z1–Z9), each put back into the lab's queue and shown to harm, then the fixed queue (a token per claim, checked on every write) refusing | component, threads, negative controls |
 //! | F29–F33 | a resource that cannot compare tokens, only its own version: a conditional write protects the object, not the lease (F29); an ETag's ABA (F30); lock-delay, which only waits (F31); each with claiming first, which refuses the stale holder; the probe that finds a store whose conditional writes are not atomic (F32); and a write whose answer was lost, retried (F33) | component, negative controls |
+//! | F34 | the report as one object of such a store, the resource modes VERSION_CAS and CLAIM_FIRST that the chaos run, the bench and the model run: a stale holder that reads afresh tears the report; a claim refuses it | component, negative control |
 //!
 //! Every case starts from fresh schemas in both databases (F14 makes its
 //! own lease store on servers of its own, F16 starts the etcd cluster from
@@ -64,6 +65,7 @@ pub mod f30;
 pub mod f31;
 pub mod f32;
 pub mod f33;
+pub mod f34;
 pub mod job_queue;
 pub mod partitioned;
 pub mod paused_holder;
@@ -298,10 +300,10 @@ pub fn variants() -> Vec<Variant> {
 }
 
 /// Every case, in the article's order.
-pub const ALL: [&Case; 33] = [
+pub const ALL: [&Case; 34] = [
     &f1::CASE, &f2::CASE, &f3::CASE, &f4::CASE, &f5::CASE, &f6::CASE, &f7::CASE, &f8::CASE, &f9::CASE, &f10::CASE, &f11::CASE, &f12::CASE,
     &f13::CASE, &f14::CASE, &f15::CASE, &f16::CASE, &f17::CASE, &f18::CASE, &f19::CASE, &f20::CASE, &f21::CASE, &f22::CASE, &f23::CASE,
-    &f24::CASE, &f25::CASE, &f26::CASE, &f27::CASE, &f28::CASE, &f29::CASE, &f30::CASE, &f31::CASE, &f32::CASE, &f33::CASE,
+    &f24::CASE, &f25::CASE, &f26::CASE, &f27::CASE, &f28::CASE, &f29::CASE, &f30::CASE, &f31::CASE, &f32::CASE, &f33::CASE, &f34::CASE,
 ];
 
 /// The case with this id (case-insensitive).

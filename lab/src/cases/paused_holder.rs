@@ -137,10 +137,11 @@ impl LeaseSide for PostgresSide {
 
 /// Whether the resource in `mode` refuses a stale token's rewrite of a part
 /// that a newer token already wrote, when the two writes do not overlap in
-/// time, as in this timeline. Every mode but `Unfenced` refuses that one;
-/// F6 and F7 show the races and gaps that tell the others apart.
+/// time, as in this timeline. Every mode but `Unfenced` and `VersionCas`
+/// (which reads the version afresh, after B's write) refuses that one; F6,
+/// F7 and F34 show the races and gaps that tell the others apart.
 fn refuses_serial_stale_rewrite(mode: FenceMode) -> bool {
-    mode != FenceMode::Unfenced
+    !matches!(mode, FenceMode::Unfenced | FenceMode::VersionCas)
 }
 
 /// Where A is frozen, for the case titles.

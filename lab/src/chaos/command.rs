@@ -1,6 +1,6 @@
 //! `lab chaos`: the same seeded schedule against one mode or every mode, the
 //! checker's table, the book's files, and whether every verdict is the one
-//! expected: the scope fences clean, every broken mode caught, and no run
+//! expected: the scope fences and claiming first clean, every broken mode caught, and no run
 //! with nothing to judge (a vacuous run is neither, and is never written
 //! into the evidence).
 
@@ -78,7 +78,7 @@ pub fn run(options: &ChaosOptions) -> Result<bool> {
     }
     let unexpected: Vec<String> = runs.iter().filter_map(unexpected).collect();
     if unexpected.is_empty() {
-        println!("chaos: as expected: the scope fences clean, every broken mode caught");
+        println!("chaos: as expected: the scope fences and claiming first clean, every broken mode caught");
     } else {
         println!("chaos: UNEXPECTED: {}", unexpected.join("; "));
     }
@@ -92,10 +92,11 @@ pub fn save_history(folder: &Path, run: &ModeRun) -> Result<PathBuf> {
     history::save(folder, &run.record, &findings)
 }
 
-/// What is wrong with one mode's run, if anything: a scope fence must be
-/// clean, a broken mode caught, and either needs something to judge.
+/// What is wrong with one mode's run, if anything: a mode that refuses
+/// every stale write (a scope fence, claiming first) must be clean, a broken
+/// mode caught, and either needs something to judge.
 pub fn unexpected(run: &ModeRun) -> Option<String> {
-    let fenced = FenceMode::SCOPE_FENCES.contains(&run.mode);
+    let fenced = run.mode.refuses_stale();
     match run.verdict.judgement() {
         judgement @ Judgement::NothingToJudge(_) => Some(format!("{} had {judgement}", run.mode)),
         Judgement::Clean if !fenced => Some(format!("{} was not caught", run.mode)),

@@ -16,7 +16,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-/// The lease + fencing lab: cases F1–F9, and F10–F33 beyond the article, against a throw-away PostgreSQL.
+/// The lease + fencing lab: cases F1–F9, and F10–F34 beyond the article, against a throw-away PostgreSQL.
 #[derive(Parser)]
 #[command(name = "lab", version, about, after_help = "Most readers use ./run.sh, which builds first and calls this.")]
 pub struct Cli {

@@ -322,7 +322,7 @@ mod tests {
             assert_eq!(parsed.ok(), Some(mode));
         }
         assert!(HolderArgs::try_parse_from(["holder", "--holder", "h", "--content", "c", "--mode", "FENCED_SCOPE"]).is_err());
-        assert_eq!(FenceMode::ALL.map(FenceMode::cli_name), ["fenced-scope", "fenced-scope-cte", "fenced-scope-shared", "fenced-row", "unfenced", "check-then-write"]);
+        assert_eq!(FenceMode::ALL.map(FenceMode::cli_name), ["fenced-scope", "fenced-scope-cte", "fenced-scope-shared", "fenced-row", "unfenced", "check-then-write", "version-cas", "claim-first"]);
     }
 
     /// A renewal period that cannot beat the local deadline is refused.

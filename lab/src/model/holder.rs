@@ -51,12 +51,14 @@ pub struct Holder {
     pub holding: u8,
     /// FENCED_SCOPE: its open transaction on the resource.
     pub tx: Tx,
+    /// CLAIM_FIRST: the version its own last write of this holding made.
+    pub claimed: Option<u8>,
 }
 
 impl Holder {
     /// A holder about to start.
     pub fn new() -> Holder {
-        Holder { phase: Phase::Idle, token: 0, holding: 0, tx: Tx::default() }
+        Holder { phase: Phase::Idle, token: 0, holding: 0, tx: Tx::default(), claimed: None }
     }
 
     /// Whether the holder believes it holds the lease: it has a token and

@@ -184,8 +184,8 @@ impl LeaseModel {
     pub fn outcome(&self, state: &State, h: usize, statement: Statement) -> resource::Outcome {
         let Phase::Write { part, mut seen, .. } = state.holders[h].phase else { return resource::Outcome::Next };
         let Phase::Write { statement: index, .. } = state.holders[h].phase else { return resource::Outcome::Next };
-        let (mut resource, mut tx) = (state.resource.clone(), state.holders[h].tx);
-        let w = resource::Write { token: state.holders[h].token, part: self.part(h, part), seen: &mut seen, tx: &mut tx, index };
+        let (mut resource, mut tx, mut claimed) = (state.resource.clone(), state.holders[h].tx, state.holders[h].claimed);
+        let w = resource::Write { token: state.holders[h].token, part: self.part(h, part), seen: &mut seen, claimed: &mut claimed, tx: &mut tx, index };
         resource.execute(self.config.mode, self.config.mutation, statement, w).0
     }
 
@@ -197,10 +197,10 @@ impl LeaseModel {
         if index == 0 && token < newest {
             s.ghost.set(Flag::StaleAttempted);
         }
-        let mut tx = s.holders[h].tx;
-        let w = resource::Write { token, part: self.part(h, part), seen: &mut seen, tx: &mut tx, index };
+        let (mut tx, mut claimed) = (s.holders[h].tx, s.holders[h].claimed);
+        let w = resource::Write { token, part: self.part(h, part), seen: &mut seen, claimed: &mut claimed, tx: &mut tx, index };
         let (outcome, effects) = s.resource.execute(self.config.mode, self.config.mutation, statement, w);
-        s.holders[h].tx = tx;
+        (s.holders[h].tx, s.holders[h].claimed) = (tx, claimed);
         for effect in effects {
             match effect {
                 resource::Effect::Floor { from, to } if to < from => s.ghost.set(Flag::FloorDown),
@@ -294,7 +294,7 @@ impl Model for LeaseModel {
                         }
                         s.ghost.issued.push(token);
                         s.ghost.holdings.push(properties::Holding { holder: h as u8, token, ended: false });
-                        s.holders[h] = Holder { phase: Phase::Check { part: 0 }, token, holding: index as u8, tx: Default::default() };
+                        s.holders[h] = Holder { phase: Phase::Check { part: 0 }, token, holding: index as u8, tx: Default::default(), claimed: None };
                     }
                     // NOT_ACQUIRED: the holder exits.
                     None => s.holders[h].phase = Phase::Done,

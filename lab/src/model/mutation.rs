@@ -54,6 +54,13 @@ pub enum ModelMutation {
     HolderSkipsDeadlineCheck,
     /// `lease-store-commits-locally`: the sync standby's commits stop waiting for it.
     LeaseStoreCommitsLocally,
+    /// `claim-first-ignores-newer-claim`: a larger token's claim refuses nobody.
+    ClaimIgnoresNewerClaim,
+    /// `claim-first-claims-unconditionally`: CLAIM_IF_VERSION without `version = $3`.
+    ClaimUnconditional,
+    /// `claim-first-rereads-before-write`: a claimed holder's put against
+    /// the version it reads again, not the one its own last write made.
+    ClaimRereadsBeforeWrite,
 }
 
 /// One patch of `mutants/` and its counterpart in the model.
@@ -95,6 +102,9 @@ pub const COUNTERPARTS: &[Counterpart] = &[
     Counterpart { patch: "lease-store-commits-locally", mutation: ModelMutation::LeaseStoreCommitsLocally, mode: FenceMode::FencedScope, store: StoreKind::Sync },
     // etcd's acquire txn without its compare is the same guard as ACQUIRE's
     // WHERE: put over a held key (and keep its create_revision, the token).
+    Counterpart { patch: "claim-first-ignores-newer-claim", mutation: ModelMutation::ClaimIgnoresNewerClaim, mode: FenceMode::ClaimFirst, store: StoreKind::Single },
+    Counterpart { patch: "claim-first-claims-unconditionally", mutation: ModelMutation::ClaimUnconditional, mode: FenceMode::ClaimFirst, store: StoreKind::Single },
+    Counterpart { patch: "claim-first-rereads-before-write", mutation: ModelMutation::ClaimRereadsBeforeWrite, mode: FenceMode::ClaimFirst, store: StoreKind::Single },
     Counterpart { patch: "etcd-acquire-without-compare", mutation: ModelMutation::AcquireWhileHeld, mode: FenceMode::FencedScope, store: StoreKind::Single },
 ];
 // ANCHOR_END: counterparts
@@ -104,7 +114,7 @@ pub const COUNTERPARTS: &[Counterpart] = &[
 const QUEUE_NOT_MODELLED: &str = "the job queue (F20–F28) is not in the model yet: its claims, heartbeats, rescuer and pruner have no counterpart among the model's steps, which are a lease, holders and a resource";
 
 /// Why the object store's mutations have no counterpart yet.
-const OBJECT_NOT_MODELLED: &str = "the object store (F29–F33) is not in the model yet: its resource compares its own version or ETag, and the model's resource modes compare tokens";
+const OBJECT_NOT_MODELLED: &str = "the object store of F29–F33 is not in the model: its ETags, lock-delay, probe and lost answers have no counterpart among the model's steps; its version compare is there, as the report's modes VERSION_CAS and CLAIM_FIRST (F34)";
 
 /// The patches the model has no counterpart for, and why.
 pub const NO_COUNTERPART: &[(&str, &str)] = &[

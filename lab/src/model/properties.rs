@@ -117,7 +117,8 @@ pub mod name {
 // ANCHOR: properties
 /// Every property of the model in its configuration: the `always` ones in
 /// order of importance, then the examples that must be found. UNFENCED
-/// refuses nothing, so it is not asked for a refused stale write; only a
+/// refuses nothing, and VERSION_CAS retries every put it lost until it
+/// passes, so neither is asked for a refused stale write; only a
 /// store with a standby is asked for a promotion.
 pub fn properties(model: &LeaseModel) -> Vec<Property<LeaseModel>> {
     let mut all = vec![
@@ -136,7 +137,7 @@ pub fn properties(model: &LeaseModel) -> Vec<Property<LeaseModel>> {
         Property::sometimes(name::STALE_ATTEMPTED, |_, s: &State| s.ghost.has(Flag::StaleAttempted)),
         Property::sometimes(name::OVERLAP, |_, s: &State| s.holders.iter().filter(|h| h.believes_it_holds()).count() >= 2),
     ];
-    if model.config.mode != FenceMode::Unfenced {
+    if !matches!(model.config.mode, FenceMode::Unfenced | FenceMode::VersionCas) {
         all.push(Property::sometimes(name::STALE_REFUSED, |_, s: &State| s.ghost.has(Flag::StaleRefused)));
     }
     if model.config.store != super::StoreKind::Single {

@@ -46,6 +46,10 @@ pub struct Resource {
     pub floor: u8,
     /// `report_part.token` of each part, committed; `None`: no row yet.
     pub parts: [Option<u8>; 2],
+    /// VERSION_CAS, CLAIM_FIRST: `report_object.version` (0: no object yet).
+    pub version: u8,
+    /// CLAIM_FIRST: `report_object.claim`, the token in the body (0: none).
+    pub claim: u8,
 }
 
 /// An open transaction (FENCED_SCOPE's, or one call of FENCED_SCOPE_SHARED):
@@ -104,6 +108,13 @@ pub enum Statement {
     /// The stale-snapshot mutation: the read of the floor, at the start of
     /// the statement that then waits for the share lock.
     ReadFloorBeforeLock,
+    /// VERSION_CAS, CLAIM_FIRST: `READ_OBJECT`, then the decision in Rust
+    /// (CLAIM_FIRST: a holder with a claim reads nothing and goes to its put).
+    ReadObject,
+    /// CLAIM_FIRST: `CLAIM_IF_VERSION`, one autocommit statement.
+    ClaimIfVersion,
+    /// VERSION_CAS, CLAIM_FIRST: `PUT_PART_IF_VERSION`, one autocommit statement.
+    PutPartIfVersion,
 }
 
 impl Statement {
@@ -124,6 +135,9 @@ impl Statement {
             Statement::Raise => "RAISE",
             Statement::WriteUnderLock => "WRITE_UNDER_LOCK",
             Statement::ReadFloorBeforeLock => "READ_FLOOR_BEFORE_LOCK",
+            Statement::ReadObject => "READ_OBJECT",
+            Statement::ClaimIfVersion => "CLAIM_IF_VERSION",
+            Statement::PutPartIfVersion => "PUT_PART_IF_VERSION",
         }
     }
 }
@@ -147,6 +161,12 @@ pub fn statements(mode: FenceMode, mutation: Option<ModelMutation>) -> &'static 
             &[ReadFloorBeforeLock, ShareLock, WriteUnderLock, Commit, ExclusiveLock, Raise, WriteUnderLock, Commit]
         }
         FenceMode::FencedScopeShared => &[ShareLock, WriteUnderLock, Commit, ExclusiveLock, Raise, WriteUnderLock, Commit],
+        // Read, put; a put that lost goes back to the read (the retry loop).
+        FenceMode::VersionCas => &[ReadObject, PutPartIfVersion],
+        // Read and claim (again after a lost claim or put), then put; a
+        // holder that has claimed, or finds its own token's claim, goes
+        // from the read straight to the put.
+        FenceMode::ClaimFirst => &[ReadObject, ClaimIfVersion, PutPartIfVersion],
     }
 }
 // ANCHOR_END: model_statements
@@ -180,8 +200,12 @@ pub struct Write<'a> {
     pub token: u8,
     /// The part written.
     pub part: u8,
-    /// CHECK_THEN_WRITE: the floor its read returned.
+    /// CHECK_THEN_WRITE: the floor its read returned; VERSION_CAS and
+    /// CLAIM_FIRST: the version READ_OBJECT returned.
     pub seen: &'a mut u8,
+    /// CLAIM_FIRST: the version its own last write of this holding made
+    /// (its claim, or a part); `None` before its claim.
+    pub claimed: &'a mut Option<u8>,
     /// FENCED_SCOPE, FENCED_SCOPE_SHARED: its open transaction.
     pub tx: &'a mut Tx,
     /// The index of the statement being run, in [`statements`].
@@ -321,6 +345,56 @@ impl Resource {
             Statement::ReadFloorBeforeLock => {
                 *w.seen = self.floor;
                 Outcome::Next
+            }
+            Statement::ReadObject if mode == FenceMode::ClaimFirst && w.claimed.is_some() => Outcome::Goto(2),
+            Statement::ReadObject => {
+                *w.seen = self.version;
+                if mode != FenceMode::ClaimFirst {
+                    Outcome::Next
+                } else if self.claim > t && mutation != Some(M::ClaimIgnoresNewerClaim) {
+                    // A larger token's claim refuses it.
+                    Outcome::Refused
+                } else if self.claim == t {
+                    // Its own token's claim: put against this version.
+                    *w.claimed = Some(self.version);
+                    Outcome::Goto(2)
+                } else {
+                    Outcome::Next
+                }
+            }
+            Statement::ClaimIfVersion => {
+                // UPDATE … SET version = version + 1, claim = $2 WHERE version = $3.
+                if self.version == *w.seen || mutation == Some(M::ClaimUnconditional) {
+                    self.version += 1;
+                    self.claim = t;
+                    *w.claimed = Some(self.version);
+                    Outcome::Next
+                } else {
+                    // Lost to a write in between: read again.
+                    Outcome::Goto(0)
+                }
+            }
+            Statement::PutPartIfVersion => {
+                // UPDATE … SET version = version + 1 WHERE version = $7, and
+                // the part FROM it: against what was read (VERSION_CAS) or
+                // what its own last write made (CLAIM_FIRST).
+                let claim_first = mode == FenceMode::ClaimFirst;
+                let expected = if claim_first { w.claimed.expect("a claim before the put") } else { *w.seen };
+                if self.version == expected || (claim_first && mutation == Some(M::ClaimRereadsBeforeWrite)) {
+                    self.version += 1;
+                    if claim_first {
+                        *w.claimed = Some(self.version);
+                    }
+                    effects.push(self.set_part(p, t));
+                    Outcome::Accepted
+                } else {
+                    // VERSION_CAS retries from the read; CLAIM_FIRST claims
+                    // again (and is refused there by a larger token's claim).
+                    if claim_first {
+                        *w.claimed = None;
+                    }
+                    Outcome::Goto(0)
+                }
             }
             Statement::WriteUnderLock => {
                 // The floor this statement reads: its own call's raise, or

@@ -109,7 +109,9 @@ pub fn check(config: Config) -> ConfigCheck {
 /// invariants that break there (empty: safe). The scope fences keep every
 /// one (F4, F6b, F7, and clean chaos runs: the reader/writer form too); UNFENCED lets a stale write
 /// through (F5); CHECK_THEN_WRITE too, and moves the floor back (F6a);
-/// FENCED_ROW keeps each part's order but not the scope's (F7); an
+/// FENCED_ROW keeps each part's order but not the scope's (F7);
+/// VERSION_CAS lets a stale holder that reads afresh through, and CLAIM_FIRST
+/// refuses it once the newer holder has claimed (F34); an
 /// asynchronous standby, promoted, issues a token again (F14), whatever
 /// the mode; a synchronous one does not.
 pub fn expected(mode: FenceMode, store: StoreKind) -> &'static [&'static str] {
@@ -118,7 +120,8 @@ pub fn expected(mode: FenceMode, store: StoreKind) -> &'static [&'static str] {
         (_, FenceMode::Unfenced) => &[name::I3],
         (_, FenceMode::CheckThenWrite) => &[name::I3, name::FLOOR],
         (_, FenceMode::FencedRow) => &[name::I3],
-        (_, FenceMode::FencedScope | FenceMode::FencedScopeCte | FenceMode::FencedScopeShared) => &[],
+        (_, FenceMode::VersionCas) => &[name::I3],
+        (_, FenceMode::FencedScope | FenceMode::FencedScopeCte | FenceMode::FencedScopeShared | FenceMode::ClaimFirst) => &[],
     }
 }
 // ANCHOR_END: expected

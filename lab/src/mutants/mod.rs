@@ -67,7 +67,7 @@ pub enum Group {
     /// and each judgement of whether a claim is alive, put back to the bug
     /// a published queue shipped.
     Queue,
-    /// The object store that cannot compare tokens (F29–F33): its
+    /// The object store that cannot compare tokens (F29–F34): its
     /// conditional writes, and the claim a holder writes first.
     Object,
 }
@@ -514,6 +514,27 @@ pub const MUTATIONS: &[Mutation] = &[
         guards: "after a write whose answer was lost, the holder reads back and finds its own write (its token and sequence number) before it retries (F33)",
         killer: &["F33"],
         question: "结果不确定之后读回对象的那一步，不管看到什么都说“不是我的”。F33 带标识的那一段，A 接下来会做什么？计数最后是多少？A 以为自己写成了没有？",
+    },
+    Mutation {
+        name: "claim-first-ignores-newer-claim",
+        group: Group::Object,
+        guards: "a CLAIM_FIRST holder that finds a larger token's claim in the report object gives up before any put (F34)",
+        killer: &["F34"],
+        question: "认领前读到对象里已有更大的 token 时，不再放弃。F34 第二段先认领的那一次，A 的认领输给 B 之后重读，接下来会做什么？detail 会落到谁手里？",
+    },
+    Mutation {
+        name: "claim-first-claims-unconditionally",
+        group: Group::Object,
+        guards: "a claim is a put conditional on the version the holder read, so a write in between refuses it (F34)",
+        killer: &["F34"],
+        question: "认领写入去掉了 `AND version = $3`。F34 第二段里，A 读完对象停住，B 认领并写了 summary；A 醒来后的认领会怎样？它的 detail 呢？",
+    },
+    Mutation {
+        name: "claim-first-rereads-before-write",
+        group: Group::Object,
+        guards: "after its claim a CLAIM_FIRST holder puts conditional on the version its own last write made and never reads again, so another holder's claim refuses it (F34)",
+        killer: &["F34"],
+        question: "认领之后，每次写之前再读一次版本，以读到的版本为条件写。F34 第一段里，B 认领并写了 summary 之后，A 写 detail 会怎样？这和 VERSION_CAS 还有什么区别？",
     },
 ];
 

@@ -272,6 +272,94 @@ const RECORD_ATTEMPT: &str = "
       LEFT JOIN (SELECT max_token FROM fence_floor WHERE scope = $1 FOR SHARE) AS f ON true";
 // ANCHOR_END: record_sql
 
+// ANCHOR: object_sql
+/// VERSION_CAS and CLAIM_FIRST's read (a GET): the report object's version
+/// and the token claimed in its body; no row while the object is absent.
+const READ_OBJECT: &str = "SELECT version, claim FROM report_object WHERE scope = $1";
+
+/// VERSION_CAS and CLAIM_FIRST's write of a part (a conditional PUT), with
+/// its record, in one autocommit statement: accepted only if the object's
+/// version is still `$7`, or, with `$7` NULL, if the object is still absent
+/// (put-if-absent). The store compares its own version and nothing else:
+/// the token `$5` goes into the part and the record, never into a WHERE.
+///
+/// - `put` takes the object's row lock and keeps it until this statement
+///   commits. A writer that finds it locked waits and, under Read
+///   Committed, re-evaluates `version = $7` against the version the first
+///   one committed: one conditional UPDATE is a compare-and-swap.
+/// - `created` inserts the object only when no version was expected;
+///   ON CONFLICT DO NOTHING refuses it when a concurrent writer created it.
+/// - `done` is the new version, if either changed the object; `part` and
+///   `attempt` read it, so the part is written and recorded only by an
+///   accepted put, and the primary SELECT reads it first: the row lock is
+///   taken before the record's id is drawn, so `id` order is acceptance
+///   order, as in FENCED_SCOPE_CTE.
+/// - A put that lost is not recorded: both modes go on after it (read and
+///   put again, or claim again), and `write_attempt` keeps one row per
+///   call of `write`, with its outcome. CLAIM_FIRST records its refusal
+///   itself (RECORD_ATTEMPT); a VERSION_CAS write always ends accepted.
+/// - `floor_after` is read without a lock, as in UNFENCED: no write of
+///   these modes moves the floor.
+const PUT_PART_IF_VERSION: &str = "
+    WITH put AS (
+        UPDATE report_object SET version = version + 1
+         WHERE scope = $1 AND version = $7
+        RETURNING version
+    ), created AS (
+        INSERT INTO report_object (scope, version) SELECT $1, 1 WHERE $7::bigint IS NULL
+        ON CONFLICT (scope) DO NOTHING
+        RETURNING version
+    ), done AS (
+        SELECT version FROM put UNION ALL SELECT version FROM created
+    ), part AS (
+        INSERT INTO report_part (scope, part, content, writer, token)
+        SELECT $1, $2, $3, $4, $5 FROM done
+        ON CONFLICT (scope, part) DO UPDATE
+           SET content = EXCLUDED.content, writer = EXCLUDED.writer,
+               token = EXCLUDED.token, written_at = clock_timestamp()
+    ), attempt AS (
+        INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+        SELECT $1, $2, $4, $5, $6, true, (SELECT max_token FROM fence_floor WHERE scope = $1)
+          FROM done
+    )
+    SELECT (SELECT version FROM done)";
+
+/// CLAIM_FIRST's claim (a conditional PUT of the body with the token in
+/// it): the token `$2` written into the object, only if its version is still
+/// `$3` (or, with `$3` NULL, if it is still absent). It writes no part and
+/// no record: it changes who may write next, not the report. Returns the
+/// new version, or no row when the condition failed.
+const CLAIM_IF_VERSION: &str = "
+    WITH put AS (
+        UPDATE report_object SET version = version + 1, claim = $2
+         WHERE scope = $1 AND version = $3
+        RETURNING version
+    ), created AS (
+        INSERT INTO report_object (scope, version, claim) SELECT $1, 1, $2 WHERE $3::bigint IS NULL
+        ON CONFLICT (scope) DO NOTHING
+        RETURNING version
+    )
+    SELECT version FROM put UNION ALL SELECT version FROM created";
+// ANCHOR_END: object_sql
+
+/// The report object as READ_OBJECT returns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportObject {
+    /// The store's version of the object.
+    pub version: i64,
+    /// The token a CLAIM_FIRST holder wrote into it, if any.
+    pub claim: Option<i64>,
+}
+
+/// What a CLAIM_FIRST holder knows of a scope's object after its claim.
+#[derive(Clone, Copy, Debug)]
+struct Claim {
+    /// The token it claimed with.
+    token: i64,
+    /// The version its own last write (the claim, or a part) made.
+    version: i64,
+}
+
 /// The report store, in one mode, on its own connection to `res26`.
 pub struct ResourceStore {
     /// Autocommit outside the transactions this type opens itself.
@@ -285,6 +373,13 @@ pub struct ResourceStore {
     /// prepares an unnamed statement on every call: one more round trip per
     /// statement, and a parse and plan on the server each time.)
     prepared: HashMap<&'static str, Statement>,
+    /// CLAIM_FIRST: this session's claim of each scope's object, by scope.
+    /// (The object module's `writer` claims one object the same way for
+    /// F29-F31; this is the claim of the chaos run's and the bench's report.)
+    claims: HashMap<String, Claim>,
+    /// VERSION_CAS, CLAIM_FIRST: the puts this session lost to another
+    /// write and made again (they leave no row in `write_attempt`).
+    lost_puts: u64,
 }
 
 // ANCHOR: idle_timeout_sql
@@ -306,7 +401,7 @@ impl ResourceStore {
     /// Connects to `res26` on `server` (a resource server on a host, F17–F19).
     pub fn connect_to(server: &Endpoint, mode: FenceMode, who: &str) -> Result<ResourceStore> {
         let client = db::open(server, credentials::ROLE, db::RES_DB, who, None)?;
-        Ok(ResourceStore { client, mode, gap: None, prepared: HashMap::new() })
+        Ok(ResourceStore { client, mode, gap: None, prepared: HashMap::new(), claims: HashMap::new(), lost_puts: 0 })
     }
 
     /// Lets the server end this session when it sits idle inside a
@@ -350,6 +445,8 @@ impl ResourceStore {
             FenceMode::FencedRow => self.write_fenced_row(w),
             FenceMode::Unfenced => self.write_unfenced(w),
             FenceMode::CheckThenWrite => self.write_check_then_write(w),
+            FenceMode::VersionCas => self.write_version_cas(w),
+            FenceMode::ClaimFirst => self.write_claim_first(w),
         };
         result.with_context(what)
     }
@@ -463,6 +560,107 @@ impl ResourceStore {
         Ok(true)
     }
     // ANCHOR_END: check_then_write
+
+    /// The puts this session lost and made again (VERSION_CAS, CLAIM_FIRST).
+    pub fn lost_puts(&self) -> u64 {
+        self.lost_puts
+    }
+
+    /// The report object of `scope` as it is now (a GET), `None` while absent.
+    pub fn read_object(&mut self, scope: &str) -> Result<Option<ReportObject>> {
+        let statement = self.prepared(READ_OBJECT)?;
+        let row = self.client.query_opt(&statement, &[&scope]).context("reading the report object")?;
+        Ok(row.map(|r| ReportObject { version: r.get(0), claim: r.get(1) }))
+    }
+
+    /// One conditional put of a part (PUT_PART_IF_VERSION): the version it
+    /// made, or `None` when the version was no longer `expected`.
+    fn put_part(&mut self, w: &PartWrite, expected: Option<i64>) -> Result<Option<i64>> {
+        let statement = self.prepared(PUT_PART_IF_VERSION)?;
+        let row = self.client.query_one(&statement, &[&w.scope, &w.part, &w.content, &w.writer, &w.token, &self.mode.name(), &expected])?;
+        Ok(row.get(0))
+    }
+
+    // ANCHOR: version_cas
+    fn write_version_cas(&mut self, w: &PartWrite) -> Result<bool> {
+        // Read, put if unchanged, and on a conflict read again and retry:
+        // the optimistic loop of an If-Match client (Kubernetes calls it
+        // RetryOnConflict). A stale holder passes as soon as it reads after
+        // the newer holder's write: the store never sees tokens.
+        loop {
+            // GET: the version as it is now.
+            let expected = self.read_object(w.scope)?.map(|o| o.version);
+            // Between the read and the put, another writer may put.
+            if let Some(gap) = self.gap.as_mut() {
+                gap();
+            }
+            // PUT if the version is unchanged.
+            if self.put_part(w, expected)?.is_some() {
+                return Ok(true);
+            }
+            self.lost_puts += 1;
+        }
+    }
+    // ANCHOR_END: version_cas
+
+    // ANCHOR: claim_first
+    fn write_claim_first(&mut self, w: &PartWrite) -> Result<bool> {
+        loop {
+            let claimed = match self.claims.get(w.scope) {
+                Some(claim) if claim.token == w.token => Some(claim.version),
+                _ => self.claim(w)?,
+            };
+            let Some(version) = claimed else {
+                // A larger token claimed the object: refused, and recorded.
+                let record = self.prepared(RECORD_ATTEMPT)?;
+                record_attempt(&mut self.client, &record, w, FenceMode::ClaimFirst, false)?;
+                return Ok(false);
+            };
+            // PUT conditional on the version this holder's own last write
+            // (or its claim) made, never on one read just now.
+            if let Some(next) = self.put_part(w, Some(version))? {
+                self.claims.insert(w.scope.to_owned(), Claim { token: w.token, version: next });
+                return Ok(true);
+            }
+            // Another write came in between: claim again. Another holder's
+            // claim refuses this one there; a write under this same token
+            // (another writer of the holding) lets it go on.
+            self.claims.remove(w.scope);
+            self.lost_puts += 1;
+        }
+    }
+
+    /// Claims the scope's object for `w.token`: the version to put against,
+    /// or `None` when a larger token holds the claim. An object already
+    /// claimed by this token (another writer of the same holding) needs no
+    /// new claim. A claim that lost to another write between its read and
+    /// its put reads again: only a larger token's claim refuses a holder.
+    fn claim(&mut self, w: &PartWrite) -> Result<Option<i64>> {
+        let statement = self.prepared(CLAIM_IF_VERSION)?;
+        loop {
+            let object = self.read_object(w.scope)?;
+            match object {
+                Some(ReportObject { claim: Some(claim), .. }) if claim > w.token => return Ok(None),
+                Some(ReportObject { claim: Some(claim), version }) if claim == w.token => {
+                    self.claims.insert(w.scope.to_owned(), Claim { token: w.token, version });
+                    return Ok(Some(version));
+                }
+                _ => {}
+            }
+            // Between the read and the claim, another holder may put.
+            if let Some(gap) = self.gap.as_mut() {
+                gap();
+            }
+            // PUT the token into the body, if the version is still the one read.
+            let expected = object.map(|o| o.version);
+            let row = self.client.query_opt(&statement, &[&w.scope, &w.token, &expected]).context("claiming the report object")?;
+            if let Some(version) = row.map(|r| r.get::<_, i64>(0)) {
+                self.claims.insert(w.scope.to_owned(), Claim { token: w.token, version });
+                return Ok(Some(version));
+            }
+        }
+    }
+    // ANCHOR_END: claim_first
 }
 
 /// Inserts the audit record of one attempt with the prepared RECORD_ATTEMPT.

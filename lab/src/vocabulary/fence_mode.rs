@@ -27,21 +27,45 @@ pub enum FenceMode {
     Unfenced,
     /// Reads the floor, decides, then writes, each step on its own (F6a).
     CheckThenWrite,
+    /// The scope's report is one object of a store that compares only its
+    /// own version: each write reads the version afresh and writes if it is
+    /// unchanged (optimistic concurrency, S3's If-Match). The token is
+    /// stored, never compared: the compare-and-swap protects the object
+    /// from a write in between, not the report from a stale holder (F34).
+    VersionCas,
+    /// The same store, and a holder that claims first: before its first
+    /// write it reads the object and, unless a larger token has claimed it,
+    /// writes its own token into it, conditional on the version it read;
+    /// every later write is conditional on the version its own last write
+    /// made, not on one read afresh. A put that lost claims again, so a
+    /// newer claim refuses it (F34).
+    ClaimFirst,
 }
 
 impl FenceMode {
     /// Every mode, the real ones first.
-    pub const ALL: [FenceMode; 6] = [
+    pub const ALL: [FenceMode; 8] = [
         FenceMode::FencedScope,
         FenceMode::FencedScopeCte,
         FenceMode::FencedScopeShared,
         FenceMode::FencedRow,
         FenceMode::Unfenced,
         FenceMode::CheckThenWrite,
+        FenceMode::VersionCas,
+        FenceMode::ClaimFirst,
     ];
 
     /// The modes that fence the whole scope: the three forms of the real design.
     pub const SCOPE_FENCES: [FenceMode; 3] = [FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedScopeShared];
+
+    /// The modes of a store that compares only its own version (F34).
+    pub const VERSION_STORES: [FenceMode; 2] = [FenceMode::VersionCas, FenceMode::ClaimFirst];
+
+    /// Whether every stale write is refused: the three forms of the scope
+    /// fence, and claiming first on a version store.
+    pub fn refuses_stale(self) -> bool {
+        FenceMode::SCOPE_FENCES.contains(&self) || self == FenceMode::ClaimFirst
+    }
 
     /// The name transcripts, `write_attempt.mode` and the JSON use.
     pub fn name(self) -> &'static str {
@@ -52,6 +76,8 @@ impl FenceMode {
             FenceMode::FencedRow => "FENCED_ROW",
             FenceMode::Unfenced => "UNFENCED",
             FenceMode::CheckThenWrite => "CHECK_THEN_WRITE",
+            FenceMode::VersionCas => "VERSION_CAS",
+            FenceMode::ClaimFirst => "CLAIM_FIRST",
         }
     }
 
@@ -64,6 +90,8 @@ impl FenceMode {
             FenceMode::FencedRow => "fenced-row",
             FenceMode::Unfenced => "unfenced",
             FenceMode::CheckThenWrite => "check-then-write",
+            FenceMode::VersionCas => "version-cas",
+            FenceMode::ClaimFirst => "claim-first",
         }
     }
 
