@@ -49,6 +49,7 @@
 
 pub mod acquirers;
 pub mod chart;
+pub mod handover;
 pub mod report;
 pub mod writers;
 
@@ -71,8 +72,15 @@ pub struct BenchOptions {
 }
 
 /// The modes compared, the baseline first.
-pub const MODES: [FenceMode; 5] =
-    [FenceMode::Unfenced, FenceMode::FencedRow, FenceMode::FencedScope, FenceMode::FencedScopeCte, FenceMode::FencedScopeShared];
+pub const MODES: [FenceMode; 7] = [
+    FenceMode::Unfenced,
+    FenceMode::FencedRow,
+    FenceMode::FencedScope,
+    FenceMode::FencedScopeCte,
+    FenceMode::FencedScopeShared,
+    FenceMode::VersionCas,
+    FenceMode::ClaimFirst,
+];
 
 /// How many writers write at once.
 pub const WRITERS: [usize; 3] = [1, 4, 16];
@@ -125,6 +133,17 @@ pub struct AcquireSample {
     pub granted: u64,
 }
 
+/// What the takeover cell measured for one design in one run.
+#[derive(Clone, Debug)]
+pub struct HandoverSample {
+    /// How the new holder's first write was made.
+    pub design: handover::Takeover,
+    /// The median time from the grant to the first accepted write.
+    pub p50: Duration,
+    /// The longest.
+    pub max: Duration,
+}
+
 /// Every run of every cell, and the machine's facts.
 pub struct Results {
     /// Where and how it was measured.
@@ -135,6 +154,8 @@ pub struct Results {
     pub cells: Vec<(Cell, Vec<Sample>)>,
     /// The acquire cell's samples, one per run.
     pub acquires: Vec<AcquireSample>,
+    /// The takeover cell's samples, every design, run after run.
+    pub handovers: Vec<HandoverSample>,
 }
 
 /// The write cells in table order: scopes, then writers, then mode.
@@ -161,9 +182,9 @@ pub fn run(options: &BenchOptions) -> Result<Results> {
     let seconds = Duration::from_secs(options.seconds.into());
     let table = cells();
     let mut cells: Vec<(Cell, Vec<Sample>)> = table.iter().map(|c| (*c, Vec::new())).collect();
-    let mut acquires = Vec::new();
+    let (mut acquires, mut handovers) = (Vec::new(), Vec::new());
     let groups = SCOPES.len() * WRITERS.len();
-    let total = (groups + 1) * options.runs as usize;
+    let total = (groups + 2) * options.runs as usize;
     let mut done = 0;
     for run in 0..options.runs as usize {
         for scopes in SCOPES {
@@ -184,9 +205,15 @@ pub fn run(options: &BenchOptions) -> Result<Results> {
         let sample = acquirers::measure(ACQUIRERS, seconds)?;
         eprintln!("{:.0} attempts/s, {} granted", sample.per_second, sample.granted);
         acquires.push(sample);
+        done += 1;
+        eprint!("bench: [{done}/{total}] run {}/{}: {} takeovers in each design … ", run + 1, options.runs, handover::TAKEOVERS);
+        let samples = handover::measure_all()?;
+        let shown: Vec<String> = samples.iter().map(|s| format!("{} {:.1}ms", s.design.name(), s.p50.as_secs_f64() * 1000.0)).collect();
+        eprintln!("{}", shown.join(", "));
+        handovers.extend(samples);
     }
     drop(session);
-    Ok(Results { facts, options: options.clone(), cells, acquires })
+    Ok(Results { facts, options: options.clone(), cells, acquires, handovers })
 }
 
 /// `lab bench`: runs the whole bench, prints the table and writes its

@@ -194,6 +194,24 @@ pub fn markdown(results: &Results) -> Result<String> {
     let _ = writeln!(md, "| 线程 | 尝试/秒 | 每次运行获得授予 | p50 | p99 |");
     let _ = writeln!(md, "|---:|---:|---:|---:|---:|");
     let _ = writeln!(md, "| {ACQUIRERS} | {per_second:.0} | {granted:.0} | {} | {} |", shown(p50), shown(p99));
+    let _ = writeln!(
+        md,
+        "\n接手：每种做法 {} 次接手，每次是一段新的持有（上一个持有者释放之后获取，新的 token），从获取返回到第一次被接受的写入返回（客户端计时，{} 次运行的中位数）。lock-delay 先按数据库时钟等满 {} ms，再做一次不带栅栏的写入。\n",
+        super::handover::TAKEOVERS,
+        o.runs,
+        crate::object::stage::LOCK_DELAY.as_millis()
+    );
+    let _ = writeln!(md, "| 做法 | p50 | 最长 |");
+    let _ = writeln!(md, "|---|---:|---:|");
+    for design in super::handover::Takeover::ALL {
+        let of: Vec<&super::HandoverSample> = results.handovers.iter().filter(|h| h.design == design).collect();
+        if of.is_empty() {
+            return Err(format!("the bench timed no takeover in {}", design.name()).into());
+        }
+        let p50 = Duration::from_secs_f64(median(&of.iter().map(|h| h.p50.as_secs_f64()).collect::<Vec<_>>()));
+        let max = Duration::from_secs_f64(median(&of.iter().map(|h| h.max.as_secs_f64()).collect::<Vec<_>>()));
+        let _ = writeln!(md, "| `{}` | {} | {} |", design.name(), shown(p50), shown(max));
+    }
     let _ = writeln!(md, "\n目标（只报告、不断言）：");
     for t in targets(&rows) {
         let verdict = if t.ratio >= t.at_least { "达到" } else { "未达到" };
@@ -238,6 +256,16 @@ pub fn csv(results: &Results) -> String {
         m(&|s| ms(s.p99)),
         m(&|s| s.granted as f64)
     );
+    for design in super::handover::Takeover::ALL {
+        let of: Vec<&super::HandoverSample> = results.handovers.iter().filter(|h| h.design == design).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let p50 = median(&of.iter().map(|h| ms(h.p50)).collect::<Vec<_>>());
+        let max = median(&of.iter().map(|h| ms(h.max)).collect::<Vec<_>>());
+        // The longest takeover goes in the p99 column.
+        let _ = writeln!(out, "takeover,{},,,,,{p50:.3},{max:.3},,,", design.name());
+    }
     out
 }
 

@@ -483,7 +483,7 @@ mod tests {
         assert_eq!(modes(&["chaos", "--mode", "all"]), FenceMode::ALL);
         assert_eq!(modes(&["chaos", "--mode", "check-then-write"]), [FenceMode::CheckThenWrite]);
         let refused = parse(&["chaos", "--mode", "FENCED_SCOPE"]).err().expect("not a command-line spelling").to_string();
-        assert!(refused.contains("the modes are fenced-scope, fenced-scope-cte, fenced-scope-shared, fenced-row, unfenced, check-then-write, or all"), "{refused}");
+        assert!(refused.contains("the modes are fenced-scope, fenced-scope-cte, fenced-scope-shared, fenced-row, unfenced, check-then-write, version-cas, claim-first, or all"), "{refused}");
     }
 
     /// Case ids are accepted in any case and named in the article's form;

@@ -7,7 +7,10 @@
 use std::path::Path;
 
 /// The modes as the table names them, baseline first.
-const MODES: [&str; 5] = ["unfenced", "fenced-row", "fenced-scope", "fenced-scope-cte", "fenced-scope-shared"];
+const MODES: [&str; 7] = ["unfenced", "fenced-row", "fenced-scope", "fenced-scope-cte", "fenced-scope-shared", "version-cas", "claim-first"];
+
+/// The takeover table's designs, as its rows name them.
+const TAKEOVERS: [&str; 3] = ["fenced-scope", "claim-first", "lock-delay"];
 
 /// Fails with the first thing missing from a one-second, one-run bench
 /// that wrote its table to `out` and printed `stdout` and `stderr`.
@@ -41,6 +44,10 @@ pub fn check(out: &Path, stdout: &str, stderr: &str) -> Result<(), String> {
     }
     ensure!(rows.iter().filter(|r| r[2] == "unfenced").all(|r| r[4] == "1.00×"), "the baseline's ratio is 1:\n{md}");
     ensure!(md.contains("| 16 |") && md.contains("尝试/秒"), "the acquire table is missing:\n{md}");
+    for design in TAKEOVERS {
+        let row = md.lines().find(|l| l.starts_with(&format!("| `{design}` |"))).ok_or_else(|| format!("no takeover row for {design}:\n{md}"))?;
+        ensure!(row.matches("ms").count() == 2, "the takeover row of {design} has its two latencies: {row}");
+    }
     // Issue 14's two targets, and issue 23's in each of the six cells.
     ensure!(md.matches("目标 ≥").count() == 2 + 6, "not every target is reported:\n{md}");
 
@@ -50,21 +57,25 @@ pub fn check(out: &Path, stdout: &str, stderr: &str) -> Result<(), String> {
         lines.first() == Some(&"kind,mode,writers,scopes,per_second,ratio_to_unfenced,p50_ms,p99_ms,wal_bytes_per_write,refused,granted"),
         "the CSV's header:\n{csv}"
     );
-    ensure!(lines.len() == 1 + expected.len() + 1, "a CSV line per cell and one for the acquires:\n{csv}");
+    ensure!(lines.len() == 1 + expected.len() + 1 + TAKEOVERS.len(), "a CSV line per cell, one for the acquires and one per takeover design:\n{csv}");
     ensure!(lines[1..=expected.len()].iter().all(|l| l.starts_with("write,") && l.split(',').count() == 11), "the CSV's write lines:\n{csv}");
-    ensure!(lines.last().is_some_and(|l| l.starts_with("acquire,,16,")), "the CSV's acquire line:\n{csv}");
+    ensure!(lines[expected.len() + 1].starts_with("acquire,,16,"), "the CSV's acquire line:\n{csv}");
+    for (line, design) in lines[expected.len() + 2..].iter().zip(TAKEOVERS) {
+        ensure!(line.starts_with(&format!("takeover,{design},")) && line.split(',').count() == 11, "the CSV's takeover line of {design}:\n{csv}");
+    }
 
     // One figure per writer count: a bar per fenced mode and scope count
     // (two each), and the legend's swatch.
     for writers in ["1", "4", "16"] {
         let figure = read(&out.with_file_name(format!("{}-writers-{writers}.svg", stem(out))))?;
         ensure!(figure.starts_with("<svg ") && figure.contains(&format!("{writers} 个写入者")), "the figure for {writers} writers:\n{figure}");
-        for mode in ["FENCED_ROW", "FENCED_SCOPE", "FENCED_SCOPE_CTE", "FENCED_SCOPE_SHARED"] {
+        for mode in ["FENCED_ROW", "FENCED_SCOPE", "FENCED_SCOPE_CTE", "FENCED_SCOPE_SHARED", "VERSION_CAS", "CLAIM_FIRST"] {
             ensure!(figure.matches(&format!("data-series=\"{mode}\"")).count() == 3, "{mode} in the figure for {writers} writers:\n{figure}");
         }
     }
-    // Progress: one line per group of cells (2 scope counts × 3 writer counts) and one for the acquires.
-    ensure!(stderr.contains("[7/7]"), "no progress on stderr:\n{stderr}");
+    // Progress: one line per group of cells (2 scope counts × 3 writer
+    // counts), one for the acquires and one for the takeovers.
+    ensure!(stderr.contains("[8/8]"), "no progress on stderr:\n{stderr}");
     Ok(())
 }
 
