@@ -59,6 +59,8 @@ pub struct Inputs {
     /// `evidence/26/bench.csv`: the cost table's rows, which its table and
     /// figures are drawn from.
     pub bench: Vec<BenchRow>,
+    /// `evidence/26/bench.csv`'s takeover lines: grant to first write.
+    pub takeovers: Vec<crate::bench::report::TakeoverRow>,
     /// `evidence/26/lease-stores.json`: one acquire timed on each lease store.
     pub lease_stores: StoresData,
     /// `evidence/26/chaos.json`: the two-minute chaos run, every mode.
@@ -100,6 +102,7 @@ impl Inputs {
             run: RunData::read(&dir.join("output.json"))?,
             snapshots,
             bench: crate::bench::report::rows_from_csv(&read("bench.csv")?).with_context(|| format!("reading {}", dir.join("bench.csv").display()))?,
+            takeovers: crate::bench::report::takeovers_from_csv(&read("bench.csv")?).with_context(|| format!("reading {}", dir.join("bench.csv").display()))?,
             lease_stores: StoresData::read(&dir.join("lease-stores.json"))?,
             chaos: ChaosData::read(&dir.join("chaos.json"))?,
             chaos_queue: QueueChaosData::read(&dir.join("chaos-queue.json"))?,
@@ -160,7 +163,7 @@ pub fn compute(inputs: &Inputs) -> Result<Vec<FactFile>> {
         FactFile { name: "cases.md", source: "lab/src/cases/mod.rs 的用例表（`./run.sh list` 打印的也是它）", facts: case_facts() },
         FactFile { name: "try.md", source: "lab/src/mutants/mod.rs 的变异表（`./run.sh try` 打印的也是它）", facts: try_facts() },
         FactFile { name: "run.md", source: "evidence/26/output.json 与各用例的快照", facts: run_facts(inputs)? },
-        FactFile { name: "bench.md", source: "evidence/26/bench.csv", facts: bench_facts(&inputs.bench)? },
+        FactFile { name: "bench.md", source: "evidence/26/bench.csv", facts: bench_facts(&inputs.bench, &inputs.takeovers)? },
         FactFile { name: "lease-stores.md", source: "evidence/26/lease-stores.json", facts: lease_store_facts(&inputs.lease_stores)? },
         FactFile { name: "chaos.md", source: "evidence/26/chaos.json 与 evidence/26/output.json", facts: chaos_facts(inputs)? },
         FactFile { name: "chaos-queue.md", source: "evidence/26/chaos-queue.json", facts: queue_chaos_facts(&inputs.chaos_queue)? },
@@ -232,7 +235,7 @@ fn run_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
 
 /// Ratios and WAL bytes from the cost table's rows, as its table shows
 /// them (`bench::report::markdown` draws it from the same rows).
-fn bench_facts(rows: &[BenchRow]) -> Result<Vec<Fact>> {
+fn bench_facts(rows: &[BenchRow], takeovers: &[crate::bench::report::TakeoverRow]) -> Result<Vec<Fact>> {
     const FILE: &str = "evidence/26/bench.csv";
     if rows.is_empty() {
         return Err(format!("{FILE}: no rows in the write table").into());
@@ -272,6 +275,10 @@ fn bench_facts(rows: &[BenchRow]) -> Result<Vec<Fact>> {
     }
     f.add("shared-wal-extra", span(&extra));
     f.add("shared-min-ratio", ratio(lowest.expect("six cells were read")));
+    // A takeover's time from the grant to the first accepted write, per design.
+    for t in takeovers {
+        f.add(format!("takeover-{}", t.design), crate::bench::report::takeover_shown(t.p50));
+    }
     Ok(f.0)
 }
 

@@ -306,6 +306,43 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// One takeover design's line of the CSV: its name, the median and the
+/// longest time from a grant to the first accepted write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TakeoverRow {
+    /// `fenced-scope`, `claim-first` or `lock-delay`.
+    pub design: String,
+    /// The median of the runs' medians.
+    pub p50: Duration,
+    /// The median of the runs' longest.
+    pub max: Duration,
+}
+
+/// The takeover lines of the CSV ([`csv`]), in its order; each design of
+/// [`super::handover::Takeover::ALL`] must be there once.
+pub fn takeovers_from_csv(text: &str) -> Result<Vec<TakeoverRow>> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("takeover,")) {
+        let cells: Vec<&str> = line.split(',').collect();
+        let millis = |i: usize| -> Result<Duration> {
+            let value = cells.get(i).and_then(|c| c.parse::<f64>().ok()).ok_or_else(|| format!("the CSV's takeover line has no time in column {}: {line}", i + 1))?;
+            Ok(Duration::from_secs_f64(value / 1000.0))
+        };
+        out.push(TakeoverRow { design: cells[1].to_owned(), p50: millis(6)?, max: millis(7)? });
+    }
+    let names: Vec<&str> = out.iter().map(|t| t.design.as_str()).collect();
+    let wanted = super::handover::Takeover::ALL.map(super::handover::Takeover::name);
+    if names != wanted {
+        return Err(format!("the CSV's takeover lines are {names:?}, not one for each of {wanted:?}").into());
+    }
+    Ok(out)
+}
+
+/// A takeover's time as the table shows it.
+pub fn takeover_shown(d: Duration) -> String {
+    shown(d)
+}
+
 /// Writes the markdown to `out`, the CSV and the figures (one per writer
 /// count, see [`chart`]) beside it (`bench-writers-4.svg` …), each whole.
 /// The figures are drawn from the CSV's text, as [`redraw`] draws them:

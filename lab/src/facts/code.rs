@@ -144,7 +144,7 @@ pub(super) fn code_facts() -> Vec<Fact> {
     f.add("f13-jump", format!("{} s", cases::f13::JUMP.as_secs()));
 
     // The resource modes by kind.
-    f.add("broken-modes", FenceMode::ALL.len() - FenceMode::SCOPE_FENCES.len());
+    f.add("broken-modes", FenceMode::ALL.iter().filter(|m| !m.refuses_stale()).count());
     f.add("model-stores", crate::model::store::StoreKind::ALL.len());
 
     // The chaos run's shape and its fault schedule, from `chaos` and F15.
