@@ -16,7 +16,7 @@ usage: ./run.sh [command]
                      target/lab/output.txt)
   F1 … F34 [flags]   run some cases; each case's transcript is saved for `diff`
                      flags: --mode MODE (F4/F5: fenced-scope|fenced-scope-cte|fenced-scope-shared|
-                                    fenced-row|unfenced|check-then-write;
+                                    fenced-row|unfenced|check-then-write|version-cas|claim-first;
                                     F6/F7: fenced-scope|fenced-scope-cte|fenced-scope-shared)
                             --pause-before-check (F4/F5)   --threads N (F3)
   diff F4 [FILE]     compare F4's last transcript (or FILE) with evidence/26/F4.snap

@@ -534,7 +534,7 @@ mod tests {
         // paths as on one server (no failover in them): replaying those is
         // replaying these. On an async standby every mode's is the failover.
         let actions = |m, s| counterexample(m, s).unwrap().map(|(_, p)| p.into_actions());
-        for mode in [FenceMode::Unfenced, FenceMode::FencedRow, FenceMode::CheckThenWrite] {
+        for mode in [FenceMode::Unfenced, FenceMode::FencedRow, FenceMode::CheckThenWrite, FenceMode::VersionCas] {
             assert_eq!(actions(mode, StoreKind::Sync), actions(mode, StoreKind::Single), "{mode}");
         }
         for mode in FenceMode::ALL {

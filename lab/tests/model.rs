@@ -136,7 +136,7 @@ fn replay(cluster: &common::PrivateCluster, mode: &str, store: &str, out: Option
 #[test]
 fn every_counterexample_replays_to_the_same_verdict() {
     let cluster = common::PrivateCluster::new("model");
-    for (mode, store, fenced) in [("unfenced", "single", true), ("check-then-write", "single", true), ("fenced-row", "single", true), ("fenced-scope", "async", false)] {
+    for (mode, store, fenced) in [("unfenced", "single", true), ("check-then-write", "single", true), ("fenced-row", "single", true), ("version-cas", "single", true), ("fenced-scope", "async", false)] {
         let dir = common::TempDir::new("replay");
         let out = dir.0.join("replay.txt");
         let (text, ok) = replay(&cluster, mode, store, Some(&out));

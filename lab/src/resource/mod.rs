@@ -11,11 +11,14 @@
 //! `FenceMode::FencedScope` is the real design, and `FencedScopeCte` is the
 //! same guarantee in one statement. `FencedScopeShared` keeps it without
 //! queueing writes under one token: a reader/writer discipline on the
-//! scope's advisory lock (`fenced_write_shared` in sql/res26.sql). The other
-//! three are broken on purpose and exist so that the negative controls
-//! really run them: F5 (`Unfenced`), F6(a) (`CheckThenWrite`), F7
-//! (`FencedRow`). [`view`] holds the read-only queries with which a case
-//! observes the resource.
+//! scope's advisory lock (`fenced_write_shared` in sql/res26.sql). Three
+//! are broken on purpose and exist so that the negative controls really
+//! run them: F5 (`Unfenced`), F6(a) (`CheckThenWrite`), F7 (`FencedRow`).
+//! The last two keep the report as one object of a store that compares
+//! only its own version (F34): `VersionCas`, broken as the optimistic loop
+//! of such a store's clients is, and `ClaimFirst`, which refuses a stale
+//! holder without ever comparing a token in the store. [`view`] holds the
+//! read-only queries with which a case observes the resource.
 //!
 //! Why this file stays whole: the real fences and every broken mode are
 //! written side by side, statement beside statement, so that the
