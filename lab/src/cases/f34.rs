@@ -28,30 +28,6 @@ use crate::vocabulary::FenceMode;
 /// The case.
 pub const CASE: Case = Case { id: "F34", title: |_| "报告是版本存储里的一个对象：只比版本的条件写与先认领".into(), run, mode: None, modes: &[], needs: &[] };
 
-/// F7's timeline in `mode`: whether B's summary and A's stale detail were
-/// accepted, the detail as stored, and the claim in the object.
-struct Torn {
-    a_summary: bool,
-    b_summary: bool,
-    a_detail: bool,
-    detail: String,
-}
-
-// ANCHOR: f34_torn
-fn torn_report(lab: &Lab, mode: FenceMode) -> Result<Torn> {
-    lab.reset()?;
-    let mut leases = lab.leases("lab")?;
-    let (mut a_store, mut b_store) = (lab.store(mode, "holder-a")?, lab.store(mode, "holder-b")?);
-    let a = acquire(&mut leases, "holder-a", SHORT_TTL)?;
-    let a_summary = a_store.write(&part_write(&a, PART_SUMMARY, "summary(A)"))?;
-    leases.wait_until_expired(LEASE)?;
-    let b = acquire(&mut leases, "holder-b", TTL)?;
-    let b_summary = b_store.write(&part_write(&b, PART_SUMMARY, "summary(B)"))?;
-    let a_detail = a_store.write(&part_write(&a, PART_DETAIL, "detail(A)"))?;
-    let detail = lab.view()?.part_text(SCOPE, PART_DETAIL)?;
-    Ok(Torn { a_summary, b_summary, a_detail, detail })
-}
-// ANCHOR_END: f34_torn
 
 /// What A's write did after the read's race.
 struct Overtaken {
@@ -104,7 +80,8 @@ fn read_then_overtaken(lab: &Lab, mode: FenceMode) -> Result<Overtaken> {
 // ANCHOR_END: f34_gap
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
-    let cas = torn_report(lab, FenceMode::VersionCas)?;
+    // F7's timeline, on the version store.
+    let cas = super::f7::timeline(lab, FenceMode::VersionCas)?;
     t.check_eq("VERSION_CAS：A(token=1) 在租约有效时写 summary 被接受", true, cas.a_summary);
     t.note(format!("VERSION_CAS：B(token=2) summary accepted={}，A(token=1) detail accepted={}", cas.b_summary, cas.a_detail));
     t.exposes(cas.b_summary && cas.a_detail, "每次写前重读版本：A 读到 B 写后的版本，旧持有者的 detail 写入成功", || {
@@ -112,7 +89,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     });
     t.check_eq_shown("VERSION_CAS：报告被撕开，detail 是旧持有者的", "detail(A) by holder-a token=1".to_owned(), cas.detail);
 
-    let claim = torn_report(lab, FenceMode::ClaimFirst)?;
+    let claim = super::f7::timeline(lab, FenceMode::ClaimFirst)?;
     t.check_eq("CLAIM_FIRST：A(token=1) 认领后写 summary 被接受", true, claim.a_summary);
     t.note(format!("CLAIM_FIRST：B(token=2) summary accepted={}，A(token=1) detail accepted={}", claim.b_summary, claim.a_detail));
     t.check_eq("先认领：B 的认领改了版本，A 以自己上次写下的版本为条件写 detail 被拒", "B true, A false".to_owned(), format!("B {}, A {}", claim.b_summary, claim.a_detail));

@@ -30,27 +30,27 @@ fn title(options: &CaseOptions) -> String {
     title
 }
 
-/// What happened in one mode.
-struct Outcome {
+/// What happened in one mode (F34 runs the same timeline on a version store).
+pub(super) struct Outcome {
     /// A's first write of summary, while its lease was valid.
-    a_summary: bool,
+    pub(super) a_summary: bool,
     /// B's rewrite of summary with token 2.
-    b_summary: bool,
+    pub(super) b_summary: bool,
     /// A's stale write of detail with token 1.
-    a_detail: bool,
+    pub(super) a_detail: bool,
     /// The stored detail afterwards.
-    detail: String,
+    pub(super) detail: String,
     /// A's grant, for one more stale write.
-    a: Grant,
+    pub(super) a: Grant,
     /// B's token.
-    b_token: i64,
+    pub(super) b_token: i64,
 }
 
 /// A scope nobody writes in this case: its floor must stay where it was.
 const OTHER_SCOPE: &str = "weekly-report";
 
 // ANCHOR: f7_timeline
-fn timeline(lab: &Lab, mode: FenceMode) -> Result<Outcome> {
+pub(super) fn timeline(lab: &Lab, mode: FenceMode) -> Result<Outcome> {
     lab.reset()?;
     let mut leases = lab.leases("lab")?;
     let mut a_store = lab.store(mode, "holder-a")?;
