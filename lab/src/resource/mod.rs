@@ -63,6 +63,8 @@ pub struct PartWrite<'a> {
 /// `FencedScopeShared` is one statement too, stopped the same way inside
 /// it; its gap lies between its two calls, when the first found its token
 /// above the floor and nothing is held (F6 races a raise into it).
+/// `VersionCas` and `ClaimFirst` stop in it after reading the report
+/// object and before the put (or the claim) that is conditional on it (F34).
 pub type Gap = Box<dyn FnMut() + Send>;
 // ANCHOR_END: gap
 
