@@ -72,6 +72,9 @@ pub struct Inputs {
     pub model: ModelData,
     /// `evidence/26/model-mutants.json`: the model against the mutations.
     pub model_mutants: MutantsData,
+    /// `evidence/26/s3-probe.json`: conditional PUTs raced on a real
+    /// S3-compatible server (`./run.sh s3-probe`, the `s3probe/` project).
+    pub s3_probe: serde_json::Value,
     /// The history pages in `evidence/26/history/`: each name (without
     /// `.html`) and its size in bytes.
     pub history_pages: Vec<(String, u64)>,
@@ -108,6 +111,7 @@ impl Inputs {
             chaos_queue: QueueChaosData::read(&dir.join("chaos-queue.json"))?,
             model: ModelData::read(&dir.join("model.json"))?,
             model_mutants: MutantsData::read(&dir.join("model-mutants.json"))?,
+            s3_probe: serde_json::from_str(&read("s3-probe.json")?).with_context(|| format!("reading {}", dir.join("s3-probe.json").display()))?,
             history_pages,
         })
     }
@@ -169,6 +173,7 @@ pub fn compute(inputs: &Inputs) -> Result<Vec<FactFile>> {
         FactFile { name: "chaos-queue.md", source: "evidence/26/chaos-queue.json", facts: queue_chaos_facts(&inputs.chaos_queue)? },
         FactFile { name: "model.md", source: "evidence/26/model.json、evidence/26/model-mutants.json 与 lab/src/model/ 的表", facts: model_facts(inputs)? },
         FactFile { name: "history.md", source: "evidence/26/history/ 里的页面与 lab/src/history/page.rs", facts: history_facts(inputs)? },
+        FactFile { name: "s3-probe.md", source: "evidence/26/s3-probe.json", facts: s3_probe_facts(&inputs.s3_probe)? },
     ])
 }
 
@@ -278,6 +283,37 @@ fn bench_facts(rows: &[BenchRow], takeovers: &[crate::bench::report::TakeoverRow
     // A takeover's time from the grant to the first accepted write, per design.
     for t in takeovers {
         f.add(format!("takeover-{}", t.design), crate::bench::report::takeover_shown(t.p50));
+    }
+    Ok(f.0)
+}
+
+/// The race of conditional PUTs on s3s-fs (`./run.sh s3-probe`): how many
+/// writers and rounds, and per server variant and probe the rounds with
+/// more than one success and the torn ones. A missing field is an error.
+fn s3_probe_facts(data: &serde_json::Value) -> Result<Vec<Fact>> {
+    const FILE: &str = "evidence/26/s3-probe.json";
+    let field = |v: &serde_json::Value, name: &str| -> Result<serde_json::Value> {
+        v.get(name).cloned().ok_or_else(|| format!("{FILE}: no field {name} in {v}").into())
+    };
+    let count = |v: &serde_json::Value, name: &str| -> Result<u64> { field(v, name)?.as_u64().ok_or_else(|| format!("{FILE}: {name} is not a count").into()) };
+    let text = |v: &serde_json::Value, name: &str| -> Result<String> { field(v, name)?.as_str().map(str::to_owned).ok_or_else(|| format!("{FILE}: {name} is not text").into()) };
+    let mut f = Facts(Vec::new());
+    let versions = field(data, "versions")?;
+    f.add("s3s-fs-version", text(&versions, "s3s-fs")?);
+    f.add("object-store-version", text(&versions, "object_store")?);
+    let results = field(data, "results")?;
+    let results = results.as_array().filter(|r| !r.is_empty()).ok_or_else(|| format!("{FILE}: no results"))?;
+    let (writers, rounds) = (count(&results[0], "writers")?, count(&results[0], "rounds")?);
+    f.add("writers", writers);
+    f.add("rounds", rounds);
+    for r in results {
+        if (count(r, "writers")?, count(r, "rounds")?) != (writers, rounds) {
+            return Err(format!("{FILE}: the probes did not all run {writers} writers for {rounds} rounds").into());
+        }
+        let name = format!("{}-{}", text(r, "variant")?, text(r, "probe")?);
+        f.add(format!("doubles-{name}"), count(r, "rounds_with_double_success")?);
+        f.add(format!("most-{name}"), count(r, "max_successes_in_a_round")?);
+        f.add(format!("torn-{name}"), count(r, "torn_rounds")?);
     }
     Ok(f.0)
 }
