@@ -44,7 +44,14 @@ struct Args {
 fn parse(args: &[String]) -> Result<Args, String> {
     let (mut dir, mut writers, mut rounds, mut out) = (None, 4, 200, None);
     let mut it = args.iter();
+    let mut seen = Vec::new();
     while let Some(flag) = it.next() {
+        // A flag given twice (a caller's --dir after run.sh's, say) is a
+        // mistake to name, not a last-one-wins.
+        if seen.contains(&flag) {
+            return Err(format!("{flag} given twice"));
+        }
+        seen.push(flag);
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--dir" => dir = Some(PathBuf::from(value()?)),
