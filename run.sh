@@ -94,6 +94,14 @@ usage: ./run.sh [command]
   lease-stores       time one acquire on each lease store (one PostgreSQL, with an async
                      and a sync standby, etcd); writes target/lab/lease-stores.md
                      (the book's: --out evidence/26/lease-stores.md)
+  s3-probe [--writers W] [--rounds R] [--out FILE.json]
+                     race conditional PUTs on a real S3-compatible server (s3s-fs,
+                     in-process over a Unix socket): W writers (default 4) in R rounds
+                     (default 200) of If-Match and of If-None-Match, on s3s-fs as
+                     published and on the same server behind one lock (the control:
+                     one winner a round); prints a table (the evidence: --out
+                     evidence/26/s3-probe.json > evidence/26/s3-probe.md). A cargo
+                     project of its own (s3probe/): the first build takes minutes
   psql [lease26|res26] [-- psql args]
                      psql on a running cluster (start it first: ./run.sh cluster start)
   help               this text
@@ -546,6 +554,21 @@ case "$cmd" in
   lease-stores)
     ensure_postgres; ensure_etcd; guard_cluster
     "$LAB" "$@"
+    ;;
+  s3-probe)
+    shift
+    ensure_rust
+    echo "run.sh: building s3probe (a cargo project of its own; the first build takes a few minutes)…" >&2
+    CARGO_TARGET_DIR="$PWD/target/s3probe" cargo build --release --quiet --manifest-path s3probe/Cargo.toml
+    # A private folder of this run's own for the probe's server (its data
+    # and its Unix socket): mktemp makes it 0700 under a name nobody can
+    # guess, and it goes on every way out, Ctrl-C included.
+    mkdir -p target
+    probe_dir=$(mktemp -d -p target s3-probe.XXXXXXXX)
+    trap 'rm -rf "$probe_dir"' EXIT
+    trap 'rm -rf "$probe_dir"; exit 130' INT
+    trap 'rm -rf "$probe_dir"; exit 143' TERM
+    target/s3probe/release/s3probe --dir "$probe_dir" "$@"
     ;;
   help|-h|--help)
     usage
