@@ -23,7 +23,7 @@ pub const SERIES_COLOURS: usize = 6;
 
 /// The light theme's series colours, in `style/book.css`'s order, for the
 /// `fill` attribute (the book's CSS overrides it per theme).
-const LIGHT_FILLS: [&str; SERIES_COLOURS] = ["#2874a6", "#c0392b", "#1e8449", "#8e44ad", "#a04000", "#117a65"];
+const LIGHT_FILLS: [&str; SERIES_COLOURS] = ["#2874a6", "#c0392b", "#1e8449", "#8e44ad", "#7d6608", "#117a65"];
 
 /// The figure's size in its own units; it scales down to a narrower column.
 const WIDTH: f64 = 720.0;
