@@ -282,7 +282,7 @@ fn bench_facts(rows: &[BenchRow], takeovers: &[crate::bench::report::TakeoverRow
     f.add("shared-min-ratio", ratio(lowest.expect("six cells were read")));
     // A takeover's time from the grant to the first accepted write, per design.
     for t in takeovers {
-        f.add(format!("takeover-{}", t.design), crate::bench::report::takeover_shown(t.p50));
+        f.add(format!("takeover-{}", t.design), crate::bench::report::shown(t.p50));
     }
     Ok(f.0)
 }

@@ -62,7 +62,7 @@ impl Facts {
 }
 
 /// A duration as the table shows it: milliseconds with two decimals.
-fn shown(d: Duration) -> String {
+pub fn shown(d: Duration) -> String {
     format!("{:.2}ms", ms(d))
 }
 
@@ -203,13 +203,7 @@ pub fn markdown(results: &Results) -> Result<String> {
     );
     let _ = writeln!(md, "| 做法 | p50 | 最长 |");
     let _ = writeln!(md, "|---|---:|---:|");
-    for design in super::handover::Takeover::ALL {
-        let of: Vec<&super::HandoverSample> = results.handovers.iter().filter(|h| h.design == design).collect();
-        if of.is_empty() {
-            return Err(format!("the bench timed no takeover in {}", design.name()).into());
-        }
-        let p50 = Duration::from_secs_f64(median(&of.iter().map(|h| h.p50.as_secs_f64()).collect::<Vec<_>>()));
-        let max = Duration::from_secs_f64(median(&of.iter().map(|h| h.max.as_secs_f64()).collect::<Vec<_>>()));
+    for (design, p50, max) in takeovers(results)? {
         let _ = writeln!(md, "| `{}` | {} | {} |", design.name(), shown(p50), shown(max));
     }
     let _ = writeln!(md, "\n目标（只报告、不断言）：");
@@ -256,15 +250,10 @@ pub fn csv(results: &Results) -> String {
         m(&|s| ms(s.p99)),
         m(&|s| s.granted as f64)
     );
-    for design in super::handover::Takeover::ALL {
-        let of: Vec<&super::HandoverSample> = results.handovers.iter().filter(|h| h.design == design).collect();
-        if of.is_empty() {
-            continue;
-        }
-        let p50 = median(&of.iter().map(|h| ms(h.p50)).collect::<Vec<_>>());
-        let max = median(&of.iter().map(|h| ms(h.max)).collect::<Vec<_>>());
-        // The longest takeover goes in the p99 column.
-        let _ = writeln!(out, "takeover,{},,,,,{p50:.3},{max:.3},,,", design.name());
+    // The longest takeover goes in the p99 column. (A design with no
+    // sample has no line; the markdown, drawn from the same medians, fails.)
+    for (design, p50, max) in takeovers(results).unwrap_or_default() {
+        let _ = writeln!(out, "takeover,{},,,,,{:.3},{:.3},,,", design.name(), ms(p50), ms(max));
     }
     out
 }
@@ -306,6 +295,21 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// Each takeover design with the median over the runs of its median and
+/// of its longest takeover; an error when a design was never timed.
+fn takeovers(results: &Results) -> Result<Vec<(super::handover::Takeover, Duration, Duration)>> {
+    let mut out = Vec::new();
+    for design in super::handover::Takeover::ALL {
+        let of: Vec<&super::HandoverSample> = results.handovers.iter().filter(|h| h.design == design).collect();
+        if of.is_empty() {
+            return Err(format!("the bench timed no takeover in {}", design.name()).into());
+        }
+        let over_runs = |f: &dyn Fn(&super::HandoverSample) -> Duration| Duration::from_secs_f64(median(&of.iter().map(|h| f(h).as_secs_f64()).collect::<Vec<_>>()));
+        out.push((design, over_runs(&|h| h.p50), over_runs(&|h| h.max)));
+    }
+    Ok(out)
+}
+
 /// One takeover design's line of the CSV: its name, the median and the
 /// longest time from a grant to the first accepted write.
 #[derive(Clone, Debug, PartialEq)]
@@ -336,11 +340,6 @@ pub fn takeovers_from_csv(text: &str) -> Result<Vec<TakeoverRow>> {
         return Err(format!("the CSV's takeover lines are {names:?}, not one for each of {wanted:?}").into());
     }
     Ok(out)
-}
-
-/// A takeover's time as the table shows it.
-pub fn takeover_shown(d: Duration) -> String {
-    shown(d)
 }
 
 /// Writes the markdown to `out`, the CSV and the figures (one per writer
