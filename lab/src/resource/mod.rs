@@ -194,7 +194,7 @@ const UPSERT_IF_ROW_TOKEN: &str = "
 /// releases the lock. Nothing here is in the calling statement but the
 /// call: what the function's own statements see is decided inside it, each
 /// with a snapshot of its own (the function is VOLATILE).
-const WRITE_SHARED: &str = "SELECT fenced_write_shared($1, $2, $3, $4, $5, $6, $7)";
+pub const WRITE_SHARED: &str = "SELECT fenced_write_shared($1, $2, $3, $4, $5, $6, $7)";
 // ANCHOR_END: shared_sql
 
 /// What one call of `fenced_write_shared` decided, as it returns it.
@@ -230,7 +230,7 @@ impl std::str::FromStr for SharedOutcome {
 /// mode keeps, so a fenced mode's ratio to it is the price of its fence.
 /// `floor_after` is read without a lock, as in FENCED_ROW: no UNFENCED
 /// write moves the floor.
-const UNFENCED_WRITE: &str = "
+pub const UNFENCED_WRITE: &str = "
     WITH part AS (
         INSERT INTO report_part (scope, part, content, writer, token)
         VALUES ($1, $2, $3, $4, $5)
