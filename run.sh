@@ -42,6 +42,15 @@ usage: ./run.sh [command]
                      let through, counted from the database's record and the
                      nemesis's list of the claims it disturbed (--out
                      evidence/26/chaos-queue.md: the table the book includes)
+  queues [--seed S] [--jobs N] [--workers W] [--crate graphile|apalis|all] [--fence none|token|both] [--out FILE]
+                     real job-queue crates (graphile_worker 0.14.1, apalis-postgres 1.0.0),
+                     unmodified, under a nemesis seeded by S (default 1): N jobs (default 12),
+                     W worker processes (default 3), one job in three paused past the
+                     crate's timeout or killed; each job's handler writes a side effect
+                     unfenced, then fenced by a token from the crate's claim; prints the
+                     harm each let through, counted from the database (--out
+                     evidence/26/queues.md: the table the book includes). Builds the
+                     workspace member queues/ first (the first build takes minutes)
   model [--out FILE] [--mutants] [--replay MODE [--store S]] [--explore [MODE]]
                      the model checker: every interleaving of the lease and each
                      resource mode on each lease store (one server, sync or async
@@ -499,6 +508,14 @@ case "$cmd" in
     shift
     ensure_postgres; guard_cluster
     "$LAB" queue-chaos "$@"
+    ;;
+  queues)
+    shift
+    ensure_rust
+    echo "run.sh: building lab-queues (queues/: the crates under test; the first build takes a few minutes)…" >&2
+    cargo build --bins --quiet -p lab -p lab-queues
+    ensure_postgres; guard_cluster
+    "$LAB" queues "$@"
     ;;
   model)
     shift

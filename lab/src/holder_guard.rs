@@ -308,17 +308,9 @@ impl HolderGuard {
         sysinfo::parse_stat(&stat).map(|s| s.state).ok_or_else(|| format!("unreadable /proc/{}/stat", self.pid).into())
     }
 
-    /// Each thread's name and state, from `/proc/<pid>/task/<tid>/{comm,stat}`.
+    /// Each thread's name and state (see [`sysinfo::thread_states`]).
     pub fn threads(&self) -> Result<Vec<(String, char)>> {
-        let mut threads = Vec::new();
-        for task in std::fs::read_dir(format!("/proc/{}/task", self.pid))?.flatten() {
-            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            // A thread that ended between the listing and the read shows
-            // as '?': never as stopped, so a wait for 'T' goes on.
-            threads.push((comm.trim().to_owned(), sysinfo::parse_stat(&stat).map_or('?', |s| s.state)));
-        }
-        Ok(threads)
+        Ok(sysinfo::thread_states(self.pid.as_raw() as u32)?)
     }
 
     /// The state of the thread named `name` (the renewer is "renewer"):

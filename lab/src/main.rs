@@ -79,6 +79,10 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(lab::queue::chaos::report::run(&args.options()).map(verdict))
         }
+        Command::Queues(args) => {
+            interrupt::install();
+            report(lab::queue::crates::report::run(&args.options()).map(verdict))
+        }
         Command::Model(args) => {
             if args.starts_processes() {
                 interrupt::install();

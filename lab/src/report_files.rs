@@ -8,6 +8,7 @@
 //! book's build) never finds half a table.
 
 use crate::error::{Result, ResultExt};
+use crate::result_data::ResultData;
 use crate::paths;
 use std::path::{Path, PathBuf};
 
@@ -53,4 +54,26 @@ mod tests {
         assert_eq!(names, ["/e/bench.md", "/e/bench.csv", "/e/bench-writers-4.svg"]);
         assert!(placed(Path::new("/"), "t".into(), Vec::new(), Vec::new()).is_err());
     }
+}
+
+/// Ends a judged run's report (`lab queue-chaos`, `lab queues`): writes
+/// `table` at `out` and `data` beside it as JSON, unless some verdict had
+/// nothing to judge (a run that tested nothing is no evidence), then prints
+/// `expected` or what was unexpected. Whether every verdict was expected.
+pub fn conclude<D: ResultData>(command: &str, out: Option<&Path>, table: &str, data: &D, unexpected: &[String], expected: &str) -> Result<bool> {
+    if let Some(out) = out {
+        if unexpected.iter().any(|u| u.contains("nothing to judge")) {
+            println!("{command}: {} NOT written: a run with nothing to judge is no evidence", out.display());
+        } else {
+            paths::write_whole(out, table)?;
+            data.write(&out.with_extension("json"))?;
+            println!("{command}: table written to {}, its data beside it", out.display());
+        }
+    }
+    if unexpected.is_empty() {
+        println!("{command}: as expected: {expected}");
+    } else {
+        println!("{command}: UNEXPECTED: {}", unexpected.join("; "));
+    }
+    Ok(unexpected.is_empty())
 }

@@ -133,6 +133,21 @@ pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
     proc_stat(pid).map(|s| (s.state, s.start_time))
 }
 
+/// Each thread's name and state, from `/proc/<pid>/task/<tid>/{comm,stat}`:
+/// SIGSTOP stops a process's threads one by one, each on its own way back
+/// from the kernel, so "stopped" means every thread shows `T`.
+pub fn thread_states(pid: u32) -> std::io::Result<Vec<(String, char)>> {
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // A thread that ended between the listing and the read shows
+        // as '?': never as stopped, so a wait for 'T' goes on.
+        threads.push((comm.trim().to_owned(), parse_stat(&stat).map_or('?', |s| s.state)));
+    }
+    Ok(threads)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -122,6 +122,8 @@ pub enum Command {
     Chaos(ChaosArgs),
     /// The bug zoo's job queue under a seeded nemesis: the fixed queue and each bug put back, in turn, with the harm each let through counted from the database.
     QueueChaos(QueueChaosArgs),
+    /// Real job-queue crates (graphile_worker, apalis-postgres) under a seeded nemesis, each job's handler unfenced and then fenced by a token from the crate's claim; the harm each let through counted from the database (needs the lab-queues binary: `./run.sh queues` builds it).
+    Queues(QueuesArgs),
     /// The model checker: every interleaving of the lease and each resource mode; its verdicts as a table.
     Model(ModelArgs),
     /// Draw what happened in a case's last run (one with holder processes:
@@ -239,6 +241,66 @@ pub struct QueueChaosArgs {
     /// Also write the table as Markdown to this file (the book's evidence/26/chaos-queue.md), its data beside it as JSON (chaos-queue.json, which `lab facts` reads).
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct QueuesArgs {
+    /// The seed of the nemesis (and of the work times): the same seed, the same faults on the same jobs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How many jobs each run enqueues (one in every three meets a fault; at least six, so that both kinds strike).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u16).range(6..=1000))]
+    jobs: u16,
+    /// How many worker processes take jobs.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(2..=16))]
+    workers: u16,
+    /// The crate: graphile (graphile_worker 0.14.1), apalis (apalis-postgres 1.0.0), or all.
+    #[arg(long = "crate", default_value = "all", value_parser = crate_choice)]
+    krate: CrateChoice,
+    /// The handler's side effect: none (an upsert), token (fenced by the claim's token), or both.
+    #[arg(long, default_value = "both", value_parser = fence_choice)]
+    fence: FenceChoice,
+    /// Also write the table as Markdown to this file (the book's evidence/26/queues.md), its data beside it as JSON (queues.json, which `lab facts` reads).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// The crates of `lab queues`.
+#[derive(Clone, Debug)]
+pub struct CrateChoice(Vec<crate::queue::crates::CrateName>);
+
+fn crate_choice(text: &str) -> std::result::Result<CrateChoice, String> {
+    use crate::queue::crates::CrateName;
+    one_or_all(text, "all", &CrateName::ALL, CrateName::name, "the crates are graphile, apalis, or all").map(CrateChoice)
+}
+
+/// The fences of `lab queues`.
+#[derive(Clone, Debug)]
+pub struct FenceChoice(Vec<crate::queue::crates::HandlerFence>);
+
+fn fence_choice(text: &str) -> std::result::Result<FenceChoice, String> {
+    use crate::queue::crates::HandlerFence;
+    one_or_all(text, "both", &HandlerFence::ALL, HandlerFence::name, "the fences are none, token, or both").map(FenceChoice)
+}
+
+/// `every` for all of `items`, or the one whose `name` is `text`; else `choices`.
+fn one_or_all<T: Copy>(text: &str, every: &str, items: &[T], name: fn(T) -> &'static str, choices: &str) -> std::result::Result<Vec<T>, String> {
+    if text == every {
+        return Ok(items.to_vec());
+    }
+    items.iter().find(|i| name(**i) == text).map(|i| vec![*i]).ok_or_else(|| choices.to_owned())
+}
+
+impl QueuesArgs {
+    /// The run these arguments ask for.
+    pub fn options(&self) -> crate::queue::crates::QueuesOptions {
+        crate::queue::crates::QueuesOptions {
+            config: crate::queue::crates::run::CrateConfig { seed: self.seed, jobs: self.jobs.into(), workers: self.workers.into() },
+            crates: self.krate.0.clone(),
+            fences: self.fence.0.clone(),
+            out: self.out.clone(),
+        }
+    }
 }
 
 /// The switches of `lab queue-chaos`: `None` is the fixed queue.
@@ -471,6 +533,26 @@ mod tests {
         assert_eq!(switches(&["queue-chaos", "--switch", "fixed,late-heartbeat"]), [None, Some(Bug::LateHeartbeat)]);
         let refused = parse(&["queue-chaos", "--switch", "Z2"]).err().expect("a row is not a switch's name").to_string();
         assert!(refused.contains("the switches are fixed, name-as-identity"), "{refused}");
+    }
+
+    /// `queues` runs every crate and both fences unless told otherwise, and
+    /// refuses a crate or fence it does not know, and too few jobs for both
+    /// kinds of fault, with the choices named.
+    #[test]
+    fn queues_runs_the_crates_and_fences_asked_for() {
+        use crate::queue::crates::{CrateName, HandlerFence};
+        let options = |args: &[&str]| match parse(args).expect("parses") {
+            Command::Queues(q) => q.options(),
+            _ => unreachable!(),
+        };
+        let all = options(&["queues"]);
+        assert_eq!((all.crates, all.fences, all.config.jobs, all.config.workers), (CrateName::ALL.to_vec(), HandlerFence::ALL.to_vec(), 12, 3));
+        let one = options(&["queues", "--crate", "apalis", "--fence", "token", "--jobs", "6"]);
+        assert_eq!((one.crates, one.fences, one.config.jobs), (vec![CrateName::Apalis], vec![HandlerFence::Token], 6));
+        let refused = |args: &[&str]| parse(args).err().expect("refused").to_string();
+        assert!(refused(&["queues", "--crate", "sqlxmq"]).contains("the crates are graphile, apalis, or all"));
+        assert!(refused(&["queues", "--fence", "yes"]).contains("the fences are none, token, or both"));
+        assert!(refused(&["queues", "--jobs", "5"]).contains("5 is not in 6..=1000"));
     }
 
     #[test]

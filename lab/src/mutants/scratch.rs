@@ -120,8 +120,11 @@ fn link_all(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The workspace's own packages: their units are built in each copy.
+const OWN_PACKAGES: [&str; 2] = ["lab", "lab-queues"];
+
 /// Removes from the build folder `debug` every unit of the project's own
-/// package (`lab`: its library, binaries and tests) that is still a hard
+/// packages ([`OWN_PACKAGES`]: their libraries, binaries and tests) that is still a hard
 /// link shared with another folder: its fingerprint (`.fingerprint/lab-*`)
 /// and its outputs (the files in `deps/` and `build/` named with the same
 /// hash). Cargo then builds those units here, into files of this folder's
@@ -133,7 +136,11 @@ fn unshare_own_units(debug: &Path) -> Result<()> {
     let mut hashes = Vec::new();
     for unit in units.flatten() {
         let name = unit.file_name().to_string_lossy().into_owned();
-        let Some(hash) = name.strip_prefix("lab-") else { continue };
+        // `<package>-<hash>`: the hash has no dash, a package name may.
+        let Some((package, hash)) = name.rsplit_once('-') else { continue };
+        if !OWN_PACKAGES.contains(&package) {
+            continue;
+        }
         let files: Vec<PathBuf> = std::fs::read_dir(unit.path())?.flatten().map(|f| f.path()).collect();
         if files.iter().any(|f| shared(f)) {
             std::fs::remove_dir_all(unit.path()).with_context(|| format!("unsharing {}", unit.path().display()))?;

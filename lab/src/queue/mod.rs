@@ -19,6 +19,7 @@
 
 pub mod bug;
 pub mod chaos;
+pub mod crates;
 pub mod zoo;
 
 pub use bug::Bug;

@@ -24,6 +24,9 @@ pub struct Group {
     pub env: Vec<(String, String)>,
     /// Whether it breaks guards in a scratch copy (one of the pool's).
     pub needs_scratch: bool,
+    /// Whether it runs `./run.sh queues`, whose binary (the workspace
+    /// member queues/) the suite builds once before any group starts.
+    pub needs_queues: bool,
     /// How it says what it checked: libtest's summary, or a file its
     /// runner writes (the cases' snapshot test, the book's commands).
     pub reporter: Reporter,
@@ -98,6 +101,10 @@ fn guess(name: &str) -> f64 {
     }
 }
 
+/// A mark among a group's variables while the groups are made (never set
+/// in its environment): the group runs `./run.sh queues`.
+const NEEDS_QUEUES: &str = "needs lab-queues";
+
 /// Every group of the suite: each test binary as a whole, except the
 /// cases' snapshots (in slices, plus one slice of the book's variants) and
 /// the book's commands (a chapter each). A test binary the suite does not
@@ -106,7 +113,9 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
     let mut out = Vec::new();
     let mut add = |name: String, program: &PathBuf, args: Vec<String>, env: Vec<(String, String)>, needs_scratch: bool, reporter: Reporter| {
         let estimate = times.get(&name).copied().unwrap_or_else(|| guess(&name));
-        out.push(Group { name, program: program.clone(), args, env, needs_scratch, reporter, estimate });
+        let needs_queues = env.iter().any(|(k, _)| k == NEEDS_QUEUES);
+        let env = env.into_iter().filter(|(k, _)| k != NEEDS_QUEUES).collect();
+        out.push(Group { name, program: program.clone(), args, env, needs_scratch, needs_queues, reporter, estimate });
     };
     for (target, program) in &binaries.0 {
         match target.as_str() {
@@ -130,6 +139,9 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
                     let slices = if book::only_exercises(&commands) { commands.len().div_ceil(EXERCISES_PER_SLICE) } else { 1 };
                     for i in 0..slices {
                         let mut env = vec![("LAB_BOOK_CHAPTERS".to_owned(), chapter.clone())];
+                        if book::runs_queues(&commands) {
+                            env.push((NEEDS_QUEUES.to_owned(), String::new()));
+                        }
                         let name = if slices == 1 {
                             format!("book {chapter}")
                         } else {

@@ -99,12 +99,26 @@ pub fn run(options: &SuiteOptions) -> Result<bool> {
     std::fs::create_dir_all(dir.join("logs"))?;
     eprintln!("suite: building the test binaries…");
     let binaries = TestBinaries::build()?;
-    let built = started.elapsed();
     // This machine's times from its last run, else the ones committed
     // beside this file (a run on a 2-core machine), to start the longest first.
     let mut times = parse_times(include_str!("times.tsv"));
     times.extend(read_times(&dir.join("times.tsv")));
     let mut pending: Vec<Group> = select(groups(&binaries, &times)?, &options.only)?;
+    if pending.iter().any(|g| g.needs_queues) {
+        // Once, before any group starts: a group's own `./run.sh queues`
+        // would otherwise build the crates under test while holding cargo's
+        // lock on target/, and every other group's `./run.sh` would wait.
+        eprintln!("suite: building lab-queues (queues/: the real queue crates a chapter runs)…");
+        let status = std::process::Command::new("cargo")
+            .args(["build", "--bins", "--quiet", "-p", "lab", "-p", "lab-queues"])
+            .current_dir(paths::root())
+            .status()
+            .context("running cargo build -p lab-queues")?;
+        if !status.success() {
+            return Err(format!("cargo build -p lab-queues failed ({status})").into());
+        }
+    }
+    let built = started.elapsed();
     let total = pending.len();
     let workers = options.workers.max(1);
     println!("suite: {total} groups on {workers} workers (binaries built in {:.0}s)", built.as_secs_f64());

@@ -140,21 +140,7 @@ pub fn run(options: &QueueChaosOptions) -> Result<bool> {
     let table = markdown(&data);
     println!("{table}");
     let unexpected: Vec<String> = data.rows.iter().filter_map(SwitchData::unexpected).collect();
-    if let Some(out) = &options.out {
-        if unexpected.iter().any(|u| u.contains("nothing to judge")) {
-            println!("queue-chaos: {} NOT written: a run with nothing to judge is no evidence", out.display());
-        } else {
-            crate::paths::write_whole(out, &table)?;
-            data.write(&out.with_extension("json"))?;
-            println!("queue-chaos: table written to {}, its data beside it", out.display());
-        }
-    }
-    if unexpected.is_empty() {
-        println!("queue-chaos: as expected: the fixed queue clean, every bug caught");
-    } else {
-        println!("queue-chaos: UNEXPECTED: {}", unexpected.join("; "));
-    }
-    Ok(unexpected.is_empty())
+    crate::report_files::conclude("queue-chaos", options.out.as_deref(), &table, &data, &unexpected, "the fixed queue clean, every bug caught")
 }
 
 /// The table as Markdown: a row per switch, the judge's counts, the faults.

@@ -1,0 +1,455 @@
+//! One crate and one fence: a fresh `queues26`, the crate's setup, its
+//! worker processes under the nemesis, every latch opened by the lab, and
+//! then — once every job is completed and every live handler has returned
+//! and completed — the record read and judged.
+//!
+//! The lab drives each handler through its two latches (see
+//! queues/src/handler.rs) and so forces F4's schedule on every paused job:
+//! 1. A's handler starts (the crate has claimed the job for A); the lab
+//!    stops A's process (SIGSTOP, every thread) before it may write;
+//! 2. the crate's own timeout gives the job to B; B's handler may write at
+//!    once but may not return;
+//! 3. once B's side effect is written, A is continued and released: its
+//!    side effect comes after B's, and it returns and the crate completes
+//!    the job for A;
+//! 4. once the crate has run A's completion statement (a `queue_completion`
+//!    row from A's session), B may return, and the crate completes for B.
+//!
+//! Every wait is on the database's state or the kernel's, with a bound.
+
+use super::judge::{self, Completion, CrateCounts, CrateRecord, Handler};
+use super::nemesis::{self, CrateFault, Plan};
+use super::process::QueueProcess;
+use crate::cluster::Endpoint;
+use crate::error::Result;
+use crate::queue::chaos::judge::Effect;
+use crate::{db, interrupt, poll};
+use postgres::Client;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The database of a run.
+pub const QUEUES_DB: &str = "queues26";
+
+/// The lab's record of a run (sql/queues26.sql), loaded beside the resource.
+pub const QUEUES_SCHEMA: &str = include_str!("../../../../sql/queues26.sql");
+
+/// How long a paused job may wait for the crate to give it to another
+/// worker process before the lab calls it never taken over and continues
+/// the paused one: far above each crate's timeout as the adapters set it.
+pub const TAKEOVER_BOUND: Duration = Duration::from_secs(30);
+
+/// How many times the lab stops a worker process before it finds none of
+/// its sessions inside a transaction (see `pause_outside_transactions`).
+const PAUSE_ATTEMPTS: usize = 20;
+
+/// How long the run may go without a new handler or completion before the
+/// jobs still not completed are counted lost.
+pub const DRAIN_BOUND: Duration = Duration::from_secs(30);
+
+/// The crates under test, as `lab-queues --crate` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrateName {
+    /// graphile_worker 0.14.1.
+    Graphile,
+    /// apalis 1.0.0 on apalis-postgres 1.0.0.
+    Apalis,
+}
+
+impl CrateName {
+    /// Both, in the order run.
+    pub const ALL: [CrateName; 2] = [CrateName::Graphile, CrateName::Apalis];
+
+    /// The name on the command line (`--crate`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CrateName::Graphile => "graphile",
+            CrateName::Apalis => "apalis",
+        }
+    }
+
+    /// The crate as published, with the version under test.
+    pub fn published(self) -> &'static str {
+        match self {
+            CrateName::Graphile => "graphile_worker 0.14.1",
+            CrateName::Apalis => "apalis-postgres 1.0.0",
+        }
+    }
+}
+
+/// Whether the handler fences its side effect, as `lab-queues --fence` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HandlerFence {
+    /// An upsert: last writer wins.
+    None,
+    /// The claim's token through `fenced_write_shared`.
+    Token,
+}
+
+impl HandlerFence {
+    /// Both, in the order run.
+    pub const ALL: [HandlerFence; 2] = [HandlerFence::None, HandlerFence::Token];
+
+    /// The name on the command line (`--fence`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HandlerFence::None => "none",
+            HandlerFence::Token => "token",
+        }
+    }
+}
+
+/// What a run is asked to do.
+#[derive(Clone, Debug)]
+pub struct CrateConfig {
+    /// The seed of the nemesis and of the work times.
+    pub seed: u64,
+    /// How many jobs.
+    pub jobs: usize,
+    /// How many worker slots.
+    pub workers: usize,
+}
+
+/// One run's outcome.
+#[derive(Clone, Debug)]
+pub struct CrateRun {
+    /// The judge's counts.
+    pub counts: CrateCounts,
+    /// Faults that struck, by kind.
+    pub struck: BTreeMap<CrateFault, usize>,
+    /// Paused jobs the crate never gave to another worker process.
+    pub never_taken_over: usize,
+    /// Jobs whose later claims did not carry larger tokens.
+    pub tokens_not_increasing: usize,
+    /// For each paused job taken over: from the stop to the newer
+    /// attempt's side effect, in milliseconds.
+    pub takeover_ms: Vec<f64>,
+    /// The run's time.
+    pub took: Duration,
+}
+
+/// The `lab-queues` binary, beside the lab's own.
+fn binary() -> Result<PathBuf> {
+    Ok(std::env::current_exe()?.with_file_name("lab-queues"))
+}
+
+/// One worker slot: its number and its current worker process.
+struct Slot {
+    index: usize,
+    incarnation: u32,
+    process: QueueProcess,
+}
+
+/// A paused job's progress through F4's schedule.
+struct Pause {
+    /// The paused attempt's handler row and slot.
+    stale: i64,
+    slot: usize,
+    incarnation: String,
+    stopped_at: Instant,
+    /// The newer attempt's handler row, once the crate gave the job away.
+    newer: Option<i64>,
+    /// Set once A was continued: the last completion row before that.
+    resumed: Option<(Instant, i64)>,
+}
+
+/// Everything one run holds.
+struct Driver {
+    config: CrateConfig,
+    krate: CrateName,
+    fence: HandlerFence,
+    bin: PathBuf,
+    server: Endpoint,
+    db: Client,
+    slots: Vec<Slot>,
+    plan: Plan,
+}
+
+impl Driver {
+    /// `lab-queues`' arguments that name the crate and the server.
+    fn common_args(&self) -> Vec<String> {
+        let socket = self.server.socket.as_ref().map(|s| s.display().to_string()).unwrap_or_default();
+        vec!["--crate".into(), self.krate.name().into(), "--socket".into(), socket, "--port".into(), self.server.port.to_string(), "--db".into(), QUEUES_DB.into()]
+    }
+
+    /// Starts worker process `incarnation` of slot `index`.
+    fn spawn_worker(&self, index: usize, incarnation: u32) -> Result<QueueProcess> {
+        let name = format!("worker-{}#{incarnation}", index + 1);
+        let mut args = vec!["worker".to_owned()];
+        args.extend(self.common_args());
+        args.extend(["--name".into(), name.clone(), "--fence".into(), self.fence.name().into()]);
+        QueueProcess::spawn(&self.bin, &name, &args)
+    }
+
+    /// The slot whose current worker process is `incarnation`.
+    fn slot_of(&self, incarnation: &str) -> Result<usize> {
+        self.slots.iter().position(|s| s.process.name == incarnation).ok_or_else(|| format!("no live worker process is {incarnation}").into())
+    }
+
+    /// Opens latches of handler row `id`.
+    fn open(&mut self, id: i64, released: bool, proceed: bool) -> Result<()> {
+        // The lab's side of a latch: the handler polls this row.
+        self.db.execute("UPDATE queue_handler SET released = released OR $2, proceed = proceed OR $3 WHERE id = $1", &[&id, &released, &proceed])?;
+        Ok(())
+    }
+
+    /// Stops the worker process of `slot` where no session of its has a
+    /// transaction open. The crate runs its own statements beside the
+    /// handler (apalis-postgres writes its Lock as the handler starts, in a
+    /// transaction of its own); a process stopped inside one would hold the
+    /// job's row lock until it resumes, and no other worker could take the
+    /// job over: a different fault, which would never show a takeover. So:
+    /// stop, let the server finish any statement in flight (a stopped client
+    /// cannot start another), and if a session is idle in a transaction,
+    /// continue the process until it is not, and stop it again.
+    fn pause_outside_transactions(&mut self, slot: usize) -> Result<()> {
+        let name = self.slots[slot].process.name.clone();
+        for _ in 0..PAUSE_ATTEMPTS {
+            self.slots[slot].process.pause()?;
+            let mut open = 0i64;
+            let settled = poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+                // The stopped process's sessions, as the server sees them:
+                // none still running a statement, and how many are inside a
+                // transaction.
+                let row = self.db.query_one(
+                    "SELECT count(*) FILTER (WHERE state = 'active'),
+                            count(*) FILTER (WHERE state LIKE 'idle in transaction%')
+                       FROM pg_stat_activity WHERE application_name = $1",
+                    &[&name],
+                )?;
+                open = row.get(1);
+                Ok(row.get::<_, i64>(0) == 0)
+            })?;
+            if !settled {
+                return Err(format!("{name}'s sessions still ran a statement {:?} after it was stopped", poll::BOUND).into());
+            }
+            if open == 0 {
+                return Ok(());
+            }
+            self.slots[slot].process.resume()?;
+            let closed = poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+                // Continued until its transaction ends.
+                let open: i64 = self.db.query_one("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state LIKE 'idle in transaction%'", &[&name])?.get(0);
+                Ok(open == 0)
+            })?;
+            if !closed {
+                return Err(format!("{name} kept a transaction open {:?} after it was continued", poll::BOUND).into());
+            }
+        }
+        Err(format!("{name} was inside a transaction each of {PAUSE_ATTEMPTS} times it was stopped").into())
+    }
+
+    /// A worker process that ended without being killed is the run's
+    /// failure, with its last words.
+    fn check_workers(&mut self) -> Result<()> {
+        for slot in &mut self.slots {
+            if let Some(status) = slot.process.exited()? {
+                return Err(format!("{} ended on its own ({status}); its stderr:\n{}", slot.process.name, slot.process.stderr()).into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `krate` with `fence` under the nemesis of `config`.
+pub fn run_crate(config: &CrateConfig, krate: CrateName, fence: HandlerFence) -> Result<CrateRun> {
+    let start = Instant::now();
+    let server = Endpoint::lab()?;
+    let schema = format!("{}\n{QUEUES_SCHEMA}", db::RES_SCHEMA);
+    db::setup::fresh_databases(&server, &[(QUEUES_DB, &schema)])?;
+    let plan = nemesis::plan(config.seed, config.jobs);
+    let mut client = db::open(&server, crate::cluster::credentials::ROLE, QUEUES_DB, "lab queues", None)?;
+    for (i, ms) in plan.work_ms.iter().enumerate() {
+        let (job, ms, scope) = ((i + 1) as i32, *ms as i32, format!("job-{}", i + 1));
+        // The job, its work time, and its scope's floor at 0, below every
+        // claim's token: the fence needs a floor row to compare against.
+        client.execute("INSERT INTO queue_job (job, work_ms) VALUES ($1, $2)", &[&job, &ms])?;
+        client.execute("INSERT INTO fence_floor (scope, max_token) VALUES ($1, 0)", &[&scope])?;
+    }
+    let mut driver = Driver { config: config.clone(), krate, fence, bin: binary()?, server, db: client, slots: Vec::new(), plan };
+    let mut setup_args = vec!["setup".to_owned()];
+    setup_args.extend(driver.common_args());
+    let mut setup = QueueProcess::spawn(&driver.bin, "setup", &setup_args)?;
+    let status = setup.wait_exit(Duration::from_secs(60))?;
+    if !status.success() {
+        return Err(format!("lab-queues setup --crate {} failed ({status}):\n{}", krate.name(), setup.stderr()).into());
+    }
+    for index in 0..config.workers {
+        let process = driver.spawn_worker(index, 0)?;
+        driver.slots.push(Slot { index, incarnation: 0, process });
+    }
+    let outcome = drive(&mut driver);
+    let stderr: Vec<String> = driver.slots.iter().map(|s| format!("{}:\n{}", s.process.name, s.process.stderr())).collect();
+    driver.slots.clear();
+    let (struck, never_taken_over, takeover_ms) = outcome.map_err(|e| format!("{e}\nthe worker processes' stderr:\n{}", stderr.join("\n")))?;
+    let record = read_record(&mut driver.db, config.jobs)?;
+    let tokens_not_increasing = tokens_not_increasing(&record.handlers);
+    Ok(CrateRun { counts: judge::judge(&record), struck, never_taken_over, tokens_not_increasing, takeover_ms, took: start.elapsed() })
+}
+
+/// What the control loop returns: faults struck, jobs never taken over,
+/// takeover times.
+type Driven = (BTreeMap<CrateFault, usize>, usize, Vec<f64>);
+
+/// The control loop: opens latches, deals faults, walks each paused job
+/// through F4's schedule, until every job is completed and every live
+/// handler has returned and been completed.
+fn drive(d: &mut Driver) -> Result<Driven> {
+    let mut seen = 0i64;
+    let mut first_seen: BTreeSet<i32> = BTreeSet::new();
+    let mut pauses: BTreeMap<i32, Pause> = BTreeMap::new();
+    let mut struck: BTreeMap<CrateFault, usize> = BTreeMap::new();
+    let (mut never_taken_over, mut takeover_ms) = (0, Vec::new());
+    let mut last_progress = (Instant::now(), 0i64, 0i64);
+    loop {
+        if interrupt::requested() {
+            return Err("interrupted".into());
+        }
+        d.check_workers()?;
+        // New handler invocations, in the order they started.
+        let rows = d.db.query("SELECT id, job, incarnation FROM queue_handler WHERE id > $1 ORDER BY id", &[&seen])?;
+        for row in rows {
+            let (id, job, incarnation): (i64, i32, String) = (row.get(0), row.get(1), row.get(2));
+            seen = id;
+            let first = first_seen.insert(job);
+            match (first, d.plan.faults.get(&job).copied()) {
+                (true, Some(CrateFault::Pause)) => {
+                    let slot = d.slot_of(&incarnation)?;
+                    d.pause_outside_transactions(slot)?;
+                    *struck.entry(CrateFault::Pause).or_default() += 1;
+                    pauses.insert(job, Pause { stale: id, slot, incarnation, stopped_at: Instant::now(), newer: None, resumed: None });
+                }
+                (true, Some(CrateFault::Kill)) => {
+                    let slot = d.slot_of(&incarnation)?;
+                    d.slots[slot].process.kill();
+                    *struck.entry(CrateFault::Kill).or_default() += 1;
+                    let (index, next) = (d.slots[slot].index, d.slots[slot].incarnation + 1);
+                    d.slots[slot].process = d.spawn_worker(index, next)?;
+                    d.slots[slot].incarnation = next;
+                }
+                _ => match pauses.get_mut(&job) {
+                    // The newer attempt of a paused job: it may write, not return.
+                    Some(p) if p.newer.is_none() && p.incarnation != incarnation => {
+                        p.newer = Some(id);
+                        d.open(id, true, false)?;
+                    }
+                    _ => d.open(id, true, true)?,
+                },
+            }
+        }
+        // Each paused job, one step further where the database allows.
+        let mut finished = Vec::new();
+        for (job, p) in pauses.iter_mut() {
+            match (p.newer, p.resumed) {
+                (None, _) if p.stopped_at.elapsed() > TAKEOVER_BOUND => {
+                    // The crate never gave the job away: continue A as is.
+                    never_taken_over += 1;
+                    d.slots[p.slot].process.resume()?;
+                    d.db.execute("UPDATE queue_handler SET released = true, proceed = true WHERE id = $1", &[&p.stale])?;
+                    finished.push(*job);
+                }
+                (Some(newer), None) => {
+                    // B's side effect written? (`written` is set right after it.)
+                    let written: bool = d.db.query_one("SELECT written IS NOT NULL FROM queue_handler WHERE id = $1", &[&newer])?.get(0);
+                    if written {
+                        takeover_ms.push(p.stopped_at.elapsed().as_secs_f64() * 1e3);
+                        // The last completion row so far: A's completion is a later one.
+                        let last: i64 = d.db.query_one("SELECT coalesce(max(id), 0) FROM queue_completion", &[])?.get(0);
+                        d.slots[p.slot].process.resume()?;
+                        d.db.execute("UPDATE queue_handler SET released = true, proceed = true WHERE id = $1", &[&p.stale])?;
+                        p.resumed = Some((Instant::now(), last));
+                    }
+                }
+                (Some(newer), Some((resumed_at, last))) => {
+                    // Has the crate run A's completion statement?
+                    let completed: bool = d.db.query_one("SELECT EXISTS (SELECT 1 FROM queue_completion WHERE incarnation = $1 AND id > $2)", &[&p.incarnation, &last])?.get(0);
+                    if completed {
+                        d.db.execute("UPDATE queue_handler SET proceed = true WHERE id = $1", &[&newer])?;
+                        finished.push(*job);
+                    } else if resumed_at.elapsed() > poll::BOUND {
+                        return Err(format!("{} was continued {:?} ago and its completion of job {job} never came", p.incarnation, poll::BOUND).into());
+                    }
+                }
+                (None, _) => {}
+            }
+        }
+        for job in finished {
+            pauses.remove(&job);
+        }
+        // Done: every job completed, no job in F4's schedule, and every live
+        // worker process has had each returned handler completed.
+        let live: Vec<String> = d.slots.iter().map(|s| s.process.name.clone()).collect();
+        let row = d.db.query_one(
+            // Completed jobs, and live worker processes with a handler
+            // still running or one the crate has not yet run a completion
+            // statement for (one statement per returned handler).
+            "SELECT (SELECT count(DISTINCT job) FROM queue_completion WHERE job IS NOT NULL),
+                    (SELECT count(*) FROM unnest($1::text[]) AS w(name)
+                      WHERE EXISTS (SELECT 1 FROM queue_handler WHERE incarnation = w.name AND returned_at IS NULL)
+                         OR (SELECT count(*) FROM queue_handler WHERE incarnation = w.name)
+                          > (SELECT count(*) FROM queue_completion WHERE incarnation = w.name)),
+                    (SELECT count(*) FROM queue_handler), (SELECT count(*) FROM queue_completion)",
+            &[&live],
+        )?;
+        let (completed, owing, handlers, completions): (i64, i64, i64, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+        if completed as usize == d.config.jobs && pauses.is_empty() && owing == 0 {
+            break;
+        }
+        if (handlers, completions) != (last_progress.1, last_progress.2) {
+            last_progress = (Instant::now(), handlers, completions);
+        } else if pauses.is_empty() && last_progress.0.elapsed() > DRAIN_BOUND {
+            // Nothing moves any more: what is not completed is lost.
+            break;
+        }
+        std::thread::sleep(poll::EVERY);
+    }
+    Ok((struck, never_taken_over, takeover_ms))
+}
+
+/// The run's record, read once every worker process is gone.
+fn read_record(db: &mut Client, jobs: usize) -> Result<CrateRecord> {
+    // Every handler invocation, in the order they started.
+    let handlers = db
+        .query("SELECT job, incarnation, token FROM queue_handler ORDER BY id", &[])?
+        .iter()
+        .map(|r| Handler { job: r.get(0), incarnation: r.get(1), token: r.get(2) })
+        .collect();
+    // Every side effect the resource decided, in its order (for the
+    // fenced scope, the order of acceptance).
+    let effects = db
+        .query("SELECT id, scope, writer, token, accepted FROM write_attempt WHERE scope LIKE 'job-%' ORDER BY id", &[])?
+        .iter()
+        .map(|r| {
+            let scope: String = r.get(1);
+            let job = scope.trim_start_matches("job-").parse::<i64>().map_err(|_| format!("write_attempt has a scope {scope:?} that names no job"))?;
+            Ok(Effect { id: r.get(0), job, writer: r.get(2), token: r.get(3), accepted: r.get(4) })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // Every completion statement's rows, in order.
+    let completions = db
+        .query("SELECT incarnation, job, owner FROM queue_completion ORDER BY id", &[])?
+        .iter()
+        .map(|r| Completion { incarnation: r.get(0), job: r.get(1), owner: r.get(2) })
+        .collect();
+    Ok(CrateRecord { jobs, handlers, effects, completions })
+}
+
+/// Jobs whose handlers, in the order they started, did not carry strictly
+/// increasing tokens: a token that does not grow with each claim cannot
+/// fence (the fenced run would refuse the newer attempt instead).
+fn tokens_not_increasing(handlers: &[Handler]) -> usize {
+    let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut bad = BTreeSet::new();
+    for h in handlers {
+        if let Some(prev) = last.insert(h.job, h.token) {
+            if h.token <= prev {
+                bad.insert(h.job);
+            }
+        }
+    }
+    bad.len()
+}
