@@ -68,6 +68,8 @@ pub struct Inputs {
     /// `evidence/26/chaos-queue.json`: the job queue under the nemesis,
     /// the fixed queue and every bug.
     pub chaos_queue: QueueChaosData,
+    /// `evidence/26/queues.json`: real queue crates under the nemesis.
+    pub queues: crate::queue::crates::QueuesData,
     /// `evidence/26/model.json`: the model checker's table.
     pub model: ModelData,
     /// `evidence/26/model-mutants.json`: the model against the mutations.
@@ -109,6 +111,7 @@ impl Inputs {
             lease_stores: StoresData::read(&dir.join("lease-stores.json"))?,
             chaos: ChaosData::read(&dir.join("chaos.json"))?,
             chaos_queue: QueueChaosData::read(&dir.join("chaos-queue.json"))?,
+            queues: crate::queue::crates::QueuesData::read(&dir.join("queues.json"))?,
             model: ModelData::read(&dir.join("model.json"))?,
             model_mutants: MutantsData::read(&dir.join("model-mutants.json"))?,
             s3_probe: serde_json::from_str(&read("s3-probe.json")?).with_context(|| format!("reading {}", dir.join("s3-probe.json").display()))?,
@@ -171,6 +174,7 @@ pub fn compute(inputs: &Inputs) -> Result<Vec<FactFile>> {
         FactFile { name: "lease-stores.md", source: "evidence/26/lease-stores.json", facts: lease_store_facts(&inputs.lease_stores)? },
         FactFile { name: "chaos.md", source: "evidence/26/chaos.json 与 evidence/26/output.json", facts: chaos_facts(inputs)? },
         FactFile { name: "chaos-queue.md", source: "evidence/26/chaos-queue.json", facts: queue_chaos_facts(&inputs.chaos_queue)? },
+        FactFile { name: "queues.md", source: "evidence/26/queues.json", facts: queues_facts(&inputs.queues)? },
         FactFile { name: "model.md", source: "evidence/26/model.json、evidence/26/model-mutants.json 与 lab/src/model/ 的表", facts: model_facts(inputs)? },
         FactFile { name: "history.md", source: "evidence/26/history/ 里的页面与 lab/src/history/page.rs", facts: history_facts(inputs)? },
         FactFile { name: "s3-probe.md", source: "evidence/26/s3-probe.json", facts: s3_probe_facts(&inputs.s3_probe)? },
@@ -375,6 +379,43 @@ fn chaos_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
     f.add("f15-faults", figure(&inputs.run, "F15", "plan_faults")?);
     f.add("f15-aimed", figure(&inputs.run, "F15", "plan_aimed")?);
     f.add("f15-pause-long", figure(&inputs.run, "F15", "plan_pause_long")?);
+    Ok(f.0)
+}
+
+/// Real queue crates under the nemesis, from their data (`queues.json`):
+/// the run's shape, and each crate's and fence's counts as
+/// `<crate>-<fence>-<count>` (`graphile-none-stale-effects`).
+fn queues_facts(data: &crate::queue::crates::QueuesData) -> Result<Vec<Fact>> {
+    const FILE: &str = "evidence/26/queues.json";
+    use crate::queue::crates::{nemesis::CrateFault, CrateName, HandlerFence};
+    let mut f = Facts(Vec::new());
+    f.add("seed", data.seed);
+    f.add("jobs", data.jobs);
+    f.add("workers", data.workers);
+    f.add("fault-every", data.fault_every);
+    f.add("crates", CrateName::ALL.len());
+    for krate in CrateName::ALL {
+        f.add(format!("{}-published", krate.name()), krate.published());
+        for fence in HandlerFence::ALL {
+            let row = data
+                .rows
+                .iter()
+                .find(|r| r.krate == krate && r.fence == fence)
+                .ok_or_else(|| format!("{FILE}: no row of {} with --fence {}", krate.name(), fence.name()))?;
+            let c = &row.counts;
+            let name = |what: &str| format!("{}-{}-{what}", krate.name(), fence.name());
+            f.add(name("runs-twice"), c.runs_twice);
+            f.add(name("stale-effects"), c.stale_effects);
+            f.add(name("superseded-completions"), c.superseded_completions);
+            f.add(name("refused-completions"), c.refused_completions);
+            f.add(name("lost"), c.lost);
+            f.add(name("pauses"), row.struck.get(&CrateFault::Pause).copied().unwrap_or(0));
+            f.add(name("kills"), row.struck.get(&CrateFault::Kill).copied().unwrap_or(0));
+            let takeover = row.takeover_median_ms.ok_or_else(|| format!("{FILE}: {} --fence {} has no takeover time", krate.name(), fence.name()))?;
+            f.add(name("takeover"), format!("{:.1} s", takeover / 1e3));
+            f.add(name("command"), format!("`{}`", row.command));
+        }
+    }
     Ok(f.0)
 }
 
