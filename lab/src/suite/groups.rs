@@ -24,9 +24,6 @@ pub struct Group {
     pub env: Vec<(String, String)>,
     /// Whether it breaks guards in a scratch copy (one of the pool's).
     pub needs_scratch: bool,
-    /// Whether it runs `./run.sh queues`, whose binary (the workspace
-    /// member queues/) the suite builds once before any group starts.
-    pub needs_queues: bool,
     /// How it says what it checked: libtest's summary, or a file its
     /// runner writes (the cases' snapshot test, the book's commands).
     pub reporter: Reporter,
@@ -40,17 +37,24 @@ pub struct Group {
 pub struct TestBinaries(pub BTreeMap<String, PathBuf>);
 
 impl TestBinaries {
-    /// Builds every test binary (`cargo test --no-run`) and reads where
-    /// each is from cargo's messages.
-    pub fn build() -> Result<TestBinaries> {
+    /// Builds every test binary of the lab (`cargo build --tests`, what
+    /// `cargo test --no-run` builds) and its binaries, and with `queues` the
+    /// workspace member queues/ too (its binary, which `./run.sh queues`
+    /// runs: one cargo run, so its dependencies compile beside the lab's
+    /// tests); reads where each test binary is from cargo's messages.
+    pub fn build(queues: bool) -> Result<TestBinaries> {
+        let mut args = vec!["build", "--tests", "--bins", "--message-format=json-render-diagnostics", "--quiet", "-p", "lab"];
+        if queues {
+            args.extend(["-p", "lab-queues"]);
+        }
         let out = Command::new("cargo")
-            .args(["test", "--no-run", "--message-format=json-render-diagnostics", "--quiet"])
+            .args(args)
             .current_dir(paths::root())
             .stderr(std::process::Stdio::inherit())
             .output()
-            .context("running cargo test --no-run")?;
+            .context("running cargo build --tests")?;
         if !out.status.success() {
-            return Err(format!("cargo test --no-run failed ({})", out.status).into());
+            return Err(format!("cargo build --tests failed ({})", out.status).into());
         }
         let mut found = BTreeMap::new();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -65,7 +69,7 @@ impl TestBinaries {
             found.insert(key, PathBuf::from(exe));
         }
         if found.is_empty() {
-            return Err("cargo test --no-run named no test binary".into());
+            return Err("cargo build --tests named no test binary".into());
         }
         Ok(TestBinaries(found))
     }
@@ -101,10 +105,6 @@ fn guess(name: &str) -> f64 {
     }
 }
 
-/// A mark among a group's variables while the groups are made (never set
-/// in its environment): the group runs `./run.sh queues`.
-const NEEDS_QUEUES: &str = "needs lab-queues";
-
 /// Every group of the suite: each test binary as a whole, except the
 /// cases' snapshots (in slices, plus one slice of the book's variants) and
 /// the book's commands (a chapter each). A test binary the suite does not
@@ -113,9 +113,7 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
     let mut out = Vec::new();
     let mut add = |name: String, program: &PathBuf, args: Vec<String>, env: Vec<(String, String)>, needs_scratch: bool, reporter: Reporter| {
         let estimate = times.get(&name).copied().unwrap_or_else(|| guess(&name));
-        let needs_queues = env.iter().any(|(k, _)| k == NEEDS_QUEUES);
-        let env = env.into_iter().filter(|(k, _)| k != NEEDS_QUEUES).collect();
-        out.push(Group { name, program: program.clone(), args, env, needs_scratch, needs_queues, reporter, estimate });
+        out.push(Group { name, program: program.clone(), args, env, needs_scratch, reporter, estimate });
     };
     for (target, program) in &binaries.0 {
         match target.as_str() {
@@ -139,9 +137,6 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
                     let slices = if book::only_exercises(&commands) { commands.len().div_ceil(EXERCISES_PER_SLICE) } else { 1 };
                     for i in 0..slices {
                         let mut env = vec![("LAB_BOOK_CHAPTERS".to_owned(), chapter.clone())];
-                        if book::runs_queues(&commands) {
-                            env.push((NEEDS_QUEUES.to_owned(), String::new()));
-                        }
                         let name = if slices == 1 {
                             format!("book {chapter}")
                         } else {
