@@ -394,6 +394,7 @@ fn queues_facts(data: &crate::queue::crates::QueuesData) -> Result<Vec<Fact>> {
     f.add("workers", data.workers);
     f.add("fault-every", data.fault_every);
     f.add("crates", CrateName::ALL.len());
+    f.add("fault-kinds", CrateFault::ALL.len());
     for krate in CrateName::ALL {
         f.add(format!("{}-published", krate.name()), krate.published());
         for fence in HandlerFence::ALL {

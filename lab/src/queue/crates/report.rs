@@ -75,7 +75,9 @@ pub struct QueuesRow {
     pub never_taken_over: usize,
     /// Jobs whose later claims did not carry larger tokens.
     pub tokens_not_increasing: usize,
-    /// Median time from a pause to the newer attempt's side effect, in ms.
+    /// Median time from a pause to the newer attempt's side effect, in ms
+    /// (see `CrateRun::takeover_ms`); the mean of the middle two for an
+    /// even count.
     pub takeover_median_ms: Option<f64>,
     /// The run's time, in seconds.
     pub seconds: f64,
@@ -85,8 +87,6 @@ pub struct QueuesRow {
 
 impl QueuesRow {
     fn of(config: &CrateConfig, krate: CrateName, fence: HandlerFence, run: &CrateRun) -> QueuesRow {
-        let mut takeovers = run.takeover_ms.clone();
-        takeovers.sort_by(f64::total_cmp);
         QueuesRow {
             krate,
             published: krate.published().into(),
@@ -95,7 +95,7 @@ impl QueuesRow {
             struck: run.struck.clone(),
             never_taken_over: run.never_taken_over,
             tokens_not_increasing: run.tokens_not_increasing,
-            takeover_median_ms: (!takeovers.is_empty()).then(|| takeovers[takeovers.len() / 2]),
+            takeover_median_ms: (!run.takeover_ms.is_empty()).then(|| crate::stats::median(&run.takeover_ms)),
             seconds: run.took.as_secs_f64(),
             command: format!("./run.sh queues --seed {} --jobs {} --workers {} --crate {} --fence {}", config.seed, config.jobs, config.workers, krate.name(), fence.name()),
         }
@@ -150,8 +150,8 @@ pub fn run(options: &QueuesOptions) -> Result<bool> {
 /// The table as Markdown: a row per crate and fence.
 pub fn markdown(data: &QueuesData) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "种子 {}，每次 {} 个作业、{} 个 worker 进程；每 {} 个作业有一个在第一次认领时遇到故障（暂停、杀死轮流）\n", data.seed, data.jobs, data.workers, data.fault_every);
-    let _ = writeln!(out, "| crate | 栅栏 | handler 运行 | 执行两次的作业 | 被接受的过期副作用 | 被接受的过期完成 | 被拒绝的完成 | 丢失的作业 | 暂停 | 杀死 | 接管中位数 | 判定 |");
+    let _ = writeln!(out, "种子 {}，每次 {} 个作业、{} 个 worker 进程；每 {} 个作业有一个在第一次认领时遇到故障（暂停、杀掉轮流）\n", data.seed, data.jobs, data.workers, data.fault_every);
+    let _ = writeln!(out, "| crate | 栅栏 | handler 运行 | 执行两次的作业 | 被接受的过期副作用 | 被接受的过期完成 | 被拒绝的完成 | 丢失的作业 | 暂停 | 杀掉 | 接管中位数 | 判定 |");
     let _ = writeln!(out, "|---|---|{}---|", "---:|".repeat(9));
     for r in &data.rows {
         let c = &r.counts;

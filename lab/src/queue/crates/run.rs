@@ -125,8 +125,11 @@ pub struct CrateRun {
     pub never_taken_over: usize,
     /// Jobs whose later claims did not carry larger tokens.
     pub tokens_not_increasing: usize,
-    /// For each paused job taken over: from the stop to the newer
-    /// attempt's side effect, in milliseconds.
+    /// For each paused job taken over, in milliseconds: from the moment the
+    /// lab found the paused process stopped with no transaction open (after
+    /// `pause_outside_transactions`) to the poll that first saw the newer
+    /// attempt's side effect recorded (`written`, polled every
+    /// [`poll::EVERY`]).
     pub takeover_ms: Vec<f64>,
     /// The run's time.
     pub took: Duration,
