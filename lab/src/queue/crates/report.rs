@@ -172,3 +172,45 @@ pub fn markdown(data: &QueuesData) -> String {
     let _ = writeln!(out, "\n机器：{}。每一行实际用时：{}。", data.machine, took.join("，"));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row of `krate` with `fence` after 2 pauses and 2 kills, `stale`
+    /// stale side effects accepted.
+    fn row(fence: HandlerFence, stale: usize) -> QueuesRow {
+        QueuesRow {
+            krate: CrateName::Graphile,
+            published: CrateName::Graphile.published().into(),
+            fence,
+            counts: CrateCounts { jobs: 12, handler_runs: 16, runs_twice: 4, stale_effects: stale, ..CrateCounts::default() },
+            struck: [(CrateFault::Pause, 2), (CrateFault::Kill, 2)].into(),
+            never_taken_over: 0,
+            tokens_not_increasing: 0,
+            takeover_median_ms: Some(1200.0),
+            seconds: 3.0,
+            command: String::new(),
+        }
+    }
+
+    /// The verdicts: unfenced must let a stale side effect through, fenced
+    /// none; a run where a fault never struck, nothing ran, or a token did
+    /// not grow is unexpected whatever it counted.
+    #[test]
+    fn each_verdict_is_judged() {
+        assert_eq!(row(HandlerFence::None, 2).unexpected(), None);
+        assert_eq!(row(HandlerFence::Token, 0).unexpected(), None);
+        assert!(row(HandlerFence::None, 0).unexpected().unwrap().contains("did not show the harm"));
+        assert!(row(HandlerFence::Token, 1).unexpected().unwrap().contains("through the fence"));
+        let mut never = row(HandlerFence::Token, 0);
+        never.struck.remove(&CrateFault::Kill);
+        assert!(never.unexpected().unwrap().contains("nothing to judge for kill"));
+        let mut idle = row(HandlerFence::None, 2);
+        idle.counts.handler_runs = 0;
+        assert!(idle.unexpected().unwrap().contains("no handler ran"));
+        let mut flat = row(HandlerFence::Token, 0);
+        flat.tokens_not_increasing = 1;
+        assert!(flat.unexpected().unwrap().contains("did not carry larger tokens"));
+    }
+}
