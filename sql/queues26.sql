@@ -14,6 +14,16 @@ CREATE TABLE queue_job (
 );
 -- ANCHOR_END: queue_job
 
+-- The resource's statements a handler runs for its side effect, as the lab
+-- runs them (lab/src/resource/mod.rs: UNFENCED_WRITE, WRITE_SHARED),
+-- written here by the lab before the workers start: one text for the lab's
+-- writers and the crates' handlers, with no build of the lab inside the
+-- crates' build.
+CREATE TABLE queue_statement (
+  name text PRIMARY KEY CHECK (name IN ('unfenced_write', 'write_shared')),
+  sql  text NOT NULL
+);
+
 -- ANCHOR: queue_handler
 -- One row per handler invocation, written by the handler as it starts (the
 -- lab's sign that a worker process is running job `job` as claim `token`),

@@ -70,7 +70,7 @@
 //! `apalis.jobs` (see [`TRIGGER_SQL`]) that writes `queue_completion` for
 //! every ack statement, the crate's SQL unchanged.
 
-use crate::handler::{self, Invocation};
+use crate::handler::{self, Invocation, Statements};
 use crate::{Fence, Server};
 use apalis::prelude::{
     BackendExt, BoxDynError, Data, Event, EventListenerExt, FromRequest, Task, TaskSink, WorkerBuilder, WorkerBuilderExt,
@@ -218,6 +218,7 @@ pub async fn setup(server: &Server) -> Result<(), String> {
 #[derive(Clone)]
 struct Lab {
     pool: PgPool,
+    statements: Statements,
     me: String,
     fence: Fence,
 }
@@ -286,7 +287,7 @@ impl Claim {
 /// the steps' error as the job's failure (apalis acks it as `Failed`).
 async fn run_job(job: LabJob, claim: Claim, lab: Data<Lab>) -> Result<(), BoxDynError> {
     let token = i64::try_from(claim.attempt).map_err(|e| format!("attempt {}: {e}", claim.attempt))?;
-    handler::run(Invocation { pool: &lab.pool, me: &lab.me, job: job.job, token, claim: claim.text(), fence: lab.fence })
+    handler::run(Invocation { pool: &lab.pool, statements: &lab.statements, me: &lab.me, job: job.job, token, claim: claim.text(), fence: lab.fence })
         .await
         .map_err(BoxDynError::from)
 }
@@ -298,7 +299,7 @@ async fn run_job(job: LabJob, claim: Claim, lab: Data<Lab>) -> Result<(), BoxDyn
 /// and stays, idle: the crate has stopped working, and the lab's kill ends it.
 pub async fn work(server: &Server, name: &str, fence: Fence) -> Result<(), String> {
     let pool = server.pool(name, POOL_SIZE).await?;
-    let lab = Lab { pool: pool.clone(), me: name.to_owned(), fence };
+    let lab = Lab { pool: pool.clone(), statements: Statements::load(&pool).await?, me: name.to_owned(), fence };
     let me = name.to_owned();
     let worker = WorkerBuilder::new(name)
         .backend(storage(&pool).poll_with_interval(POLL))

@@ -79,7 +79,7 @@
 //! `graphile_worker._private_jobs` ([`TRIGGER_SQL`]) that writes
 //! `queue_completion` for every DELETE statement, the crate's SQL unchanged.
 
-use crate::handler::{self, Invocation};
+use crate::handler::{self, Invocation, Statements};
 use crate::{Fence, Server};
 use graphile_worker::{IntoTaskHandlerResult, Job, JobSpec, TaskHandler, WorkerContext, WorkerOptions, WorkerRecoveryConfig, WorkerUtils};
 use serde::{Deserialize, Serialize};
@@ -126,6 +126,7 @@ pub struct Report {
 #[derive(Clone, Debug)]
 struct Lab {
     pool: PgPool,
+    statements: Statements,
     name: String,
     fence: Fence,
 }
@@ -139,7 +140,7 @@ impl TaskHandler for Report {
         };
         let job = ctx.job();
         let token = token(job)?;
-        handler::run(Invocation { pool: &lab.pool, me: &lab.name, job: self.job, token, claim: claim(job), fence: lab.fence }).await
+        handler::run(Invocation { pool: &lab.pool, statements: &lab.statements, me: &lab.name, job: self.job, token, claim: claim(job), fence: lab.fence }).await
     }
 }
 
@@ -264,11 +265,12 @@ pub async fn setup(server: &Server) -> Result<(), String> {
 /// shutdown (SIGINT or SIGTERM, the crate's own listeners) ends the process.
 pub async fn work(server: &Server, name: &str, fence: Fence) -> Result<(), String> {
     let pool = server.pool(name, POOL_SIZE).await?;
+    let statements = Statements::load(&pool).await?;
     // Whether a worker of this process ever ran: until then an error is the
     // setup's (no schema, no database) and the process reports it.
     let mut ran = false;
     loop {
-        match run_worker(&pool, name, fence, &mut ran).await {
+        match run_worker(&pool, &statements, name, fence, &mut ran).await {
             Ok(()) => return Ok(()),
             Err(e) if !ran => return Err(e),
             Err(e) => eprintln!("lab-queues {name}: {e}; starting a new worker in {RESTART:?}"),
@@ -279,7 +281,7 @@ pub async fn work(server: &Server, name: &str, fence: Fence) -> Result<(), Strin
 
 /// One worker's life: build it, record its id, run it (`ran` set once it
 /// runs).
-async fn run_worker(pool: &PgPool, name: &str, fence: Fence, ran: &mut bool) -> Result<(), String> {
+async fn run_worker(pool: &PgPool, statements: &Statements, name: &str, fence: Fence, ran: &mut bool) -> Result<(), String> {
     // ANCHOR: worker
     let recovery = WorkerRecoveryConfig::default()
         .enabled(true)
@@ -293,7 +295,7 @@ async fn run_worker(pool: &PgPool, name: &str, fence: Fence, ran: &mut bool) -> 
         .concurrency(1)
         .poll_interval(POLL)
         .worker_recovery(recovery)
-        .add_extension(Lab { pool: pool.clone(), name: name.to_owned(), fence })
+        .add_extension(Lab { pool: pool.clone(), statements: statements.clone(), name: name.to_owned(), fence })
         .define_job::<Report>()
         .init()
         .await

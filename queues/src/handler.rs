@@ -30,10 +30,39 @@ const LATCH_POLL: Duration = Duration::from_millis(10);
 const UNFENCED: &str = "unfenced";
 const FENCED: &str = "fenced-scope-shared";
 
+/// The resource's statements, as the lab runs them (`UNFENCED_WRITE`,
+/// `WRITE_SHARED` in lab/src/resource/mod.rs), read once per worker process
+/// from `queue_statement`, where the lab writes them before any worker
+/// starts.
+#[derive(Clone, Debug)]
+pub struct Statements {
+    unfenced_write: String,
+    write_shared: String,
+}
+
+impl Statements {
+    /// Reads them; a missing one is an error, never a default.
+    pub async fn load(pool: &PgPool) -> Result<Statements, String> {
+        let read = |name: &'static str| async move {
+            // The statement the lab wrote under `name`.
+            sqlx::query_as::<_, (String,)>("SELECT sql FROM queue_statement WHERE name = $1")
+                .bind(name)
+                .fetch_optional(pool)
+                .await
+                .map_err(|e| format!("reading the statement {name}: {e}"))?
+                .map(|(sql,)| sql)
+                .ok_or_else(|| format!("queue_statement has no {name}: the lab writes it before the workers start"))
+        };
+        Ok(Statements { unfenced_write: read("unfenced_write").await?, write_shared: read("write_shared").await? })
+    }
+}
+
 /// One invocation of a handler: the job, and the claim the crate handed.
 pub struct Invocation<'a> {
     /// A pool of this worker process's sessions.
     pub pool: &'a PgPool,
+    /// The resource's statements.
+    pub statements: &'a Statements,
     /// This worker process's name.
     pub me: &'a str,
     /// The lab's number of the job (the payload).
@@ -81,7 +110,9 @@ pub async fn run(inv: Invocation<'_>) -> Result<(), String> {
         Fence::None => {
             // The resource's own unfenced write (UNFENCED_WRITE): upsert and
             // record, one autocommit statement, the token stored unread.
-            sqlx::query(lab::resource::UNFENCED_WRITE)
+            // AssertSqlSafe: the lab's own constant, with bind parameters;
+            // nothing of a job's is spliced into its text.
+            sqlx::query(sqlx::AssertSqlSafe(inv.statements.unfenced_write.clone()))
                 .bind(scope(inv.job))
                 .bind(PART)
                 .bind(&content)
@@ -93,7 +124,7 @@ pub async fn run(inv: Invocation<'_>) -> Result<(), String> {
                 .map_err(db("writing the side effect"))?;
             "accepted".to_owned()
         }
-        Fence::Token => fenced_write(inv.pool, inv.job, &content, inv.me, inv.token).await?,
+        Fence::Token => fenced_write(inv.pool, &inv.statements.write_shared, inv.job, &content, inv.me, inv.token).await?,
     };
     // ANCHOR_END: side_effect
     sqlx::query(
@@ -124,9 +155,9 @@ pub async fn run(inv: Invocation<'_>) -> Result<(), String> {
 /// first in share mode, and again exclusively when the token is above the
 /// scope's floor (`raise`), as the lab's FENCED_SCOPE_SHARED writer does.
 /// Returns `accepted` or `refused`.
-async fn fenced_write(pool: &PgPool, job: i32, content: &str, me: &str, token: i64) -> Result<String, String> {
+async fn fenced_write(pool: &PgPool, write_shared: &str, job: i32, content: &str, me: &str, token: i64) -> Result<String, String> {
     for exclusive in [false, true] {
-        let (said,): (String,) = sqlx::query_as(lab::resource::WRITE_SHARED)
+        let (said,): (String,) = sqlx::query_as(sqlx::AssertSqlSafe(write_shared.to_owned()))
             .bind(scope(job))
             .bind(PART)
             .bind(content)

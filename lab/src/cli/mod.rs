@@ -96,10 +96,10 @@ pub enum Command {
     Suite {
         /// How many groups run at once. Their time is mostly designed
         /// waiting (and the disk's flushes), and beside other busy work a
-        /// group gets its share of the cores per process: eight on 2 cores
-        /// (with six, a run from a fresh clone kept the cores two-thirds
-        /// busy: 1008 s of processor time in 12:30, the slots the limit).
-        #[arg(long, default_value_t = 8)]
+        /// group gets its share of the cores per process: six on 2 cores
+        /// (eight made each group about twice as slow: the servers the
+        /// groups start use the cores too, beyond the groups' own time).
+        #[arg(long, default_value_t = 6)]
         workers: usize,
         /// Only the groups whose name contains one of these (e.g. `cases`, `book 07`).
         only: Vec<String>,

@@ -52,12 +52,6 @@ pub fn chapters(book: &Path) -> std::io::Result<Vec<String>> {
     Ok(summary.split(['(', ')']).filter(|s| s.ends_with(".md")).map(str::to_owned).collect())
 }
 
-/// Whether a chapter's commands run real queue crates (`./run.sh queues`):
-/// their binary is a workspace member the lab's own build leaves out.
-pub fn runs_queues(commands: &[BookCommand]) -> bool {
-    commands.iter().any(|c| c.line.split_whitespace().take(2).eq(["./run.sh", "queues"]))
-}
-
 /// Whether a chapter's commands break guards in a scratch copy (`./run.sh
 /// try NAME`, `./run.sh mutants`): they need a scratch copy to themselves.
 pub fn needs_scratch(commands: &[BookCommand]) -> bool {

@@ -37,24 +37,17 @@ pub struct Group {
 pub struct TestBinaries(pub BTreeMap<String, PathBuf>);
 
 impl TestBinaries {
-    /// Builds every test binary of the lab (`cargo build --tests`, what
-    /// `cargo test --no-run` builds) and its binaries, and with `queues` the
-    /// workspace member queues/ too (its binary, which `./run.sh queues`
-    /// runs: one cargo run, so its dependencies compile beside the lab's
-    /// tests); reads where each test binary is from cargo's messages.
-    pub fn build(queues: bool) -> Result<TestBinaries> {
-        let mut args = vec!["build", "--tests", "--bins", "--message-format=json-render-diagnostics", "--quiet", "-p", "lab"];
-        if queues {
-            args.extend(["-p", "lab-queues"]);
-        }
+    /// Builds every test binary (`cargo test --no-run`) and reads where
+    /// each is from cargo's messages.
+    pub fn build() -> Result<TestBinaries> {
         let out = Command::new("cargo")
-            .args(args)
+            .args(["test", "--no-run", "--message-format=json-render-diagnostics", "--quiet"])
             .current_dir(paths::root())
             .stderr(std::process::Stdio::inherit())
             .output()
-            .context("running cargo build --tests")?;
+            .context("running cargo test --no-run")?;
         if !out.status.success() {
-            return Err(format!("cargo build --tests failed ({})", out.status).into());
+            return Err(format!("cargo test --no-run failed ({})", out.status).into());
         }
         let mut found = BTreeMap::new();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -69,7 +62,7 @@ impl TestBinaries {
             found.insert(key, PathBuf::from(exe));
         }
         if found.is_empty() {
-            return Err("cargo build --tests named no test binary".into());
+            return Err("cargo test --no-run named no test binary".into());
         }
         Ok(TestBinaries(found))
     }

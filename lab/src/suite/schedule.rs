@@ -25,8 +25,8 @@ pub struct SuiteOptions {
     /// took 17:19 with the cores not full (each busy loop got under half a
     /// core): the groups were waiting, and 4 at a time left too few to
     /// overlap. Before the exercises built each mutant once, 6 and 8 were
-    /// alike (15:40, 15:51): the cores were the limit then. Since then the
-    /// default is 8 (see the `suite` command's `--workers`).
+    /// alike (15:40, 15:51): the cores were the limit then, and still are
+    /// (eight again, from a fresh clone: each group about twice as slow).
     pub workers: usize,
     /// Only the groups whose name contains one of these (all when empty);
     /// each must pick some group (`groups::select`).
@@ -99,16 +99,13 @@ pub fn run(options: &SuiteOptions) -> Result<bool> {
     let dir = paths::root().join("target").join("suite");
     std::fs::create_dir_all(dir.join("logs"))?;
     eprintln!("suite: building the test binaries…");
-    // The crates under test (queues/) are built in the same cargo run as
-    // the test binaries, their dependencies beside the lab's tests, when a
-    // chapter that runs `./run.sh queues` is among the groups asked for.
-    let binaries = TestBinaries::build(queues_asked(&options.only)?)?;
+    let binaries = TestBinaries::build()?;
+    let built = started.elapsed();
     // This machine's times from its last run, else the ones committed
     // beside this file (a run on a 2-core machine), to start the longest first.
     let mut times = parse_times(include_str!("times.tsv"));
     times.extend(read_times(&dir.join("times.tsv")));
     let mut pending: Vec<Group> = select(groups(&binaries, &times)?, &options.only)?;
-    let built = started.elapsed();
     let total = pending.len();
     let workers = options.workers.max(1);
     println!("suite: {total} groups on {workers} workers (binaries built in {:.0}s)", built.as_secs_f64());
@@ -172,20 +169,6 @@ pub fn run(options: &SuiteOptions) -> Result<bool> {
     }
     write_times(&dir.join("times.tsv"), &times, &ended)?;
     Ok(report(&ended, started.elapsed(), built))
-}
-
-/// Whether a chapter that runs `./run.sh queues` is among the groups
-/// `only` asks for (its group is `book <chapter>`).
-fn queues_asked(only: &[String]) -> Result<bool> {
-    let dir = paths::root().join("book");
-    for chapter in super::book::chapters(&dir)? {
-        let text = std::fs::read_to_string(dir.join(&chapter)).with_context(|| format!("reading book/{chapter}"))?;
-        let name = format!("book {chapter}");
-        if super::book::runs_queues(&super::book::commands(&chapter, &text)) && (only.is_empty() || only.iter().any(|o| name.contains(o.as_str()))) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 /// Starts one group in its own process group, with its own environment.

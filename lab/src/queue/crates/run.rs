@@ -135,9 +135,12 @@ pub struct CrateRun {
     pub took: Duration,
 }
 
-/// The `lab-queues` binary, beside the lab's own.
-fn binary() -> Result<PathBuf> {
-    Ok(std::env::current_exe()?.with_file_name("lab-queues"))
+/// The `lab-queues` binary, in the target folder of its own that
+/// `./run.sh queues` builds it in (`CARGO_TARGET_DIR=target/queues`: its
+/// build never holds the lock on the lab's target/, and never compiles the
+/// lab's library again).
+pub fn binary() -> PathBuf {
+    crate::paths::root().join("target/queues/debug/lab-queues")
 }
 
 /// One worker slot: its number and its current worker process.
@@ -273,7 +276,11 @@ pub fn run_crate(config: &CrateConfig, krate: CrateName, fence: HandlerFence) ->
         client.execute("INSERT INTO queue_job (job, work_ms) VALUES ($1, $2)", &[&job, &ms])?;
         client.execute("INSERT INTO fence_floor (scope, max_token) VALUES ($1, 0)", &[&scope])?;
     }
-    let mut driver = Driver { config: config.clone(), krate, fence, bin: binary()?, server, db: client, slots: Vec::new(), plan };
+    for (name, sql) in [("unfenced_write", crate::resource::UNFENCED_WRITE), ("write_shared", crate::resource::WRITE_SHARED)] {
+        // The resource's statements for the handlers, the lab's own text.
+        client.execute("INSERT INTO queue_statement (name, sql) VALUES ($1, $2)", &[&name, &sql])?;
+    }
+    let mut driver = Driver { config: config.clone(), krate, fence, bin: binary(), server, db: client, slots: Vec::new(), plan };
     let mut setup_args = vec!["setup".to_owned()];
     setup_args.extend(driver.common_args());
     let mut setup = QueueProcess::spawn(&driver.bin, "setup", &setup_args)?;
