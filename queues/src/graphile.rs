@@ -158,8 +158,9 @@ impl TaskHandler for Report {
 ///
 /// `locked_at` is written by the claim statement itself, `now()` on the
 /// database's clock (the worker keeps `use_local_time` false), at microsecond
-/// precision. A later claim of the same job can only happen after the
-/// sweeper cleared the earlier one, which it does only once the holder's
+/// precision. A later claim of the same job by another worker can only
+/// happen after the sweeper cleared the earlier one (a failing handler
+/// clears its own claim too, with a backoff), which it does only once the holder's
 /// heartbeat (or, for an unregistered holder, the lock itself) is older than
 /// [`THRESHOLD`]: so each later claim of a job carries a larger `locked_at`,
 /// by about the threshold, unless the database's clock steps back by that
