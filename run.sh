@@ -44,9 +44,12 @@ usage: ./run.sh [command]
                      evidence/26/chaos-queue.md: the table the book includes)
   queues [--seed S] [--jobs N] [--workers W] [--crate graphile|apalis|all] [--fence none|token|both] [--out FILE]
                      real job-queue crates (graphile_worker 0.14.1, apalis-postgres 1.0.0),
-                     unmodified, under a nemesis seeded by S (default 1): N jobs (default 12),
-                     W worker processes (default 3), one job in three paused past the
-                     crate's timeout or killed; each job's handler writes a side effect
+                     unmodified, under a nemesis seeded by S (default 1): N jobs (default
+                     and at least 6), W worker processes (default 3; more jobs may need
+                     more, and the run says so), the server restarted once every
+                     worker has claimed a job, then one job in two paused past the
+                     crate's timeout, killed, or its connection delayed past the
+                     timeout; each job's handler writes a side effect
                      unfenced, then fenced by a token from the crate's claim; prints the
                      harm each let through, counted from the database (--out
                      evidence/26/queues.md: the table the book includes). Builds the

@@ -410,8 +410,12 @@ fn queues_facts(data: &crate::queue::crates::QueuesData) -> Result<Vec<Fact>> {
             f.add(name("superseded-completions"), c.superseded_completions);
             f.add(name("refused-completions"), c.refused_completions);
             f.add(name("lost"), c.lost);
-            f.add(name("pauses"), row.struck.get(&CrateFault::Pause).copied().unwrap_or(0));
-            f.add(name("kills"), row.struck.get(&CrateFault::Kill).copied().unwrap_or(0));
+            for (fault, plural) in [(CrateFault::Pause, "pauses"), (CrateFault::Kill, "kills"), (CrateFault::Delay, "delays"), (CrateFault::Restart, "restarts")] {
+                f.add(name(plural), row.struck.get(&fault).copied().unwrap_or(0));
+            }
+            f.add(name("restart-held"), row.restart_held);
+            f.add(name("restart-returned"), row.restart_returned);
+            f.add(name("exited"), row.exited.len());
             let takeover = row.takeover_median_ms.ok_or_else(|| format!("{FILE}: {} --fence {} has no takeover time", krate.name(), fence.name()))?;
             f.add(name("takeover"), format!("{:.1} s", takeover / 1e3));
             f.add(name("command"), format!("`{}`", row.command));

@@ -294,9 +294,9 @@ async fn run_job(job: LabJob, claim: Claim, lab: Data<Lab>) -> Result<(), BoxDyn
 // ANCHOR_END: token
 
 /// Runs one apalis worker named `name` (its `lock_by` and its sessions'
-/// application_name) until the process is killed. Should the crate's worker
-/// stop (a backend error makes `Worker::run` return), the process says so
-/// and stays, idle: the crate has stopped working, and the lab's kill ends it.
+/// application_name) until the process is killed, or until the crate's
+/// worker stops (a backend error makes `Worker::run` return), which ends
+/// the process with it.
 pub async fn work(server: &Server, name: &str, fence: Fence) -> Result<(), String> {
     let pool = server.pool(name, POOL_SIZE).await?;
     let lab = Lab { pool: pool.clone(), statements: Statements::load(&pool).await?, me: name.to_owned(), fence };
@@ -311,10 +311,11 @@ pub async fn work(server: &Server, name: &str, fence: Fence) -> Result<(), Strin
             }
         })
         .build(run_job);
+    // The worker's end, whatever it is, ends the process with it, as a
+    // reader's `main` would: the lab starts a new worker process in the
+    // slot, as a supervisor would, and counts the stop.
     match worker.run().await {
-        Ok(()) => eprintln!("lab-queues {name}: the apalis worker stopped"),
-        Err(e) => eprintln!("lab-queues {name}: the apalis worker stopped: {e}"),
+        Ok(()) => Err("the apalis worker stopped".to_owned()),
+        Err(e) => Err(format!("the apalis worker stopped: {e}")),
     }
-    std::future::pending::<()>().await;
-    Ok(())
 }

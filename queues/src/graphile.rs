@@ -108,10 +108,6 @@ pub const RECOVERY_DELAY: Duration = Duration::ZERO;
 /// sweep transaction and `LISTEN` session, and the handler's, with room.
 const POOL_SIZE: u32 = 6;
 
-/// How long a worker process waits before it starts a new worker after the
-/// crate's `Worker::run` failed.
-const RESTART: Duration = Duration::from_secs(1);
-
 /// The job's payload, as the crate stores it: JSON `{"job": 3}` in
 /// `_private_jobs.payload`, which the completion trigger reads. The task
 /// identifier is `report`.
@@ -261,28 +257,19 @@ pub async fn setup(server: &Server) -> Result<(), String> {
 
 /// Runs one graphile worker for the process `name` until the process is
 /// killed. If the crate's `Worker::run` fails (it stops on a failed claim or
-/// completion statement), the process starts a new worker (a new worker id,
-/// recorded again) rather than exit while jobs may still arrive; a graceful
-/// shutdown (SIGINT or SIGTERM, the crate's own listeners) ends the process.
+/// completion statement, as when the server restarts), the process ends
+/// with that error, as a reader's `main` would: the lab starts a new worker
+/// process in the slot, as a supervisor would, and counts the stop. A
+/// graceful shutdown (SIGINT or SIGTERM, the crate's own listeners) ends
+/// the process too.
 pub async fn work(server: &Server, name: &str, fence: Fence) -> Result<(), String> {
     let pool = server.pool(name, POOL_SIZE).await?;
     let statements = Statements::load(&pool).await?;
-    // Whether a worker of this process ever ran: until then an error is the
-    // setup's (no schema, no database) and the process reports it.
-    let mut ran = false;
-    loop {
-        match run_worker(&pool, &statements, name, fence, &mut ran).await {
-            Ok(()) => return Ok(()),
-            Err(e) if !ran => return Err(e),
-            Err(e) => eprintln!("lab-queues {name}: {e}; starting a new worker in {RESTART:?}"),
-        }
-        tokio::time::sleep(RESTART).await;
-    }
+    run_worker(&pool, &statements, name, fence).await
 }
 
-/// One worker's life: build it, record its id, run it (`ran` set once it
-/// runs).
-async fn run_worker(pool: &PgPool, statements: &Statements, name: &str, fence: Fence, ran: &mut bool) -> Result<(), String> {
+/// The worker's life: build it, record its id, run it.
+async fn run_worker(pool: &PgPool, statements: &Statements, name: &str, fence: Fence) -> Result<(), String> {
     // ANCHOR: worker
     let recovery = WorkerRecoveryConfig::default()
         .enabled(true)
@@ -312,6 +299,5 @@ async fn run_worker(pool: &PgPool, statements: &Statements, name: &str, fence: F
     .execute(pool)
     .await
     .map_err(|e| format!("recording worker id {}: {e}", worker.worker_id()))?;
-    *ran = true;
     worker.run().await.map_err(|e| format!("graphile_worker {} stopped: {e}", worker.worker_id()))
 }

@@ -17,7 +17,7 @@ mod graphile;
 mod handler;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -52,13 +52,24 @@ pub struct Server {
     /// The database of the run.
     #[arg(long, default_value = "queues26")]
     db: String,
+    /// Connect through the lab's delay proxy on 127.0.0.1 at this port
+    /// instead (the nemesis's delayed connection): the proxy forwards to the
+    /// socket above, and the server still asks the kernel who connects (the
+    /// proxy runs as the lab's account, the same as this process).
+    #[arg(long)]
+    proxy_port: Option<u16>,
 }
 
 impl Server {
     /// The connection options of a session named `who` (its
     /// application_name: the completion triggers record it).
     pub fn options(&self, who: &str) -> PgConnectOptions {
-        PgConnectOptions::new().socket(&self.socket).port(self.port).username("lab").database(&self.db).application_name(who)
+        let session = PgConnectOptions::new().username("lab").database(&self.db).application_name(who);
+        match self.proxy_port {
+            // No TLS: the proxy's far end is the private socket.
+            Some(port) => session.host("127.0.0.1").port(port).ssl_mode(PgSslMode::Disable),
+            None => session.socket(&self.socket).port(self.port),
+        }
     }
 
     /// A pool of sessions named `who`.

@@ -250,8 +250,8 @@ pub struct QueuesArgs {
     /// The seed of the nemesis (and of the work times): the same seed, the same faults on the same jobs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// How many jobs each run enqueues (one in every three meets a fault; at least six, so that both kinds strike).
-    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u16).range(6..=1000))]
+    /// How many jobs each run enqueues (a restart at the start; then one job in every two meets a fault; at least six, so that each of pause, kill and delay strikes; more than the workers can take over needs more workers, and the run says so).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u16).range(crate::queue::crates::nemesis::MIN_JOBS as i64..=1000))]
     jobs: u16,
     /// How many worker processes take jobs.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(2..=16))]
@@ -548,7 +548,7 @@ mod tests {
             _ => unreachable!(),
         };
         let all = options(&["queues"]);
-        assert_eq!((all.crates, all.fences, all.config.jobs, all.config.workers), (CrateName::ALL.to_vec(), HandlerFence::ALL.to_vec(), 12, 3));
+        assert_eq!((all.crates, all.fences, all.config.jobs, all.config.workers), (CrateName::ALL.to_vec(), HandlerFence::ALL.to_vec(), 6, 3));
         let one = options(&["queues", "--crate", "apalis", "--fence", "token", "--jobs", "6"]);
         assert_eq!((one.crates, one.fences, one.config.jobs), (vec![CrateName::Apalis], vec![HandlerFence::Token], 6));
         let refused = |args: &[&str]| parse(args).err().expect("refused").to_string();

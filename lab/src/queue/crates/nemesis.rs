@@ -1,26 +1,41 @@
 //! What the nemesis does to a run of a real queue crate, from the seed:
 //! each job's work time, and the jobs whose first claim meets a fault.
 //!
-//! A fault strikes a worker process while its handler waits at its first
-//! latch, after the crate's claim and before the side effect (see
-//! queues/src/handler.rs), so every fault lands where a pause hurts:
+//! Every fault strikes while a handler waits at its first latch, after the
+//! crate's claim and before the side effect (see queues/src/handler.rs),
+//! where a pause hurts:
+//! - **restart**, once, at the start: when every worker process has
+//!   claimed its first job, an immediate stop and a start of the database
+//!   server (F8's crash). Every session of every worker process is cut
+//!   under a claimed job, and each crate must carry on by itself. It comes
+//!   first because it needs every handler of the run at rest, and later a
+//!   stalled job (below) keeps a worker process busy for seconds.
+//!
+//! Then one job in every [`FAULT_EVERY`] meets a fault at its first claim,
+//! its place in the group from the seed, the kinds in turn:
 //! - **pause**: SIGSTOP, kept until another worker process has claimed the
 //!   job and written its side effect (however long the crate's timeout
 //!   makes that take), then SIGCONT: the paused attempt writes and
 //!   completes while the newer one waits, the schedule of F4;
 //! - **kill**: SIGKILL, and a new worker process in the slot: the crate
-//!   must notice the dead claim by itself and run the job again.
+//!   must notice the dead claim by itself and run the job again;
+//! - **delay**: the worker process keeps running, but its connection is
+//!   held (every byte it sends stays in the lab's delay proxy, F12's
+//!   fault): its handler's next request and the crate's heartbeats alike,
+//!   until another worker process has claimed the job and written; then
+//!   the held bytes go on, and the stale attempt writes after the newer.
 //!
-//! One job in every [`FAULT_EVERY`] meets a fault, its place in the group
-//! from the seed, and the kinds take turns, so a run of 2 × FAULT_EVERY
-//! jobs has both.
+//! A run of [`MIN_JOBS`] jobs has each kind once.
 
 use crate::chaos::schedule::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One job in every this many meets a fault.
-pub const FAULT_EVERY: usize = 3;
+pub const FAULT_EVERY: usize = 2;
+
+/// The fewest jobs a run may have: every kind strikes once.
+pub const MIN_JOBS: usize = FAULT_EVERY * CrateFault::AT_CLAIMS.len();
 
 /// A job's work time, in milliseconds: at least this…
 pub const WORK_MIN_MS: u64 = 20;
@@ -35,17 +50,29 @@ pub enum CrateFault {
     Pause,
     /// SIGKILL, and a new worker process in the slot.
     Kill,
+    /// The worker process's connection held in the delay proxy past the
+    /// crate's timeout, let go once the job was taken over.
+    Delay,
+    /// An immediate stop and a start of the database server, once, when
+    /// every worker process has claimed its first job.
+    Restart,
 }
 
 impl CrateFault {
-    /// Both, in the order they take turns.
-    pub const ALL: [CrateFault; 2] = [CrateFault::Pause, CrateFault::Kill];
+    /// Every kind, in the order they take turns.
+    /// Every kind, in the tables' order.
+    pub const ALL: [CrateFault; 4] = [CrateFault::Restart, CrateFault::Pause, CrateFault::Kill, CrateFault::Delay];
+
+    /// The kinds that strike a job's first claim, in the order they take turns.
+    pub const AT_CLAIMS: [CrateFault; 3] = [CrateFault::Pause, CrateFault::Kill, CrateFault::Delay];
 
     /// The name in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
             CrateFault::Pause => "pause",
             CrateFault::Kill => "kill",
+            CrateFault::Delay => "delay",
+            CrateFault::Restart => "restart",
         }
     }
 }
@@ -55,8 +82,28 @@ impl CrateFault {
 pub struct Plan {
     /// Each job's work time in milliseconds, job 1 first.
     pub work_ms: Vec<u64>,
-    /// The jobs whose first claim meets a fault.
+    /// The jobs whose first claim meets a fault (the restart is the run's,
+    /// at its start, not a job's).
     pub faults: BTreeMap<i32, CrateFault>,
+}
+
+impl Plan {
+    /// Refuses a plan with as many stalled jobs (pauses and delays) as
+    /// worker processes, or more: a stalled job keeps its worker process
+    /// busy until another takes the job over, and with every process
+    /// stalled none is left to take any over.
+    pub fn check_workers(&self, workers: usize) -> crate::error::Result<()> {
+        let stalls = self.faults.values().filter(|f| matches!(f, CrateFault::Pause | CrateFault::Delay)).count();
+        if stalls >= workers {
+            return Err(format!(
+                "{} jobs have {stalls} pauses and delays, and a stalled job keeps its worker process busy until another takes it over: run them with --workers {} or more",
+                self.work_ms.len(),
+                stalls + 1
+            )
+            .into());
+        }
+        Ok(())
+    }
 }
 
 /// The plan of `seed` for jobs 1..=`jobs`: the same seed, the same plan.
@@ -67,7 +114,7 @@ pub fn plan(seed: u64, jobs: usize) -> Plan {
     for (group, first) in (0..jobs).step_by(FAULT_EVERY).enumerate() {
         let size = FAULT_EVERY.min(jobs - first);
         let job = first + (random.next_u64() % size as u64) as usize + 1;
-        faults.insert(job as i32, CrateFault::ALL[group % CrateFault::ALL.len()]);
+        faults.insert(job as i32, CrateFault::AT_CLAIMS[group % CrateFault::AT_CLAIMS.len()]);
     }
     Plan { work_ms, faults }
 }
@@ -77,13 +124,20 @@ mod tests {
     use super::*;
 
     /// A seed gives one plan; one fault in every group, the kinds taking
-    /// turns; work times inside their range.
+    /// turns, each once in MIN_JOBS jobs; work times inside their range.
     #[test]
-    fn a_plan_is_the_seeds_and_has_both_kinds() {
+    fn a_plan_is_the_seeds_and_has_every_kind() {
         assert_eq!(plan(1, 12), plan(1, 12));
         let p = plan(1, 12);
-        assert_eq!(p.faults.len(), 4);
-        assert_eq!(p.faults.values().filter(|f| **f == CrateFault::Pause).count(), 2);
+        assert_eq!(p.faults.len(), 6);
+        for kind in CrateFault::AT_CLAIMS {
+            assert_eq!(p.faults.values().filter(|f| **f == kind).count(), 2, "{kind:?}");
+            assert!(plan(1, MIN_JOBS).faults.values().any(|f| *f == kind), "{kind:?} in {MIN_JOBS} jobs");
+        }
+        assert!(!p.faults.values().any(|f| *f == CrateFault::Restart), "the restart is the run's");
+        assert!(plan(1, MIN_JOBS).check_workers(3).is_ok());
+        let refused = p.check_workers(3).unwrap_err().to_string();
+        assert!(refused.contains("12 jobs have 4 pauses and delays") && refused.contains("--workers 5"), "{refused}");
         for (group, job) in p.faults.keys().enumerate() {
             assert!((group * FAULT_EVERY..(group + 1) * FAULT_EVERY).contains(&(*job as usize - 1)), "job {job} is in group {group}");
         }

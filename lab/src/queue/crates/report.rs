@@ -51,7 +51,7 @@ pub struct QueuesData {
 }
 
 impl ResultData for QueuesData {
-    const SCHEMA: u32 = 1;
+    const SCHEMA: u32 = 2;
     fn schema(&self) -> u32 {
         self.schema
     }
@@ -79,6 +79,13 @@ pub struct QueuesRow {
     /// (see `CrateRun::takeover_ms`); the mean of the middle two for an
     /// even count.
     pub takeover_median_ms: Option<f64>,
+    /// Handlers held at their first latch when the server restarted.
+    pub restart_held: usize,
+    /// Of these, the ones that went on to return rather than fail.
+    pub restart_returned: usize,
+    /// Worker processes that ended on their own (and were started again),
+    /// each with its status and last words.
+    pub exited: Vec<String>,
     /// The run's time, in seconds.
     pub seconds: f64,
     /// The command that runs this row again.
@@ -96,6 +103,9 @@ impl QueuesRow {
             never_taken_over: run.never_taken_over,
             tokens_not_increasing: run.tokens_not_increasing,
             takeover_median_ms: (!run.takeover_ms.is_empty()).then(|| crate::stats::median(&run.takeover_ms)),
+            restart_held: run.restart_held,
+            restart_returned: run.restart_returned,
+            exited: run.exited.clone(),
             seconds: run.took.as_secs_f64(),
             command: format!("./run.sh queues --seed {} --jobs {} --workers {} --crate {} --fence {}", config.seed, config.jobs, config.workers, krate.name(), fence.name()),
         }
@@ -109,6 +119,8 @@ impl QueuesRow {
             Some(format!("{name} had nothing to judge (no handler ran)"))
         } else if !never.is_empty() {
             Some(format!("{name} had nothing to judge for {} (never struck; run more jobs)", never.join(", ")))
+        } else if self.restart_held == 0 {
+            Some(format!("{name} had nothing to judge for restart (no handler was in flight when the server restarted)"))
         } else if self.tokens_not_increasing > 0 {
             Some(format!("{name}: {} jobs' later claims did not carry larger tokens", self.tokens_not_increasing))
         } else if self.fence == HandlerFence::None && self.counts.stale_effects == 0 {
@@ -125,15 +137,16 @@ impl QueuesRow {
 /// verdict is the expected one. Progress to stderr, the table to stdout.
 pub fn run(options: &QueuesOptions) -> Result<bool> {
     let config = &options.config;
+    super::nemesis::plan(config.seed, config.jobs).check_workers(config.workers)?;
     let session = cluster::Session::begin()?;
     let version: String = db::connect_as(cluster::credentials::ADMIN, "postgres", "lab queues")?.query_one("SELECT current_setting('server_version')", &[])?.get(0);
     let machine = machine_line(&sysinfo::Machine::read(), &version);
-    println!("queues: seed {}, {} jobs, {} workers; one job in every {FAULT_EVERY} meets a fault (pause, kill in turn)", config.seed, config.jobs, config.workers);
+    println!("queues: seed {}, {} jobs, {} workers; a restart once every worker has claimed a job, then one job in every {FAULT_EVERY} meets a fault ({} in turn)", config.seed, config.jobs, config.workers, fault_names());
     let mut rows = Vec::new();
     for &krate in &options.crates {
         for &fence in &options.fences {
             eprintln!("queues: {} --fence {}…", krate.published(), fence.name());
-            let run = run_crate(config, krate, fence)?;
+            let run = run_crate(config, session.cluster(), krate, fence)?;
             let row = QueuesRow::of(config, krate, fence, &run);
             eprintln!("queues: {} --fence {} done in {:.0}s: {} handler runs, {} stale side effects", krate.name(), fence.name(), row.seconds, row.counts.handler_runs, row.counts.stale_effects);
             rows.push(row);
@@ -147,22 +160,37 @@ pub fn run(options: &QueuesOptions) -> Result<bool> {
     crate::report_files::conclude("queues", options.out.as_deref(), &table, &data, &unexpected, "every unfenced handler let a stale side effect through, every fenced one none")
 }
 
+/// The faults' column headers, in [`CrateFault::ALL`]'s order.
+const FAULT_HEADERS: [&str; 4] = ["重启", "暂停", "杀掉", "延迟"];
+
+/// The names of the faults that strike claims, in the order they take
+/// turns: `pause, kill, delay`.
+fn fault_names() -> String {
+    CrateFault::AT_CLAIMS.map(CrateFault::name).join(", ")
+}
+
 /// The table as Markdown: a row per crate and fence.
 pub fn markdown(data: &QueuesData) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "种子 {}，每次 {} 个作业、{} 个 worker 进程；每 {} 个作业有一个在第一次认领时遇到故障（暂停、杀掉轮流）\n", data.seed, data.jobs, data.workers, data.fault_every);
-    let _ = writeln!(out, "| crate | 栅栏 | handler 运行 | 执行两次的作业 | 被接受的过期副作用 | 被接受的过期完成 | 被拒绝的完成 | 丢失的作业 | 暂停 | 杀掉 | 接管中位数 | 判定 |");
-    let _ = writeln!(out, "|---|---|{}---|", "---:|".repeat(9));
+    let _ = writeln!(out, "种子 {}，每次 {} 个作业、{} 个 worker 进程；每个 worker 进程都认领了第一个作业时重启一次服务器，之后每 {} 个作业有一个在第一次认领时遇到故障（{}轮流）\n", data.seed, data.jobs, data.workers, data.fault_every, FAULT_HEADERS[1..].join("、"));
+    let _ = writeln!(out, "| crate | 栅栏 | handler 运行 | 执行两次的作业 | 被接受的过期副作用 | 被接受的过期完成 | 被拒绝的完成 | 丢失的作业 | {} | 接管中位数 | 重启时在途的 handler（其后返回） | 自己停下的 worker 进程 | 判定 |", FAULT_HEADERS.join(" | "));
+    let _ = writeln!(out, "|---|---|{}---|", "---:|".repeat(9 + FAULT_HEADERS.len()));
     for r in &data.rows {
         let c = &r.counts;
-        let struck = |f| r.struck.get(&f).copied().unwrap_or(0);
+        let struck: Vec<String> = CrateFault::ALL.iter().map(|f| r.struck.get(f).copied().unwrap_or(0).to_string()).collect();
         let takeover = r.takeover_median_ms.map_or("—".to_owned(), |ms| format!("{:.1} s", ms / 1e3));
         let verdict = if r.unexpected().is_some() { "UNEXPECTED" } else if c.stale_effects == 0 { "clean" } else { "NOT clean" };
         let _ = writeln!(
             out,
-            "| {} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.published, r.fence.name(), c.handler_runs, c.runs_twice, c.stale_effects, c.superseded_completions, c.refused_completions, c.lost, struck(CrateFault::Pause), struck(CrateFault::Kill), takeover, verdict
+            "| {} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {}（{}） | {} | {} |",
+            r.published, r.fence.name(), c.handler_runs, c.runs_twice, c.stale_effects, c.superseded_completions, c.refused_completions, c.lost, struck.join(" | "), takeover, r.restart_held, r.restart_returned, r.exited.len(), verdict
         );
+    }
+    // Each row's stops: how many, and the first one's last words.
+    let exits: Vec<String> =
+        data.rows.iter().filter_map(|r| r.exited.first().map(|first| format!("- {} `{}`：{} 个，第一个是 {first}", r.krate.name(), r.fence.name(), r.exited.len()))).collect();
+    if !exits.is_empty() {
+        let _ = writeln!(out, "\n自己停下的 worker 进程（lab 随即在同一个槽位启动一个新的）：\n\n{}", exits.join("\n"));
     }
     let _ = writeln!(out, "\n每一行再跑一次：\n");
     for r in &data.rows {
@@ -177,18 +205,21 @@ pub fn markdown(data: &QueuesData) -> String {
 mod tests {
     use super::*;
 
-    /// A row of `krate` with `fence` after 2 pauses and 2 kills, `stale`
+    /// A row of `krate` with `fence` after two faults of each kind, `stale`
     /// stale side effects accepted.
     fn row(fence: HandlerFence, stale: usize) -> QueuesRow {
         QueuesRow {
             krate: CrateName::Graphile,
             published: CrateName::Graphile.published().into(),
             fence,
-            counts: CrateCounts { jobs: 12, handler_runs: 16, runs_twice: 4, stale_effects: stale, ..CrateCounts::default() },
-            struck: [(CrateFault::Pause, 2), (CrateFault::Kill, 2)].into(),
+            counts: CrateCounts { jobs: 16, handler_runs: 24, runs_twice: 6, stale_effects: stale, ..CrateCounts::default() },
+            struck: CrateFault::ALL.map(|f| (f, 2)).into(),
             never_taken_over: 0,
             tokens_not_increasing: 0,
             takeover_median_ms: Some(1200.0),
+            restart_held: 2,
+            restart_returned: 2,
+            exited: Vec::new(),
             seconds: 3.0,
             command: String::new(),
         }
@@ -206,6 +237,9 @@ mod tests {
         let mut never = row(HandlerFence::Token, 0);
         never.struck.remove(&CrateFault::Kill);
         assert!(never.unexpected().unwrap().contains("nothing to judge for kill"));
+        let mut quiet = row(HandlerFence::None, 2);
+        quiet.restart_held = 0;
+        assert!(quiet.unexpected().unwrap().contains("nothing to judge for restart"));
         let mut idle = row(HandlerFence::None, 2);
         idle.counts.handler_runs = 0;
         assert!(idle.unexpected().unwrap().contains("no handler ran"));

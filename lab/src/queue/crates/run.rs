@@ -15,13 +15,26 @@
 //! 4. once the crate has run A's completion statement (a `queue_completion`
 //!    row from A's session), B may return, and the crate completes for B.
 //!
+//! A delayed job goes through the same schedule with A running: every
+//! worker process reaches the server through a delay proxy of its slot's,
+//! and instead of stopping A the lab holds its proxy, so A's next request
+//! and the crate's heartbeats stay on the wire until B has written.
+//!
+//! The restart comes first: every handler waits at its first latch until
+//! each worker process has one there; then the server is stopped at once
+//! and started again, and the waiting handlers are let go: whichever of
+//! them the cut sessions failed, the crate must run again by itself. A
+//! worker process that ends on its own is started again in its slot, as
+//! a supervisor would, and counted.
+//!
 //! Every wait is on the database's state or the kernel's, with a bound.
 
 use super::judge::{self, Completion, CrateCounts, CrateRecord, Handler};
 use super::nemesis::{self, CrateFault, Plan};
 use super::process::QueueProcess;
-use crate::cluster::Endpoint;
+use crate::cluster::{Cluster, Endpoint};
 use crate::error::Result;
+use crate::fault::proxy::DelayProxy;
 use crate::queue::chaos::judge::Effect;
 use crate::{db, interrupt, poll};
 use postgres::Client;
@@ -40,6 +53,14 @@ pub const QUEUES_SCHEMA: &str = include_str!("../../../../sql/queues26.sql");
 /// worker process before the lab calls it never taken over and continues
 /// the paused one: far above each crate's timeout as the adapters set it.
 pub const TAKEOVER_BOUND: Duration = Duration::from_secs(30);
+
+/// How long the restart may wait for every worker process to claim a job:
+/// far above a worker's start.
+const RESTART_BOUND: Duration = Duration::from_secs(60);
+
+/// How many worker processes may end on their own in one run (each is
+/// started again): one per slot at the restart, and room.
+const MAX_EXITS: usize = 12;
 
 /// How many times the lab stops a worker process before it finds none of
 /// its sessions inside a transaction (see `pause_outside_transactions`).
@@ -131,6 +152,14 @@ pub struct CrateRun {
     /// attempt's side effect recorded (`written`, polled every
     /// [`poll::EVERY`]).
     pub takeover_ms: Vec<f64>,
+    /// Handlers held at their first latch (claimed, nothing written) when
+    /// the server restarted…
+    pub restart_held: usize,
+    /// …and of these, the ones that went on to return (their session came
+    /// back under them) rather than fail.
+    pub restart_returned: usize,
+    /// Worker processes that ended on their own (and were started again).
+    pub exited: Vec<String>,
     /// The run's time.
     pub took: Duration,
 }
@@ -150,9 +179,20 @@ struct Slot {
     process: QueueProcess,
 }
 
-/// A paused job's progress through F4's schedule.
+/// How a stalled job's stale attempt is kept from writing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stall {
+    /// Its worker process is stopped (SIGSTOP).
+    Stopped,
+    /// Its worker process runs; its slot's delay proxy holds every byte.
+    Held,
+}
+
+/// A paused or delayed job's progress through F4's schedule.
 struct Pause {
-    /// The paused attempt's handler row and slot.
+    /// How the stale attempt is kept back.
+    stall: Stall,
+    /// The stale attempt's handler row and slot.
     stale: i64,
     slot: usize,
     incarnation: String,
@@ -170,8 +210,13 @@ struct Driver {
     fence: HandlerFence,
     bin: PathBuf,
     server: Endpoint,
+    /// The lab's cluster, for the restart.
+    cluster: Cluster,
     db: Client,
     slots: Vec<Slot>,
+    /// Each slot's delay proxy: every worker process of the slot connects
+    /// through it (`lab-queues --proxy-port`).
+    proxies: Vec<DelayProxy>,
     plan: Plan,
 }
 
@@ -188,7 +233,37 @@ impl Driver {
         let mut args = vec!["worker".to_owned()];
         args.extend(self.common_args());
         args.extend(["--name".into(), name.clone(), "--fence".into(), self.fence.name().into()]);
+        args.extend(["--proxy-port".into(), self.proxies[index].port().to_string()]);
         QueueProcess::spawn(&self.bin, &name, &args)
+    }
+
+    /// Starts the next worker process of `slot`, in place of the last.
+    fn respawn(&mut self, slot: usize) -> Result<()> {
+        let (index, next) = (self.slots[slot].index, self.slots[slot].incarnation + 1);
+        self.slots[slot].process = self.spawn_worker(index, next)?;
+        self.slots[slot].incarnation = next;
+        Ok(())
+    }
+
+    /// A new session of the lab's, after the restart cut the last one.
+    fn reconnect(&mut self) -> Result<()> {
+        self.db = db::open(&self.server, crate::cluster::credentials::ROLE, QUEUES_DB, "lab queues", None)?;
+        Ok(())
+    }
+
+    /// Lets a stale attempt go on: its latches open (it writes and returns
+    /// as soon as it reads them), then its process continued or its held
+    /// bytes sent on.
+    fn let_go(&mut self, stall: Stall, slot: usize, stale: i64) -> Result<()> {
+        // Both latches of the stale attempt, before it can read them.
+        self.db.execute("UPDATE queue_handler SET released = true, proceed = true WHERE id = $1", &[&stale])?;
+        match stall {
+            Stall::Stopped => self.slots[slot].process.resume(),
+            Stall::Held => {
+                self.proxies[slot].release();
+                Ok(())
+            }
+        }
     }
 
     /// The slot whose current worker process is `incarnation`.
@@ -249,20 +324,29 @@ impl Driver {
         Err(format!("{name} was inside a transaction each of {PAUSE_ATTEMPTS} times it was stopped").into())
     }
 
-    /// A worker process that ended without being killed is the run's
-    /// failure, with its last words.
-    fn check_workers(&mut self) -> Result<()> {
-        for slot in &mut self.slots {
-            if let Some(status) = slot.process.exited()? {
-                return Err(format!("{} ended on its own ({status}); its stderr:\n{}", slot.process.name, slot.process.stderr()).into());
+    /// A worker process that ended without being killed is started again
+    /// in its slot, as a supervisor would (systemd's `Restart=`), and
+    /// returned with its last words: the crate's worker gave up.
+    /// More than [`MAX_EXITS`] in one run is the run's failure: a worker
+    /// that cannot start at all would be started again and again.
+    fn check_workers(&mut self, exited: &mut Vec<String>) -> Result<()> {
+        for slot in 0..self.slots.len() {
+            if let Some(status) = self.slots[slot].process.exited()? {
+                let stderr = self.slots[slot].process.stderr();
+                if exited.len() >= MAX_EXITS {
+                    return Err(format!("{} ended on its own ({status}), the {}th worker process of the run to do so; its stderr:\n{stderr}", self.slots[slot].process.name, MAX_EXITS + 1).into());
+                }
+                let last = stderr.lines().last().unwrap_or("(nothing on stderr)").trim_start_matches("lab-queues: ").to_owned();
+                exited.push(format!("{} ({status}): {last}", self.slots[slot].process.name));
+                self.respawn(slot)?;
             }
         }
         Ok(())
     }
 }
 
-/// Runs `krate` with `fence` under the nemesis of `config`.
-pub fn run_crate(config: &CrateConfig, krate: CrateName, fence: HandlerFence) -> Result<CrateRun> {
+/// Runs `krate` with `fence` under the nemesis of `config`, on `cluster`.
+pub fn run_crate(config: &CrateConfig, cluster: &Cluster, krate: CrateName, fence: HandlerFence) -> Result<CrateRun> {
     let start = Instant::now();
     let server = Endpoint::lab()?;
     let schema = format!("{}\n{QUEUES_SCHEMA}", db::RES_SCHEMA);
@@ -280,7 +364,9 @@ pub fn run_crate(config: &CrateConfig, krate: CrateName, fence: HandlerFence) ->
         // The resource's statements for the handlers, the lab's own text.
         client.execute("INSERT INTO queue_statement (name, sql) VALUES ($1, $2)", &[&name, &sql])?;
     }
-    let mut driver = Driver { config: config.clone(), krate, fence, bin: binary(), server, db: client, slots: Vec::new(), plan };
+    let socket = server.socket_file().ok_or("the lab's cluster has no Unix socket")?;
+    let proxies = (0..config.workers).map(|_| DelayProxy::start(socket.clone())).collect::<Result<Vec<_>>>()?;
+    let mut driver = Driver { config: config.clone(), krate, fence, bin: binary(), server, cluster: cluster.clone(), db: client, slots: Vec::new(), proxies, plan };
     let mut setup_args = vec!["setup".to_owned()];
     setup_args.extend(driver.common_args());
     let mut setup = QueueProcess::spawn(&driver.bin, "setup", &setup_args)?;
@@ -295,103 +381,75 @@ pub fn run_crate(config: &CrateConfig, krate: CrateName, fence: HandlerFence) ->
     let outcome = drive(&mut driver);
     let stderr: Vec<String> = driver.slots.iter().map(|s| format!("{}:\n{}", s.process.name, s.process.stderr())).collect();
     driver.slots.clear();
-    let (struck, never_taken_over, takeover_ms) = outcome.map_err(|e| format!("{e}\nthe worker processes' stderr:\n{}", stderr.join("\n")))?;
+    let p = outcome.map_err(|e| format!("{e}\nthe worker processes' stderr:\n{}", stderr.join("\n")))?;
     let record = read_record(&mut driver.db, config.jobs)?;
     let tokens_not_increasing = tokens_not_increasing(&record.handlers);
-    Ok(CrateRun { counts: judge::judge(&record), struck, never_taken_over, tokens_not_increasing, takeover_ms, took: start.elapsed() })
+    let restart_returned: i64 = driver
+        .db
+        // Of the handlers held across the restart, those that went on to
+        // return (the others failed on a cut session).
+        .query_one("SELECT count(*) FROM queue_handler WHERE id = ANY($1) AND returned_at IS NOT NULL", &[&p.restart_held])?
+        .get(0);
+    Ok(CrateRun {
+        counts: judge::judge(&record),
+        struck: p.struck,
+        never_taken_over: p.never_taken_over,
+        tokens_not_increasing,
+        takeover_ms: p.takeover_ms,
+        restart_held: p.restart_held.len(),
+        restart_returned: restart_returned as usize,
+        exited: p.exited,
+        took: start.elapsed(),
+    })
 }
 
-/// What the control loop returns: faults struck, jobs never taken over,
-/// takeover times.
-type Driven = (BTreeMap<CrateFault, usize>, usize, Vec<f64>);
+/// A handler row the lab has not acted on: its id, job and worker process.
+type Arrival = (i64, i32, String);
 
-/// The control loop: opens latches, deals faults, walks each paused job
-/// through F4's schedule, until every job is completed and every live
-/// handler has returned and been completed.
-fn drive(d: &mut Driver) -> Result<Driven> {
+/// What the control loop keeps between its rounds.
+#[derive(Default)]
+struct Progress {
+    /// Jobs whose first handler after the restart the lab has acted on (a
+    /// fault strikes there).
+    first_seen: BTreeSet<i32>,
+    /// Jobs in F4's schedule.
+    pauses: BTreeMap<i32, Pause>,
+    struck: BTreeMap<CrateFault, usize>,
+    never_taken_over: usize,
+    takeover_ms: Vec<f64>,
+    /// The restart, until it has struck: since when it is owed, and the
+    /// handlers held at their first latch for it.
+    restart: Option<(Instant, Vec<Arrival>)>,
+    /// The handler rows held at their first latch when the server restarted.
+    restart_held: Vec<i64>,
+    /// Worker processes that ended on their own, with their last words.
+    exited: Vec<String>,
+}
+
+/// The control loop: holds the first handlers for the restart, then opens
+/// latches, deals faults, walks each paused or delayed job through F4's
+/// schedule, until every job is completed and every live handler has
+/// returned and been completed.
+fn drive(d: &mut Driver) -> Result<Progress> {
     let mut seen = 0i64;
-    let mut first_seen: BTreeSet<i32> = BTreeSet::new();
-    let mut pauses: BTreeMap<i32, Pause> = BTreeMap::new();
-    let mut struck: BTreeMap<CrateFault, usize> = BTreeMap::new();
-    let (mut never_taken_over, mut takeover_ms) = (0, Vec::new());
+    let mut p = Progress { restart: Some((Instant::now(), Vec::new())), ..Progress::default() };
     let mut last_progress = (Instant::now(), 0i64, 0i64);
     loop {
         if interrupt::requested() {
             return Err("interrupted".into());
         }
-        d.check_workers()?;
+        d.check_workers(&mut p.exited)?;
         // New handler invocations, in the order they started.
         let rows = d.db.query("SELECT id, job, incarnation FROM queue_handler WHERE id > $1 ORDER BY id", &[&seen])?;
         for row in rows {
-            let (id, job, incarnation): (i64, i32, String) = (row.get(0), row.get(1), row.get(2));
-            seen = id;
-            let first = first_seen.insert(job);
-            match (first, d.plan.faults.get(&job).copied()) {
-                (true, Some(CrateFault::Pause)) => {
-                    let slot = d.slot_of(&incarnation)?;
-                    d.pause_outside_transactions(slot)?;
-                    *struck.entry(CrateFault::Pause).or_default() += 1;
-                    pauses.insert(job, Pause { stale: id, slot, incarnation, stopped_at: Instant::now(), newer: None, resumed: None });
-                }
-                (true, Some(CrateFault::Kill)) => {
-                    let slot = d.slot_of(&incarnation)?;
-                    d.slots[slot].process.kill();
-                    *struck.entry(CrateFault::Kill).or_default() += 1;
-                    let (index, next) = (d.slots[slot].index, d.slots[slot].incarnation + 1);
-                    d.slots[slot].process = d.spawn_worker(index, next)?;
-                    d.slots[slot].incarnation = next;
-                }
-                _ => match pauses.get_mut(&job) {
-                    // The newer attempt of a paused job: it may write, not return.
-                    Some(p) if p.newer.is_none() && p.incarnation != incarnation => {
-                        p.newer = Some(id);
-                        d.open(id, true, false)?;
-                    }
-                    _ => d.open(id, true, true)?,
-                },
-            }
+            seen = row.get(0);
+            arrive(d, &mut p, (row.get(0), row.get(1), row.get(2)))?;
         }
-        // Each paused job, one step further where the database allows.
-        let mut finished = Vec::new();
-        for (job, p) in pauses.iter_mut() {
-            match (p.newer, p.resumed) {
-                (None, _) if p.stopped_at.elapsed() > TAKEOVER_BOUND => {
-                    // The crate never gave the job away: continue A as is.
-                    never_taken_over += 1;
-                    d.slots[p.slot].process.resume()?;
-                    d.db.execute("UPDATE queue_handler SET released = true, proceed = true WHERE id = $1", &[&p.stale])?;
-                    finished.push(*job);
-                }
-                (Some(newer), None) => {
-                    // B's side effect written? (`written` is set right after it.)
-                    let written: bool = d.db.query_one("SELECT written IS NOT NULL FROM queue_handler WHERE id = $1", &[&newer])?.get(0);
-                    if written {
-                        takeover_ms.push(p.stopped_at.elapsed().as_secs_f64() * 1e3);
-                        // The last completion row so far: A's completion is a later one.
-                        let last: i64 = d.db.query_one("SELECT coalesce(max(id), 0) FROM queue_completion", &[])?.get(0);
-                        d.slots[p.slot].process.resume()?;
-                        d.db.execute("UPDATE queue_handler SET released = true, proceed = true WHERE id = $1", &[&p.stale])?;
-                        p.resumed = Some((Instant::now(), last));
-                    }
-                }
-                (Some(newer), Some((resumed_at, last))) => {
-                    // Has the crate run A's completion statement?
-                    let completed: bool = d.db.query_one("SELECT EXISTS (SELECT 1 FROM queue_completion WHERE incarnation = $1 AND id > $2)", &[&p.incarnation, &last])?.get(0);
-                    if completed {
-                        d.db.execute("UPDATE queue_handler SET proceed = true WHERE id = $1", &[&newer])?;
-                        finished.push(*job);
-                    } else if resumed_at.elapsed() > poll::BOUND {
-                        return Err(format!("{} was continued {:?} ago and its completion of job {job} never came", p.incarnation, poll::BOUND).into());
-                    }
-                }
-                (None, _) => {}
-            }
-        }
-        for job in finished {
-            pauses.remove(&job);
-        }
-        // Done: every job completed, no job in F4's schedule, and every live
-        // worker process has had each returned handler completed.
+        step_pauses(d, &mut p)?;
+        step_restart(d, &mut p)?;
+        // Done: every job completed, no job in F4's schedule, the restart
+        // struck, and every live worker process has had each returned
+        // handler completed.
         let live: Vec<String> = d.slots.iter().map(|s| s.process.name.clone()).collect();
         let row = d.db.query_one(
             // Completed jobs, and live worker processes with a handler
@@ -406,18 +464,133 @@ fn drive(d: &mut Driver) -> Result<Driven> {
             &[&live],
         )?;
         let (completed, owing, handlers, completions): (i64, i64, i64, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
-        if completed as usize == d.config.jobs && pauses.is_empty() && owing == 0 {
+        let settled = p.pauses.is_empty() && p.restart.is_none();
+        if completed as usize == d.config.jobs && settled && owing == 0 {
             break;
         }
         if (handlers, completions) != (last_progress.1, last_progress.2) {
             last_progress = (Instant::now(), handlers, completions);
-        } else if pauses.is_empty() && last_progress.0.elapsed() > DRAIN_BOUND {
+        } else if settled && last_progress.0.elapsed() > DRAIN_BOUND {
             // Nothing moves any more: what is not completed is lost.
             break;
         }
         std::thread::sleep(poll::EVERY);
     }
-    Ok((struck, never_taken_over, takeover_ms))
+    Ok(p)
+}
+
+/// Acts on a new handler row: holds it at its first latch until the
+/// restart has struck, deals the job's fault at its first handler after
+/// that, lets the newer attempt of a stalled job write but not return, and
+/// lets every other go.
+fn arrive(d: &mut Driver, p: &mut Progress, (id, job, incarnation): Arrival) -> Result<()> {
+    if let Some((_, waiting)) = p.restart.as_mut() {
+        waiting.push((id, job, incarnation));
+        return Ok(());
+    }
+    let first = p.first_seen.insert(job);
+    match (first, d.plan.faults.get(&job).copied()) {
+        (true, Some(CrateFault::Pause)) => {
+            let slot = d.slot_of(&incarnation)?;
+            d.pause_outside_transactions(slot)?;
+            *p.struck.entry(CrateFault::Pause).or_default() += 1;
+            p.pauses.insert(job, Pause { stall: Stall::Stopped, stale: id, slot, incarnation, stopped_at: Instant::now(), newer: None, resumed: None });
+        }
+        (true, Some(CrateFault::Delay)) => {
+            let slot = d.slot_of(&incarnation)?;
+            // From here every byte of the slot's process stays in its
+            // proxy: the handler's next read of its latch, and the crate's
+            // heartbeats. The handler reads its latch every few
+            // milliseconds, so bytes held is the sign the link is stalled.
+            d.proxies[slot].hold();
+            if !d.proxies[slot].wait_until_held(poll::BOUND) {
+                return Err(format!("{incarnation}'s proxy held nothing {:?} after it began to hold", poll::BOUND).into());
+            }
+            *p.struck.entry(CrateFault::Delay).or_default() += 1;
+            p.pauses.insert(job, Pause { stall: Stall::Held, stale: id, slot, incarnation, stopped_at: Instant::now(), newer: None, resumed: None });
+        }
+        (true, Some(CrateFault::Kill)) => {
+            let slot = d.slot_of(&incarnation)?;
+            d.slots[slot].process.kill();
+            *p.struck.entry(CrateFault::Kill).or_default() += 1;
+            d.respawn(slot)?;
+        }
+        _ => match p.pauses.get_mut(&job) {
+            // The newer attempt of a stalled job: it may write, not return.
+            Some(pause) if pause.newer.is_none() && pause.incarnation != incarnation => {
+                pause.newer = Some(id);
+                d.open(id, true, false)?;
+            }
+            _ => d.open(id, true, true)?,
+        },
+    }
+    Ok(())
+}
+
+/// Each stalled job, one step further where the database allows.
+fn step_pauses(d: &mut Driver, p: &mut Progress) -> Result<()> {
+    let mut finished = Vec::new();
+    for (job, pause) in p.pauses.iter_mut() {
+        match (pause.newer, pause.resumed) {
+            (None, _) if pause.stopped_at.elapsed() > TAKEOVER_BOUND => {
+                // The crate never gave the job away: let A go on as is.
+                p.never_taken_over += 1;
+                d.let_go(pause.stall, pause.slot, pause.stale)?;
+                finished.push(*job);
+            }
+            (Some(newer), None) => {
+                // B's side effect written? (`written` is set right after it.)
+                let written: bool = d.db.query_one("SELECT written IS NOT NULL FROM queue_handler WHERE id = $1", &[&newer])?.get(0);
+                if written {
+                    p.takeover_ms.push(pause.stopped_at.elapsed().as_secs_f64() * 1e3);
+                    // The last completion row so far: A's completion is a later one.
+                    let last: i64 = d.db.query_one("SELECT coalesce(max(id), 0) FROM queue_completion", &[])?.get(0);
+                    d.let_go(pause.stall, pause.slot, pause.stale)?;
+                    pause.resumed = Some((Instant::now(), last));
+                }
+            }
+            (Some(newer), Some((resumed_at, last))) => {
+                // Has the crate run A's completion statement?
+                let completed: bool = d.db.query_one("SELECT EXISTS (SELECT 1 FROM queue_completion WHERE incarnation = $1 AND id > $2)", &[&pause.incarnation, &last])?.get(0);
+                if completed {
+                    // B's second latch: it may return now.
+                    d.db.execute("UPDATE queue_handler SET proceed = true WHERE id = $1", &[&newer])?;
+                    finished.push(*job);
+                } else if resumed_at.elapsed() > poll::BOUND {
+                    return Err(format!("{} was let go {:?} ago and its completion of job {job} never came", pause.incarnation, poll::BOUND).into());
+                }
+            }
+            (None, _) => {}
+        }
+    }
+    for job in finished {
+        p.pauses.remove(&job);
+    }
+    Ok(())
+}
+
+/// The restart, once every worker process has a handler held at its first
+/// latch (nothing the lab let go is running: it let nothing go yet). Then
+/// an immediate stop and a start of the server, a new session for the lab,
+/// and the held handlers let go, their faults not dealt: their sessions
+/// were cut, and a fault is dealt to a job's first handler after this.
+fn step_restart(d: &mut Driver, p: &mut Progress) -> Result<()> {
+    let Some((since, waiting)) = &p.restart else { return Ok(()) };
+    if waiting.len() < d.config.workers.min(d.config.jobs) {
+        if since.elapsed() > RESTART_BOUND {
+            return Err(format!("the worker processes did not all claim a job within {RESTART_BOUND:?} ({} handlers held)", waiting.len()).into());
+        }
+        return Ok(());
+    }
+    d.cluster.restart_immediate()?;
+    d.reconnect()?;
+    *p.struck.entry(CrateFault::Restart).or_default() += 1;
+    let (_, waiting) = p.restart.take().expect("checked above");
+    for (id, _, _) in waiting {
+        p.restart_held.push(id);
+        d.open(id, true, true)?;
+    }
+    Ok(())
 }
 
 /// The run's record, read once every worker process is gone.
