@@ -63,7 +63,7 @@ const RESTART_BOUND: Duration = Duration::from_secs(60);
 const MAX_EXITS: usize = 12;
 
 /// How many times the lab stops a worker process before it finds none of
-/// its sessions inside a transaction (see `pause_outside_transactions`).
+/// its sessions inside a transaction (see `stall_outside_transactions`).
 const PAUSE_ATTEMPTS: usize = 20;
 
 /// How long the run may go without a new handler or completion before the
@@ -148,7 +148,7 @@ pub struct CrateRun {
     pub tokens_not_increasing: usize,
     /// For each paused job taken over, in milliseconds: from the moment the
     /// lab found the paused process stopped with no transaction open (after
-    /// `pause_outside_transactions`) to the poll that first saw the newer
+    /// `stall_outside_transactions`) to the poll that first saw the newer
     /// attempt's side effect recorded (`written`, polled every
     /// [`poll::EVERY`]).
     pub takeover_ms: Vec<f64>,
@@ -287,10 +287,27 @@ impl Driver {
     /// stop, let the server finish any statement in flight (a stopped client
     /// cannot start another), and if a session is idle in a transaction,
     /// continue the process until it is not, and stop it again.
-    fn pause_outside_transactions(&mut self, slot: usize) -> Result<()> {
+    ///
+    /// A held connection is the same: a transaction whose COMMIT waits in
+    /// the proxy keeps its row locks (beside two busy loops, a delayed
+    /// graphile_worker job went 30 s without a takeover until the lab held
+    /// only outside transactions), so `stall` says which: stop the process,
+    /// or hold its slot's proxy.
+    fn stall_outside_transactions(&mut self, slot: usize, stall: Stall) -> Result<()> {
         let name = self.slots[slot].process.name.clone();
         for _ in 0..PAUSE_ATTEMPTS {
-            self.slots[slot].process.pause()?;
+            match stall {
+                Stall::Stopped => self.slots[slot].process.pause()?,
+                Stall::Held => {
+                    // From here every byte of the slot's process stays in
+                    // its proxy. The handler reads its latch every few
+                    // milliseconds, so bytes held is the sign it is stalled.
+                    self.proxies[slot].hold();
+                    if !self.proxies[slot].wait_until_held(poll::BOUND) {
+                        return Err(format!("{name}'s proxy held nothing {:?} after it began to hold", poll::BOUND).into());
+                    }
+                }
+            }
             let mut open = 0i64;
             let settled = poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
                 // The stopped process's sessions, as the server sees them:
@@ -311,7 +328,10 @@ impl Driver {
             if open == 0 {
                 return Ok(());
             }
-            self.slots[slot].process.resume()?;
+            match stall {
+                Stall::Stopped => self.slots[slot].process.resume()?,
+                Stall::Held => self.proxies[slot].release(),
+            }
             let closed = poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
                 // Continued until its transaction ends.
                 let open: i64 = self.db.query_one("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state LIKE 'idle in transaction%'", &[&name])?.get(0);
@@ -492,20 +512,15 @@ fn arrive(d: &mut Driver, p: &mut Progress, (id, job, incarnation): Arrival) -> 
     match (first, d.plan.faults.get(&job).copied()) {
         (true, Some(CrateFault::Pause)) => {
             let slot = d.slot_of(&incarnation)?;
-            d.pause_outside_transactions(slot)?;
+            d.stall_outside_transactions(slot, Stall::Stopped)?;
             *p.struck.entry(CrateFault::Pause).or_default() += 1;
             p.pauses.insert(job, Pause { stall: Stall::Stopped, stale: id, slot, incarnation, stopped_at: Instant::now(), newer: None, resumed: None });
         }
         (true, Some(CrateFault::Delay)) => {
             let slot = d.slot_of(&incarnation)?;
-            // From here every byte of the slot's process stays in its
-            // proxy: the handler's next read of its latch, and the crate's
-            // heartbeats. The handler reads its latch every few
-            // milliseconds, so bytes held is the sign the link is stalled.
-            d.proxies[slot].hold();
-            if !d.proxies[slot].wait_until_held(poll::BOUND) {
-                return Err(format!("{incarnation}'s proxy held nothing {:?} after it began to hold", poll::BOUND).into());
-            }
+            // Its handler's next read of its latch, and the crate's
+            // heartbeats, stay in the proxy.
+            d.stall_outside_transactions(slot, Stall::Held)?;
             *p.struck.entry(CrateFault::Delay).or_default() += 1;
             p.pauses.insert(job, Pause { stall: Stall::Held, stale: id, slot, incarnation, stopped_at: Instant::now(), newer: None, resumed: None });
         }
