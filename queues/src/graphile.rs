@@ -66,7 +66,7 @@
 //!   The sweep is one transaction holding a transaction-level advisory lock,
 //!   so a worker stopped inside it would keep every other sweeper out until
 //!   it resumes; the lab stops workers only where none of their sessions is
-//!   inside a transaction (`pause_outside_transactions` in
+//!   inside a transaction (`stall_outside_transactions` in
 //!   lab/src/queue/crates/run.rs), so that never happens in its runs;
 //! - the token: see [`token`].
 //!
