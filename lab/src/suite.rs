@@ -15,8 +15,8 @@
 //! - chapters that break guards in a scratch copy (`./run.sh try`) take one
 //!   of three scratch copies, which stay warm between groups and between runs;
 //! - the longest groups start first (by how long each took the last time on
-//!   this machine, else by `times.tsv`: a run on a 2-core machine beside
-//!   two busy loops);
+//!   this machine, else by `times.tsv`: every group's time in a run of the
+//!   whole suite from a fresh clone on a 2-core machine);
 //! - progress is printed as groups start and end, and every minute; at the
 //!   end, a table of the slowest groups and the counts of what was checked,
 //!   as the runners say them ([`checked`]): a group that passed without
