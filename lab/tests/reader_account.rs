@@ -7,8 +7,9 @@
 //! HEAD of this checkout. Then, as the account: `git clone`, `./run.sh F1`
 //! (the first command, with no folder made by hand), `./run.sh` (every
 //! case, the network hosts of F15 and F17-F19 among them, made without
-//! root), each case's `./run.sh diff` against its locked snapshot (the
-//! transcripts are root's), and `./run.sh chaos --mode fenced-scope
+//! root), chapter 15's `diff` of its output with the locked full run (exit
+//! 1: the masked values differ), each case's `./run.sh diff` against its
+//! locked snapshot (the transcripts are root's), and `./run.sh chaos --mode fenced-scope
 //! --duration 30s`, whose verdict must come with partitions injected.
 //! After each: nothing of the reader's is left running, and so no
 //! namespace of its either (a namespace lives only while a process is in
@@ -234,6 +235,12 @@ fn an_ordinary_account_runs_every_case_from_a_fresh_clone() {
     }
     assert!(!stderr(&all).contains("only root"), "{}", stderr(&all));
     me.assert_nothing_left("./run.sh");
+
+    // Chapter 15's comparison with the locked full run: both are raw
+    // output, so the values the snapshots mask differ (F2's timestamps at
+    // least), and diff exits 1; 2 would be a missing file.
+    let compared = me.sh("cd p && diff evidence/26/output.txt target/lab/output.txt >/dev/null");
+    assert_exit(&compared, 1, "diff evidence/26/output.txt target/lab/output.txt as the reader (chapter 15)");
     // The same transcripts as root's: each case's matches its locked
     // snapshot, with the same redactions.
     let diffs = me.sh("cd p && for c in $(./run.sh list | awk '/^F[0-9]/ { print $1 }'); do ./run.sh diff $c || exit 1; done");
