@@ -11,7 +11,7 @@
 //! 1: the masked values differ), each case's `./run.sh diff` against its
 //! locked snapshot (the transcripts are root's), and `./run.sh chaos --mode fenced-scope
 //! --duration 30s`, whose verdict must come with partitions injected.
-//! After each: nothing of the reader's is left running, and so no
+//! After each run of cases and the chaos run: nothing of the reader's is left running, and so no
 //! namespace of its either (a namespace lives only while a process is in
 //! it or holds it). At the end the clone's `evidence/` is as checked out:
 //! a reader's command never changes the locked evidence.
