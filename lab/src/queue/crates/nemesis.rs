@@ -75,6 +75,16 @@ impl CrateFault {
             CrateFault::Restart => "restart",
         }
     }
+
+    /// The name in the table's header and its opening line.
+    pub fn header(self) -> &'static str {
+        match self {
+            CrateFault::Pause => "暂停",
+            CrateFault::Kill => "杀掉",
+            CrateFault::Delay => "延迟",
+            CrateFault::Restart => "重启",
+        }
+    }
 }
 
 /// The nemesis's plan for a run of `jobs` jobs.

@@ -160,8 +160,6 @@ pub fn run(options: &QueuesOptions) -> Result<bool> {
     crate::report_files::conclude("queues", options.out.as_deref(), &table, &data, &unexpected, "every unfenced handler let a stale side effect through, every fenced one none")
 }
 
-/// The faults' column headers, in [`CrateFault::ALL`]'s order.
-const FAULT_HEADERS: [&str; 4] = ["重启", "暂停", "杀掉", "延迟"];
 
 /// The names of the faults that strike claims, in the order they take
 /// turns: `pause, kill, delay`.
@@ -172,9 +170,9 @@ fn fault_names() -> String {
 /// The table as Markdown: a row per crate and fence.
 pub fn markdown(data: &QueuesData) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "种子 {}，每次 {} 个作业、{} 个 worker 进程；每个 worker 进程都认领了第一个作业时重启一次服务器，之后每 {} 个作业有一个在第一次认领时遇到故障（{}轮流）\n", data.seed, data.jobs, data.workers, data.fault_every, FAULT_HEADERS[1..].join("、"));
-    let _ = writeln!(out, "| crate | 栅栏 | handler 运行 | 执行两次的作业 | 被接受的过期副作用 | 被接受的过期完成 | 被拒绝的完成 | 丢失的作业 | {} | 接管中位数 | 重启时在途的 handler（其后返回） | 自己停下的 worker 进程 | 判定 |", FAULT_HEADERS.join(" | "));
-    let _ = writeln!(out, "|---|---|{}---|", "---:|".repeat(9 + FAULT_HEADERS.len()));
+    let _ = writeln!(out, "种子 {}，每次 {} 个作业、{} 个 worker 进程；每个 worker 进程都认领了第一个作业时重启一次服务器，之后每 {} 个作业有一个在第一次认领时遇到故障（{}轮流）\n", data.seed, data.jobs, data.workers, data.fault_every, CrateFault::AT_CLAIMS.map(CrateFault::header).join("、"));
+    let _ = writeln!(out, "| crate | 栅栏 | handler 运行 | 执行两次的作业 | 被接受的过期副作用 | 被接受的过期完成 | 被拒绝的完成 | 丢失的作业 | {} | 接管中位数 | 重启时在途的 handler（其后返回） | 自己停下的 worker 进程 | 判定 |", CrateFault::ALL.map(CrateFault::header).join(" | "));
+    let _ = writeln!(out, "|---|---|{}---|", "---:|".repeat(9 + CrateFault::ALL.len()));
     for r in &data.rows {
         let c = &r.counts;
         let struck: Vec<String> = CrateFault::ALL.iter().map(|f| r.struck.get(f).copied().unwrap_or(0).to_string()).collect();
