@@ -30,6 +30,11 @@ pub struct Group {
     /// Seconds it is expected to take, to start the longest first: what it
     /// took last time, else a guess.
     pub estimate: f64,
+    /// Whether its commands promise how long they take (the incident
+    /// table's `# 一分钟内`): such a group runs ahead of the others
+    /// (`schedule::LOWER_PRIORITY`), so that the promise is judged on the
+    /// command's own time, not on the five groups beside it.
+    pub promises_time: bool,
 }
 
 /// The test binaries of the workspace, by target name (`cli`, `cases`, …;
@@ -104,18 +109,18 @@ fn guess(name: &str) -> f64 {
 /// know is run whole, never skipped.
 pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<Vec<Group>> {
     let mut out = Vec::new();
-    let mut add = |name: String, program: &PathBuf, args: Vec<String>, env: Vec<(String, String)>, needs_scratch: bool, reporter: Reporter| {
+    let mut add = |name: String, program: &PathBuf, args: Vec<String>, env: Vec<(String, String)>, needs_scratch: bool, reporter: Reporter, promises_time: bool| {
         let estimate = times.get(&name).copied().unwrap_or_else(|| guess(&name));
-        out.push(Group { name, program: program.clone(), args, env, needs_scratch, reporter, estimate });
+        out.push(Group { name, program: program.clone(), args, env, needs_scratch, reporter, estimate, promises_time });
     };
     for (target, program) in &binaries.0 {
         match target.as_str() {
             "cases" => {
                 for slice in CASE_SLICES {
-                    add(format!("cases {}", slice.join(" ")), program, slice.iter().map(|s| s.to_string()).collect(), vec![], false, Reporter::File);
+                    add(format!("cases {}", slice.join(" ")), program, slice.iter().map(|s| s.to_string()).collect(), vec![], false, Reporter::File, false);
                 }
                 let variants: Vec<String> = cases::variants().iter().map(|v| v.name()).collect();
-                add("cases variants".into(), program, variants, vec![], false, Reporter::File);
+                add("cases variants".into(), program, variants, vec![], false, Reporter::File, false);
             }
             "book_commands" => {
                 let dir = paths::root().join("book");
@@ -128,6 +133,7 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
                     // A page of many exercises (each a build and a case run)
                     // is cut into slices of at most EXERCISES_PER_SLICE.
                     let slices = if book::only_exercises(&commands) { commands.len().div_ceil(EXERCISES_PER_SLICE) } else { 1 };
+                    let promises_time = commands.iter().any(|c| c.within.is_some());
                     for i in 0..slices {
                         let mut env = vec![("LAB_BOOK_CHAPTERS".to_owned(), chapter.clone())];
                         let name = if slices == 1 {
@@ -137,14 +143,14 @@ pub fn groups(binaries: &TestBinaries, times: &BTreeMap<String, f64>) -> Result<
                             format!("book {chapter} {}/{slices}", i + 1)
                         };
                         // --nocapture: its progress reaches the log.
-                        add(name, program, vec!["--nocapture".into()], env, book::needs_scratch(&commands), Reporter::LibtestAndFile);
+                        add(name, program, vec!["--nocapture".into()], env, book::needs_scratch(&commands), Reporter::LibtestAndFile, promises_time);
                     }
                 }
             }
-            "lib" => add("unit".into(), program, vec![], vec![], false, Reporter::Libtest),
+            "lib" => add("unit".into(), program, vec![], vec![], false, Reporter::Libtest, false),
             // Its browser test runs an exercise from its page (`try`).
-            "notebook" => add("notebook".into(), program, vec![], vec![], true, Reporter::Libtest),
-            other => add(other.to_owned(), program, vec![], vec![], false, Reporter::Libtest),
+            "notebook" => add("notebook".into(), program, vec![], vec![], true, Reporter::Libtest, false),
+            other => add(other.to_owned(), program, vec![], vec![], false, Reporter::Libtest, false),
         }
     }
     // Every slice of cases together must be every case: a case added to the
@@ -199,6 +205,9 @@ mod tests {
         assert!(names.contains(&"cases variants") && names.contains(&"unit"), "{names:?}");
         assert!(names.iter().any(|n| n.starts_with("book try-03-fence.md 1/")), "{names:?}");
         assert!(names.contains(&"book 07-lease-not-enough.md"), "{names:?}");
+        // Only the incident table promises how long its commands take.
+        let promising: Vec<&str> = all.iter().filter(|g| g.promises_time).map(|g| g.name.as_str()).collect();
+        assert_eq!(promising, ["book incidents.md"]);
         // Longest first.
         assert!(all.windows(2).all(|w| w[0].estimate >= w[1].estimate));
     }
