@@ -282,7 +282,7 @@ pub fn deadline_lead(leases: &mut LeaseStore, grant: &Grant) -> Result<Lead> {
 pub const LEAD_ROUND_TRIP: Duration = Duration::from_millis(40);
 
 /// How many readings `deadline_lead` takes at most before it gives up.
-const LEAD_READINGS: usize = 100;
+pub const LEAD_READINGS: usize = 100;
 // ANCHOR_END: deadline_lead
 
 /// A holder's parameters on etcd (F16, F19): its backend, and etcd's ttl,

@@ -140,7 +140,8 @@ pub(super) fn code_facts() -> Vec<Fact> {
     f.add("subnet", crate::hosts::SUBNET_CIDR);
     f.add("slow-response-wait", ms(cases::f2::slow_response_wait()));
     f.add("lead-round-trip", ms(cases::common::LEAD_ROUND_TRIP));
-    f.add("suite-lower-priority", crate::suite::schedule::LOWER_PRIORITY);
+    f.add("lead-readings", cases::common::LEAD_READINGS);
+    f.add("suite-nicer-by", crate::suite::schedule::NICER_BY);
     f.add("f13-covered", format!("x{}", cases::f13::COVERED));
     f.add("f13-not-covered", format!("x{}", cases::f13::NOT_COVERED));
     f.add("f13-jump", format!("{} s", cases::f13::JUMP.as_secs()));

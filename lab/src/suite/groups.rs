@@ -32,7 +32,7 @@ pub struct Group {
     pub estimate: f64,
     /// Whether its commands promise how long they take (the incident
     /// table's `# 一分钟内`): such a group runs ahead of the others
-    /// (`schedule::LOWER_PRIORITY`), so that the promise is judged on the
+    /// (`schedule::NICER_BY`), so that the promise is judged on the
     /// command's own time, not on the five groups beside it.
     pub promises_time: bool,
 }
