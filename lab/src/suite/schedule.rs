@@ -44,15 +44,15 @@ const PORTS_LOW: u32 = 20000;
 const PORTS_HIGH: u32 = 32000;
 
 /// How much nicer than the suite every group runs but those whose
-/// commands promise how long they take (`Group::promises_time`). Beside
-/// five groups of equal priority on 2 cores, the incidents'
-/// `./run.sh F18   # 一分钟内` (8 s alone) took 65 s in CI. Within one
-/// scheduling group the kernel weighs a thread at niceness n+5 about a
-/// third of one at n; it changes nothing while a core is idle. A server
-/// started by `pg_ctl` (a new session, so its own autogroup when the
-/// kernel groups by session) is weighed against whole sessions, whatever
-/// its niceness: this orders the groups' own processes (the lab, its
-/// holders, pg_basebackup, cargo), not the servers.
+/// commands promise how long they take (`Group::promises_time`), which
+/// run in a session of their own. Beside five groups of equal priority on
+/// 2 cores, the incidents' `./run.sh F18   # 一分钟内` (8 s alone) took
+/// 65 s in CI. Within one scheduling group the kernel weighs a thread at
+/// niceness n+5 about a third of one at n; it changes nothing while a core
+/// is idle. Where the kernel groups threads by session (autogroup), a
+/// session is weighed as a whole, whatever its niceness: the promising
+/// group's own session weighs as much as the rest of the suite's, and each
+/// server `pg_ctl` starts (a new session) as much again.
 pub const NICER_BY: i32 = 5;
 
 /// How long one group may run before it is a hang: far above the longest
@@ -221,8 +221,20 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
     }
     // Its own process group: a Ctrl-C at the terminal reaches the suite,
     // which passes it on to every group's processes at once.
-    cmd.process_group(0);
-    if !group.promises_time {
+    if group.promises_time {
+        // A session of its own is a process group of its own too, and,
+        // where the kernel groups by session (autogroup), a share of the
+        // cores equal to the whole rest of the suite's, as each server
+        // `pg_ctl` starts has.
+        // SAFETY: setsid is a system call, safe between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid()?;
+                Ok(())
+            })
+        };
+    } else {
+        cmd.process_group(0);
         // SAFETY: getpriority and setpriority are system calls, safe
         // between fork and exec.
         unsafe {
