@@ -72,6 +72,8 @@ pub struct Inputs {
     pub queues: crate::queue::crates::QueuesData,
     /// `evidence/26/model.json`: the model checker's table.
     pub model: ModelData,
+    /// `evidence/26/model-3.json`: the same table with three holders.
+    pub model_3: ModelData,
     /// `evidence/26/model-mutants.json`: the model against the mutations.
     pub model_mutants: MutantsData,
     /// `evidence/26/s3-probe.json`: conditional PUTs raced on a real
@@ -113,6 +115,7 @@ impl Inputs {
             chaos_queue: QueueChaosData::read(&dir.join("chaos-queue.json"))?,
             queues: crate::queue::crates::QueuesData::read(&dir.join("queues.json"))?,
             model: ModelData::read(&dir.join("model.json"))?,
+            model_3: ModelData::read(&dir.join("model-3.json"))?,
             model_mutants: MutantsData::read(&dir.join("model-mutants.json"))?,
             s3_probe: serde_json::from_str(&read("s3-probe.json")?).with_context(|| format!("reading {}", dir.join("s3-probe.json").display()))?,
             history_pages,
@@ -485,6 +488,31 @@ fn model_facts(inputs: &Inputs) -> Result<Vec<Fact>> {
         let row = model.configuration(mode, store).context(FILE)?;
         let steps = row.counterexample_steps.ok_or_else(|| format!("{FILE}: {mode} on {} has no counterexample", store.name()))?;
         f.add(anchor, steps);
+    }
+    f.add("threads", model.threads);
+    // Three holders (`lab model --holders 3`): the reduced search, and the
+    // same without symmetry.
+    const FILE_3: &str = "evidence/26/model-3.json";
+    let three = &inputs.model_3;
+    if three.holders != 3 || three.configurations.len() != model.configurations.len() {
+        return Err(format!("{FILE_3}: {} holders, {} configurations; wanted 3 holders and the {} of model.json", three.holders, three.configurations.len(), model.configurations.len()).into());
+    }
+    let states = three.configurations.iter().map(|c| c.states).sum::<usize>();
+    let unreduced = three.unreduced.as_ref().ok_or_else(|| format!("{FILE_3} has no search without symmetry"))?;
+    f.add("three-states", states);
+    f.add("three-seconds", format!("{:.1} s", three.seconds));
+    f.add("three-threads", three.threads);
+    f.add("three-rate", format!("{:.0}", states as f64 / three.seconds));
+    f.add("three-memory", format!("{} MiB", three.peak_memory >> 20));
+    f.add("three-unreduced-states", unreduced.states);
+    f.add("three-unreduced-seconds", format!("{:.1} s", unreduced.seconds));
+    f.add("three-saved", format!("{:.1}", unreduced.states as f64 / states as f64));
+    // The book says the third holder changes no verdict and no shortest
+    // counterexample's length: a table that says otherwise refuses here.
+    for (two, three) in model.configurations.iter().zip(&three.configurations) {
+        if (two.mode, two.store, &two.broken, two.counterexample_steps) != (three.mode, three.store, &three.broken, three.counterexample_steps) {
+            return Err(format!("{FILE_3}: {} on {} differs from the two-holder table (broken {:?} in {:?} steps against {:?} in {:?})", three.mode, three.store.name(), three.broken, three.counterexample_steps, two.broken, two.counterexample_steps).into());
+        }
     }
     f.add("caught", inputs.model_mutants.patches.iter().filter(|p| !p.caught_by.is_empty()).count());
     f.add("counterparts", COUNTERPARTS.len());

@@ -190,3 +190,12 @@ mod tests {
         assert_eq!(mount_in("tmpfs /run tmpfs rw 0 0\n", Path::new("/var")), None);
     }
 }
+
+/// This process's peak resident memory so far (`VmHWM` of
+/// `/proc/self/status`), in bytes; an error when the kernel does not say.
+pub fn peak_memory() -> crate::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).ok_or("/proc/self/status has no VmHWM line")?;
+    let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().map_err(|e| format!("VmHWM in {line:?}: {e}"))?;
+    Ok(kib * 1024)
+}

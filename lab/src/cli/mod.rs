@@ -351,6 +351,9 @@ pub struct ModelArgs {
     /// The lease store of --explore and --replay: single, sync or async.
     #[arg(long, default_value = "single", value_parser = store_kind)]
     store: crate::model::StoreKind,
+    /// How many holders the table's model runs: 2 (the book's table, its counterexamples and replays) to 4; beyond 2, holders after holder-a are taken as interchangeable (symmetry), and each configuration is searched again without that, to compare (evidence/26/model-3.md).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=4), conflicts_with_all = ["mutants", "replay", "explore"])]
+    holders: u8,
 }
 
 fn store_kind(text: &str) -> std::result::Result<crate::model::StoreKind, String> {
@@ -379,7 +382,7 @@ impl ModelArgs {
         if self.mutants {
             return table::run_mutants(self.out.as_deref());
         }
-        table::run(self.out.as_deref())
+        table::run(self.out.as_deref(), self.holders.into())
     }
 }
 

@@ -3,11 +3,12 @@
 //!
 //! The cases run one staged timeline each against PostgreSQL; the chaos run
 //! samples random ones. Neither shows that a mode is safe in *every* order
-//! of its steps. A model checker does: [`stateright`] starts from the
-//! initial state, takes every step enabled in it, then every step enabled
-//! in each state reached, and so on until no new state turns up, checking
-//! every property in every state. Breadth first, so the first path it finds
-//! to a broken property is a shortest one: a counterexample.
+//! of its steps. A model checker does: the model is a [`stateright`]
+//! `Model`, and [`search`] starts from the initial state, takes every step
+//! enabled in it, then every step enabled in each state reached, and so on
+//! until no new state turns up, checking every property in every state.
+//! Breadth first, so the first path it finds to a broken property is a
+//! shortest one: a counterexample.
 //!
 //! The parts, one file per concept:
 //! - [`store`]: the lease row and the three statements of `lease.rs`, on
@@ -21,6 +22,10 @@
 //! - [`properties`]: I1, I2, I3 and the other guarded facts, and the
 //!   examples that must be found for the check to mean anything.
 //! - [`mutation`]: the patches of `mutants/` that have a counterpart here.
+//! - [`search`]: the breadth-first search of every reachable state, and
+//!   the first path to each state that decides a property.
+//! - [`symmetry`]: holders with the same script are interchangeable; the
+//!   search visits one state of each class.
 //! - [`table`]: `lab model`: every mode on every store, the verdicts, the
 //!   shortest counterexamples, and the same against the mutations.
 //! - [`timeline`]: a counterexample drawn as the cases' runs are drawn.
@@ -43,6 +48,8 @@ pub mod properties;
 pub mod mutation;
 pub mod results;
 pub mod table;
+pub mod search;
+pub mod symmetry;
 pub mod timeline;
 pub mod explore;
 
@@ -84,12 +91,15 @@ pub struct Config {
     pub mutation: Option<ModelMutation>,
     /// The bounds.
     pub bounds: Bounds,
+    /// Whether the search visits one state of each class of interchangeable
+    /// holders (`symmetry`); off only to count what that saves.
+    pub symmetric: bool,
 }
 
 impl Config {
     /// `mode` on `store`, unmutated, within the table's bounds.
     pub fn new(mode: FenceMode, store: StoreKind) -> Config {
-        Config { mode, store, mutation: None, bounds: Bounds::TABLE }
+        Config { mode, store, mutation: None, bounds: Bounds::TABLE, symmetric: true }
     }
 }
 

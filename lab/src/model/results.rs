@@ -4,7 +4,7 @@
 //! one reader.
 
 use super::store::StoreKind;
-use super::table::{ConfigCheck, MutantCheck};
+use super::table::{ConfigCheck, MutantCheck, Scale};
 use super::Bounds;
 use crate::error::Result;
 use crate::result_data::ResultData;
@@ -25,8 +25,23 @@ pub struct ModelData {
     pub crashes: u8,
     /// The whole table's time, in seconds.
     pub seconds: f64,
+    /// On how many threads (one configuration each at a time).
+    pub threads: usize,
+    /// The checker's peak resident memory after the table, in bytes.
+    pub peak_memory: u64,
     /// One row per configuration, in the table's order.
     pub configurations: Vec<ConfigData>,
+    /// Beyond two holders: the same configurations without symmetry.
+    pub unreduced: Option<UnreducedData>,
+}
+
+/// The table searched without symmetry: what the reduction saves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnreducedData {
+    /// Distinct states in all.
+    pub states: usize,
+    /// Its time, in seconds, on the same threads.
+    pub seconds: f64,
 }
 
 /// One configuration's check.
@@ -77,8 +92,8 @@ pub struct MutantData {
 
 impl ModelData {
     /// The table's checks as data.
-    pub fn of(checks: &[ConfigCheck], took: Duration) -> ModelData {
-        let bounds = Bounds::TABLE;
+    pub fn of(checks: &[ConfigCheck], scale: &Scale) -> ModelData {
+        let bounds = checks.first().map_or(Bounds::TABLE, |c| c.config.bounds);
         let configurations = checks
             .iter()
             .map(|c| ConfigData {
@@ -91,7 +106,18 @@ impl ModelData {
                 counterexample_steps: c.counterexample().map(|(_, path)| path.clone().into_actions().len()),
             })
             .collect();
-        ModelData { schema: <ModelData as ResultData>::SCHEMA, holders: bounds.holders, acquires: bounds.acquires, crashes: bounds.crashes, seconds: took.as_secs_f64(), configurations }
+        let unreduced = scale.plain.map(|p| UnreducedData { states: p.checks.iter().map(|c| c.states).sum(), seconds: p.took.as_secs_f64() });
+        ModelData {
+            schema: <ModelData as ResultData>::SCHEMA,
+            holders: bounds.holders,
+            acquires: bounds.acquires,
+            crashes: bounds.crashes,
+            seconds: scale.took.as_secs_f64(),
+            threads: scale.threads,
+            peak_memory: scale.memory,
+            configurations,
+            unreduced,
+        }
     }
 
     /// The row of `mode` on `store`, or an error naming them.
@@ -118,7 +144,8 @@ impl MutantsData {
 }
 
 impl ResultData for ModelData {
-    const SCHEMA: u32 = 1;
+    /// 2: threads, peak memory and the unreduced search (symmetry).
+    const SCHEMA: u32 = 2;
     fn schema(&self) -> u32 {
         self.schema
     }

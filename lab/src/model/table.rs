@@ -14,9 +14,8 @@ use super::properties::{is_invariant, name};
 use super::resource::{Outcome, PARTS};
 use super::{Action, Bounds, Config, LeaseModel, State, StoreKind};
 use crate::vocabulary::FenceMode;
-use stateright::{Checker, Model, Path};
+use stateright::{Model, Path};
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What the checker found for one configuration.
@@ -59,50 +58,47 @@ impl ConfigCheck {
 }
 
 // ANCHOR: check
-/// Checks `config` whole, breadth first on one thread, so that states are
-/// visited in order of depth and the first path found to each property is
-/// a shortest one.
-///
-/// The paths are taken by a visitor that sees every state as it is
-/// visited, and keeps the first path on which each property is decided.
-/// stateright 0.31's own record of a discovery is overwritten by every
-/// later state that decides the same property (`BfsChecker::check_block`
-/// inserts unconditionally), which gives a path that runs on past the
-/// violation; its record serves only to stop the search once every
-/// property is decided.
+/// Checks `config` whole, breadth first, so that the first path found to
+/// each property is a shortest one (`search::breadth_first`).
 pub fn check(config: Config) -> ConfigCheck {
     let model = LeaseModel::new(config);
     let properties = model.properties();
-    let first: Arc<Mutex<Vec<(&'static str, Path<State, Action>)>>> = Arc::default();
-    let recorder = Arc::clone(&first);
-    let watched = model.properties();
-    let visitor = move |path: Path<State, Action>| {
-        let state = path.last_state();
-        let probe = LeaseModel::new(config);
-        let mut first = recorder.lock().unwrap_or_else(|p| p.into_inner());
-        for p in &watched {
-            let decided = (p.condition)(&probe, state) != is_invariant(p);
-            if decided && !first.iter().any(|(n, _)| *n == p.name) {
-                first.push((p.name, path.clone()));
-            }
-        }
-    };
     let started = Instant::now();
-    let checker = model.checker().visitor(visitor).spawn_bfs().join();
+    let found = super::search::breadth_first(&model);
     let took = started.elapsed();
-    let first = std::mem::take(&mut *first.lock().unwrap_or_else(|p| p.into_inner()));
-    let (mut broken, mut found, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut broken, mut found_examples, mut missing) = (Vec::new(), Vec::new(), Vec::new());
     for p in &properties {
-        match (is_invariant(p), first.iter().find(|(n, _)| *n == p.name)) {
+        match (is_invariant(p), found.first.iter().find(|(n, _)| *n == p.name)) {
             (true, Some((_, path))) => broken.push((p.name, path.clone())),
             (true, None) => {}
-            (false, Some(_)) => found.push(p.name),
+            (false, Some(_)) => found_examples.push(p.name),
             (false, None) => missing.push(p.name),
         }
     }
-    ConfigCheck { config, states: checker.unique_state_count(), took, broken, found, missing }
+    ConfigCheck { config, states: found.states, took, broken, found: found_examples, missing }
 }
 // ANCHOR_END: check
+
+/// Checks every configuration, each whole on one thread (so each keeps
+/// its shortest paths), as many at once as the machine has cores; the
+/// results in the order given.
+pub fn check_all(configs: &[Config]) -> Vec<ConfigCheck> {
+    let threads = check_threads(configs.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done: std::sync::Mutex<Vec<Option<ConfigCheck>>> = std::sync::Mutex::new(configs.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(config) = configs.get(i) else { return };
+                let checked = check(*config);
+                done.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(checked);
+            });
+        }
+    });
+    // A thread that panicked has already failed the scope above.
+    done.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().map(|c| c.expect("every configuration checked")).collect()
+}
 
 // ANCHOR: expected
 /// What the cases and the chaos run say of `mode` on `store`: the
@@ -226,8 +222,8 @@ pub fn chart_name(config: &Config) -> String {
 /// counterexample's steps. With `took` (the file the book includes), each
 /// check's time and the total; without (stdout, which the mutation harness
 /// compares with a lock), none: times vary from run to run.
-pub fn markdown(verdicts: &[ConfigCheck], took: Option<Duration>) -> String {
-    let mut out = if took.is_some() {
+pub fn markdown(verdicts: &[ConfigCheck], scale: Option<&Scale>) -> String {
+    let mut out = if scale.is_some() {
         String::from("| mode | lease store | verdict | states | time | invariants broken |\n|---|---|---|---:|---:|---|\n")
     } else {
         String::from("| mode | lease store | verdict | states | invariants broken |\n|---|---|---|---:|---|\n")
@@ -241,11 +237,11 @@ pub fn markdown(verdicts: &[ConfigCheck], took: Option<Duration>) -> String {
             "unsafe"
         };
         let broken = if v.is_safe() { "—".to_owned() } else { v.broken.iter().map(|(n, _)| *n).collect::<Vec<_>>().join("; ") };
-        let time = if took.is_some() { format!(" {:.2} s |", v.took.as_secs_f64()) } else { String::new() };
+        let time = if scale.is_some() { format!(" {:.2} s |", v.took.as_secs_f64()) } else { String::new() };
         let _ = writeln!(out, "| `{}` | {} | {verdict} | {} |{time} {broken} |", v.config.mode, v.config.store.name(), v.states);
     }
-    let bounds = Bounds::TABLE;
-    let total = took.map_or(String::new(), |t| format!(", {:.1} s", t.as_secs_f64()));
+    let bounds = verdicts.first().map_or(Bounds::TABLE, |v| v.config.bounds);
+    let total = scale.map_or(String::new(), |s| format!(", {:.1} s on {} threads, peak memory {} MiB", s.took.as_secs_f64(), s.threads, s.memory >> 20));
     let _ = writeln!(
         out,
         "\n{} configurations, {} states in all{total}. Bounds: {} holders, {} acquires, {} crash.",
@@ -255,10 +251,20 @@ pub fn markdown(verdicts: &[ConfigCheck], took: Option<Duration>) -> String {
         bounds.acquires,
         bounds.crashes,
     );
+    if let Some(plain) = scale.and_then(|s| s.plain) {
+        let _ = writeln!(
+            out,
+            "\nWithout symmetry (holders after holder-a not taken as interchangeable): {} states in all, {:.1} s; the same verdicts.",
+            plain.checks.iter().map(|v| v.states).sum::<usize>(),
+            plain.took.as_secs_f64()
+        );
+    }
     for v in verdicts.iter().filter(|v| !v.is_safe()) {
         let (property, path) = v.counterexample().expect("unsafe");
         let model = LeaseModel::new(v.config);
-        let _ = writeln!(out, "\n**`{}` on {}**: `{property}`, shortest counterexample ({} steps, chart `{}.mmd`):\n", v.config.mode, v.config.store.name(), path.last_state_index(), chart_name(&v.config));
+        // Charts are drawn for the book's table only (`run`).
+        let chart = if bounds == Bounds::TABLE { format!(", chart `{}.mmd`", chart_name(&v.config)) } else { String::new() };
+        let _ = writeln!(out, "\n**`{}` on {}**: `{property}`, shortest counterexample ({} steps{chart}):\n", v.config.mode, v.config.store.name(), path.last_state_index());
         for (i, step) in steps(&model, path).iter().enumerate() {
             let _ = writeln!(out, "{}. {step}", i + 1);
         }
@@ -345,38 +351,89 @@ pub fn mutants_markdown(rows: &[MutantCheck], took: Duration) -> String {
 /// counterexample's chart beside it. Times go to stderr, never into stdout
 /// (the mutation harness compares stdout with a lock). True when every
 /// verdict agrees.
-pub fn run(out: Option<&std::path::Path>) -> crate::Result<bool> {
+pub fn run(out: Option<&std::path::Path>, holders: usize) -> crate::Result<bool> {
+    let bounds = Bounds { holders, ..Bounds::TABLE };
+    let configs: Vec<Config> = configurations().into_iter().map(|c| Config { bounds, ..c }).collect();
     let started = Instant::now();
-    let mut verdicts = Vec::new();
-    for config in configurations() {
-        let v = check(config);
-        eprintln!("model: {} on {}: {} states, {:.2} s", config.mode, config.store.name(), v.states, v.took.as_secs_f64());
-        verdicts.push(v);
-    }
+    let verdicts = check_all(&configs);
     let took = started.elapsed();
+    let memory = crate::sysinfo::peak_memory()?;
+    for v in &verdicts {
+        eprintln!("model: {} on {}: {} states, {:.2} s", v.config.mode, v.config.store.name(), v.states, v.took.as_secs_f64());
+    }
+    // Beyond two holders, the same again without symmetry: what it saves,
+    // and a check of the reduction itself (with two there is nothing to
+    // permute, and the two searches are one).
+    let plain = (holders > Bounds::TABLE.holders).then(|| {
+        let unreduced: Vec<Config> = configs.iter().map(|c| Config { symmetric: false, ..*c }).collect();
+        let started = Instant::now();
+        let checks = check_all(&unreduced);
+        Plain { checks, took: started.elapsed() }
+    });
+    let scale = Scale { took, threads: check_threads(configs.len()), memory, plain: plain.as_ref() };
     let mut t = crate::transcript::Transcript::streaming(std::io::stdout());
-    t.case("MODEL", &format!("模型检查：{} 种资源端模式在三种租约库上，界限之内的每一种交错，结论与用例、混沌运行对照", FenceMode::ALL.len()));
+    let title = format!("模型检查：{} 种资源端模式在三种租约库上，界限之内的每一种交错，结论与用例、混沌运行对照", FenceMode::ALL.len());
+    t.case("MODEL", &if holders == Bounds::TABLE.holders { title } else { format!("{title}（{holders} 个持有者）") });
     print!("{}", markdown(&verdicts, None));
     if let Some(out) = out {
-        crate::paths::write_whole(out, &markdown(&verdicts, Some(took)))?;
-        ResultData::write(&super::results::ModelData::of(&verdicts, took), &out.with_extension("json"))?;
-        let dir = out.parent().unwrap_or(std::path::Path::new("."));
-        for v in verdicts.iter().filter(|v| !v.is_safe()) {
-            let (property, path) = v.counterexample().expect("unsafe");
-            let model = LeaseModel::new(v.config);
-            let chart = super::timeline::gantt(&model, path, &format!("{} · {} · {property}", v.config.mode, v.config.store.name()));
-            crate::paths::write_whole(&dir.join(format!("{}.mmd", chart_name(&v.config))), &chart)?;
+        crate::paths::write_whole(out, &markdown(&verdicts, Some(&scale)))?;
+        ResultData::write(&super::results::ModelData::of(&verdicts, &scale), &out.with_extension("json"))?;
+        // The charts are the book's two-holder counterexamples (the replays' schedules).
+        if holders == Bounds::TABLE.holders {
+            let dir = out.parent().unwrap_or(std::path::Path::new("."));
+            for v in verdicts.iter().filter(|v| !v.is_safe()) {
+                let (property, path) = v.counterexample().expect("unsafe");
+                let model = LeaseModel::new(v.config);
+                let chart = super::timeline::gantt(&model, path, &format!("{} · {} · {property}", v.config.mode, v.config.store.name()));
+                crate::paths::write_whole(&dir.join(format!("{}.mmd", chart_name(&v.config))), &chart)?;
+            }
         }
-        eprintln!("model: table written to {}, a chart per counterexample beside it", out.display());
+        eprintln!("model: table written to {}", out.display());
     }
     for v in &verdicts {
         let verdict = if v.is_safe() { "safe".to_owned() } else { format!("unsafe: {}", v.broken.iter().map(|(n, _)| *n).collect::<Vec<_>>().join("; ")) };
         let problems = disagreements(v);
         t.check(problems.is_empty(), format!("{} 在 {} 上：{verdict}（{} 个状态），与用例和混沌运行一致", v.config.mode, v.config.store.name(), v.states), || problems.join("; "));
     }
+    if let Some(plain) = &plain {
+        for (v, p) in verdicts.iter().zip(&plain.checks) {
+            let names = |c: &ConfigCheck| c.broken.iter().map(|(n, _)| *n).collect::<Vec<_>>();
+            t.check(
+                names(v) == names(p) && p.is_meaningful() && p.states >= v.states,
+                format!("{} 在 {} 上：不做对称约简时结论相同（{} 个状态）", v.config.mode, v.config.store.name(), p.states),
+                || format!("unreduced: broken {:?}, missing {:?}, {} states against {}", names(p), p.missing, p.states, v.states),
+            );
+        }
+    }
     t.summary();
     eprintln!("model: {} configurations checked in {:.1} s", verdicts.len(), took.as_secs_f64());
     Ok(t.failed() == 0)
+}
+
+/// How many threads `check_all` uses for `configs` configurations.
+pub fn check_threads(configs: usize) -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(configs.max(1))
+}
+
+/// The same configurations searched without symmetry.
+pub struct Plain {
+    /// Their checks.
+    pub checks: Vec<ConfigCheck>,
+    /// All of them, on `check_threads` threads.
+    pub took: Duration,
+}
+
+/// What a table's run cost: its time on how many threads, the process's
+/// peak memory after it, and the same without symmetry (beyond two holders).
+pub struct Scale<'a> {
+    /// The whole table.
+    pub took: Duration,
+    /// Threads, one configuration each at a time.
+    pub threads: usize,
+    /// Peak resident memory, in bytes, after the table (before `plain`).
+    pub memory: u64,
+    /// Without symmetry.
+    pub plain: Option<&'a Plain>,
 }
 // ANCHOR_END: run
 
