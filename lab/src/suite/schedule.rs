@@ -44,14 +44,14 @@ const PORTS_LOW: u32 = 20000;
 const PORTS_HIGH: u32 = 32000;
 
 /// How much nicer than the suite every group runs but those whose
-/// commands promise how long they take (`Group::promises_time`), which
+/// verdicts need the machine's time (`Group::ahead`), which
 /// run in a session of their own. Beside five groups of equal priority on
 /// 2 cores, the incidents' `./run.sh F18   # 一分钟内` (8 s alone) took
 /// 65 s in CI. Within one scheduling group the kernel weighs a thread at
 /// niceness n+5 about a third of one at n; it changes nothing while a core
 /// is idle. Where the kernel groups threads by session (autogroup), a
-/// session is weighed as a whole, whatever its niceness: the promising
-/// group's own session weighs as much as the rest of the suite's, and each
+/// session is weighed as a whole, whatever its niceness: such a group's
+/// own session weighs as much as the rest of the suite's, and each
 /// server `pg_ctl` starts (a new session) as much again.
 pub const NICER_BY: i32 = 5;
 
@@ -221,7 +221,7 @@ fn start(group: Group, slot: usize, workers: usize, scratch: Option<usize>, dir:
     }
     // Its own process group: a Ctrl-C at the terminal reaches the suite,
     // which passes it on to every group's processes at once.
-    if group.promises_time {
+    if group.ahead {
         // A session of its own is a process group of its own too, and,
         // where the kernel groups by session (autogroup), a share of the
         // cores equal to the whole rest of the suite's, as each server
