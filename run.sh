@@ -530,9 +530,11 @@ case "$cmd" in
     # Only a replay needs the cluster; the checker itself is pure.
     if printf '%s\n' "$@" | grep -qx -- '--replay'; then
       ensure_postgres; guard_cluster
-    elif printf '%s\n' "$@" | grep -q -- '^--holders'; then
+    elif printf '%s\n' "$@" | grep -A1 -x -- '--holders' | grep -qx '[34]'; then
       # Three holders search millions of states: the lab's own code
       # unoptimised (the debug build) takes about five times as long.
+      # (Any other value is the debug build's to judge and refuse.)
+      ensure_rust
       echo "run.sh: building an optimised lab for the larger model (the first build takes a few minutes)…" >&2
       cargo build --release --quiet --bin lab
       exec target/release/lab model "$@"
