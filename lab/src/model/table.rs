@@ -36,6 +36,11 @@ pub struct ConfigCheck {
 }
 
 impl ConfigCheck {
+    /// The invariants broken, most important first.
+    pub fn broken_names(&self) -> Vec<&'static str> {
+        self.broken.iter().map(|(n, _)| *n).collect()
+    }
+
     /// No invariant broken.
     pub fn is_safe(&self) -> bool {
         self.broken.is_empty()
@@ -136,7 +141,7 @@ pub fn disagreements(v: &ConfigCheck) -> Vec<String> {
     }
     let expected = expected(v.config.mode, v.config.store);
     if expected.is_empty() && !v.is_safe() {
-        out.push(format!("{what}: expected safe, but {} broke", v.broken.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")));
+        out.push(format!("{what}: expected safe, but {} broke", v.broken_names().join(", ")));
     }
     for property in expected {
         if !v.breaks(property) {
@@ -219,9 +224,10 @@ pub fn chart_name(config: &Config) -> String {
 }
 
 /// The verdict table as Markdown: one row per configuration, then each
-/// counterexample's steps. With `took` (the file the book includes), each
-/// check's time and the total; without (stdout, which the mutation harness
-/// compares with a lock), none: times vary from run to run.
+/// counterexample's steps. With `scale` (the file the book includes), each
+/// check's time, the total, the threads and the peak memory (and, beyond
+/// two holders, the unreduced search); without (stdout, which the
+/// mutation harness compares with a lock), none: times vary from run to run.
 pub fn markdown(verdicts: &[ConfigCheck], scale: Option<&Scale>) -> String {
     let bounds = verdicts.first().map_or(Bounds::TABLE, |v| v.config.bounds);
     // Beyond the book's bounds, the table and its totals can be included
@@ -240,7 +246,7 @@ pub fn markdown(verdicts: &[ConfigCheck], scale: Option<&Scale>) -> String {
         } else {
             "unsafe"
         };
-        let broken = if v.is_safe() { "—".to_owned() } else { v.broken.iter().map(|(n, _)| *n).collect::<Vec<_>>().join("; ") };
+        let broken = if v.is_safe() { "—".to_owned() } else { v.broken_names().join("; ") };
         let time = if scale.is_some() { format!(" {:.2} s |", v.took.as_secs_f64()) } else { String::new() };
         let _ = writeln!(out, "| `{}` | {} | {verdict} | {} |{time} {broken} |", v.config.mode, v.config.store.name(), v.states);
     }
@@ -255,8 +261,7 @@ pub fn markdown(verdicts: &[ConfigCheck], scale: Option<&Scale>) -> String {
         bounds.crashes,
     );
     if let Some(plain) = scale.and_then(|s| s.plain) {
-        let names = |c: &ConfigCheck| c.broken.iter().map(|(n, _)| *n).collect::<Vec<_>>();
-        let differ = verdicts.iter().zip(&plain.checks).filter(|(v, p)| names(v) != names(p)).count();
+        let differ = verdicts.iter().zip(&plain.checks).filter(|(v, p)| v.broken_names() != p.broken_names()).count();
         let same = if differ == 0 { "the same verdicts".to_owned() } else { format!("**different verdicts in {differ} configurations**") };
         let _ = writeln!(
             out,
@@ -400,17 +405,16 @@ pub fn run(out: Option<&std::path::Path>, holders: usize) -> crate::Result<bool>
         eprintln!("model: table written to {}", out.display());
     }
     for v in &verdicts {
-        let verdict = if v.is_safe() { "safe".to_owned() } else { format!("unsafe: {}", v.broken.iter().map(|(n, _)| *n).collect::<Vec<_>>().join("; ")) };
+        let verdict = if v.is_safe() { "safe".to_owned() } else { format!("unsafe: {}", v.broken_names().join("; ")) };
         let problems = disagreements(v);
         t.check(problems.is_empty(), format!("{} 在 {} 上：{verdict}（{} 个状态），与用例和混沌运行一致", v.config.mode, v.config.store.name(), v.states), || problems.join("; "));
     }
     if let Some(plain) = &plain {
         for (v, p) in verdicts.iter().zip(&plain.checks) {
-            let names = |c: &ConfigCheck| c.broken.iter().map(|(n, _)| *n).collect::<Vec<_>>();
             t.check(
-                names(v) == names(p) && p.is_meaningful() && p.states >= v.states,
+                v.broken_names() == p.broken_names() && p.is_meaningful() && p.states >= v.states,
                 format!("{} 在 {} 上：不做对称约简时结论相同（{} 个状态）", v.config.mode, v.config.store.name(), p.states),
-                || format!("unreduced: broken {:?}, missing {:?}, {} states against {}", names(p), p.missing, p.states, v.states),
+                || format!("unreduced: broken {:?}, missing {:?}, {} states against {}", p.broken_names(), p.missing, p.states, v.states),
             );
         }
     }
