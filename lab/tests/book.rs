@@ -13,8 +13,8 @@
 //! - one paragraph per line, and one vocabulary (the glossary's);
 //! - `mdbook build` succeeds with no error or warning line, and the built
 //!   book carries the history pages the chapters link to;
-//! - in headless Chromium, both diagrams render as SVG and no page shows a
-//!   raw `{{#include`.
+//! - in headless Chromium (one browser visiting every page), every diagram
+//!   renders as SVG and no page shows a raw `{{#include`.
 //!
 //! The build test needs the pinned mdbook and mdbook-mermaid in `.tools/bin`
 //! (`./run.sh book` or `./run.sh test` installs them).
@@ -23,6 +23,12 @@
 //! reader of its chapters and includes.
 
 mod common;
+// The visual check's DevTools client: one browser visits every page (a
+// browser started per page cost about two seconds of processor each, the
+// suite's largest single use of Chromium). Only `open` and `eval` are used here.
+#[allow(dead_code)]
+#[path = "visual/cdp.rs"]
+mod cdp;
 
 use std::fs;
 use std::io::Write;
@@ -699,12 +705,13 @@ fn book_builds_and_renders() {
 
     let Some(chromium) = common::chromium_for("the rendered-diagram check (c)") else { return };
     // Every page, as a reader's browser shows it after its scripts ran.
+    let mut browser = cdp::Browser::launch(&chromium, 1280, 900, &[]);
     let mut problems = Vec::new();
     let mut diagrams = 0;
     for (name, text) in chapters() {
         let Some(stem) = name.strip_suffix(".md").filter(|s| *s != "SUMMARY") else { continue };
         let page = if stem == "preface" { "index.html".to_owned() } else { format!("{stem}.html") };
-        let dom = dump_dom(&chromium, &out_dir.join(&page));
+        let dom = drawn_dom(&mut browser, &out_dir.join(&page));
         let expected = text.lines().filter(|l| l.trim_start().starts_with("```mermaid")).count();
         let drawn = dom.matches("aria-roledescription=\"").count() - dom.matches("aria-roledescription=\"error\"").count();
         diagrams += drawn;
@@ -723,7 +730,7 @@ fn book_builds_and_renders() {
     }
     assert!(problems.is_empty(), "rendered pages:\n{}", problems.join("\n"));
     for (page, kind) in [("05-state-machine.html", "stateDiagram"), ("07-lease-not-enough.html", "sequence")] {
-        let dom = dump_dom(&chromium, &out_dir.join(page));
+        let dom = drawn_dom(&mut browser, &out_dir.join(page));
         assert!(dom.contains(&format!("aria-roledescription=\"{kind}\"")), "{page}: no rendered {kind} diagram");
     }
     loudly(&format!("RAN: headless Chromium ({}) rendered every page: {diagrams} diagrams drawn, no raw include, no stray CJK space", chromium.display()));
@@ -767,20 +774,22 @@ fn a_planted_stray_space_is_found() {
     assert!(stray_cjk_spaces("<p>用 <code>psql</code> 查看</p>").is_empty());
 }
 
-/// The page's DOM after its scripts ran, from headless Chromium.
-fn dump_dom(chromium: &Path, page: &Path) -> String {
-    let profile = tempfile::Builder::new().prefix("lab-chromium-").tempdir().unwrap();
-    let out = Command::new(chromium)
-        .args(common::HEADLESS_CHROMIUM)
-        .args(["--virtual-time-budget=20000", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        // Its own scratch folders (org.chromium.Chromium.*) go with `profile`.
-        .env("TMPDIR", profile.path())
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "chromium failed on {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// The page's DOM once its scripts ran and mermaid has drawn each diagram
+/// (it marks every source block it replaced `data-processed`), or after
+/// 20 s: an undrawn diagram is then counted as such, never waited for.
+const DRAWN_DOM: &str = r#"(async () => {
+  const deadline = Date.now() + 20000;
+  while (document.querySelector("pre.mermaid:not([data-processed])") && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return document.documentElement.outerHTML;
+})()"#;
+
+/// The page's DOM after its scripts ran, as the browser holds it (see DRAWN_DOM).
+fn drawn_dom(browser: &mut cdp::Browser, page: &Path) -> String {
+    browser.open(&format!("file://{}", page.display()));
+    let dom = browser.eval(DRAWN_DOM);
+    dom.as_str().unwrap_or_else(|| panic!("{}: the page's DOM is not text: {dom}", page.display())).to_owned()
 }
 
 /// A fact's text, by anchor, among the facts the code computes now (never
