@@ -11,14 +11,20 @@
 //! - in Chromium, each page draws every operation and every fault of its
 //!   lines; each filter of a finding (`#only=stale`, …) shows exactly the
 //!   operations the checker found; nothing leaves the page (a proxy that
-//!   refuses everything, and Chromium's own log of the requests the page
-//!   made); each page is under 2 MB;
+//!   refuses everything, and the requests the page made as the DevTools
+//!   protocol reports them); each page is under 2 MB;
 //! - each of those checks fails on a page planted to break it: an
 //!   operation or a fault not drawn, a filter that shows everything, an
 //!   image or a fetch from the network, a page too big, a page with nothing
 //!   in it.
 
 mod common;
+// The visual check's DevTools client: one browser per test opens every
+// page (a browser started per page and per filter cost about two seconds
+// of processor each, most of this test's time).
+#[allow(dead_code)]
+#[path = "visual/cdp.rs"]
+mod cdp;
 
 use lab::chaos::checker::{check, findings, CheckerInput};
 use lab::chaos::results::ChaosData;
@@ -27,7 +33,6 @@ use lab::history::{Record, Target};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use lab::history::page::MAX_BYTES;
 
@@ -130,51 +135,45 @@ fn chromium(what: &str) -> Option<PathBuf> {
 }
 
 /// What Chromium made of a page: its DOM after the script ran, and the
-/// network requests the page itself asked for (Chromium's own, such as
-/// its update checks, are left out).
+/// network requests the page itself asked for.
 struct Seen {
     dom: String,
     requests: Vec<String>,
 }
 
-/// Opens `page` (with `fragment`) in headless Chromium behind a proxy that
-/// refuses every connection, so nothing can leave even if the page asks.
-fn open(chromium: &Path, page: &Path, fragment: &str) -> Seen {
-    let scratch = tempfile::Builder::new().prefix("lab-history-chromium-").tempdir().unwrap();
-    let net_log = scratch.path().join("net-log.json");
-    let out = Command::new(chromium)
-        .args(common::HEADLESS_CHROMIUM)
-        .args([
-            // Port 9 (discard) on loopback, where nothing listens: every
-            // connection through the proxy is refused, loopback included.
-            "--proxy-server=http://127.0.0.1:9",
-            "--proxy-bypass-list=<-loopback>",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", scratch.path().join("profile").display()))
-        // Its own scratch folders (org.chromium.Chromium.*) go with `scratch`.
-        .env("TMPDIR", scratch.path())
-        .arg(format!("--log-net-log={}", net_log.display()))
-        .arg(format!("file://{}{fragment}", page.display()))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "chromium failed on {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
-    let log: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&net_log).unwrap()).expect("Chromium's net log is JSON");
-    Seen { dom: String::from_utf8_lossy(&out.stdout).into_owned(), requests: page_requests(&log) }
+/// Chromium's flags for the history pages: a proxy on port 9 (discard) on
+/// loopback, where nothing listens, so every connection through it is
+/// refused, loopback included: nothing can leave even if a page asks.
+const NO_NETWORK: [&str; 2] = ["--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>"];
+
+/// One headless Chromium for a test's pages, reporting their requests.
+fn browser(chromium: &Path) -> cdp::Browser {
+    let mut browser = cdp::Browser::launch_with(chromium, 1280, 900, &[], &NO_NETWORK);
+    browser.call("Network.enable", serde_json::json!({}));
+    browser
 }
 
-/// The URLs of the requests a page made, from Chromium's net log: a
-/// request the page started carries the page's origin as its initiator
-/// (`null` for a file); the browser's own carry "not an origin". A file,
-/// `data:` or `blob:` address never leaves the machine.
-fn page_requests(log: &serde_json::Value) -> Vec<String> {
+/// Opens `page` (with `fragment`) in `browser` as a fresh document: the
+/// page reads its fragment when it loads (a change of fragment alone would
+/// load nothing), and its script runs to its end before the load event.
+fn open(browser: &mut cdp::Browser, page: &Path, fragment: &str) -> Seen {
+    browser.open("about:blank");
+    browser.open(&format!("file://{}{fragment}", page.display()));
+    let dom = browser.eval("document.documentElement.outerHTML");
+    let dom = dom.as_str().unwrap_or_else(|| panic!("{}: the page's DOM is not text: {dom}", page.display())).to_owned();
+    Seen { dom, requests: page_requests(&browser.take_events("Network.requestWillBeSent")) }
+}
+
+/// The URLs of the requests a page made, from the protocol's
+/// `Network.requestWillBeSent` events (the page's own: the browser's
+/// requests are not the page's session's). A file, `data:`, `blob:` or
+/// `about:` address never leaves the machine.
+fn page_requests(events: &[serde_json::Value]) -> Vec<String> {
     let mut urls = BTreeSet::new();
-    for event in log["events"].as_array().into_iter().flatten() {
-        let params = &event["params"];
-        let (Some(url), Some(initiator)) = (params["url"].as_str(), params["initiator"].as_str()) else { continue };
+    for event in events {
+        let url = event["params"]["request"]["url"].as_str().unwrap_or_else(|| panic!("a request event with no URL: {event}"));
         let local = ["file:", "data:", "blob:", "about:"].iter().any(|s| url.starts_with(s));
-        if initiator != "not an origin" && !local {
+        if !local {
             urls.insert(url.to_owned());
         }
     }
@@ -260,7 +259,7 @@ fn expected_marks(record: &Record) -> Vec<(&'static str, BTreeSet<String>)> {
 }
 
 /// What is wrong with `page` as Chromium shows it, against `record`.
-fn problems(chromium: &Path, page: &Path, record: &Record) -> Vec<String> {
+fn problems(browser: &mut cdp::Browser, page: &Path, record: &Record) -> Vec<String> {
     let name = page.file_name().unwrap().to_string_lossy().into_owned();
     let mut problems = Vec::new();
     let size = std::fs::metadata(page).unwrap().len();
@@ -276,7 +275,7 @@ fn problems(chromium: &Path, page: &Path, record: &Record) -> Vec<String> {
     }
     // The whole run (`#from=0`): a page opened with no window opens on its
     // story, where lanes without an operation there are hidden.
-    let seen = open(chromium, page, "#from=0");
+    let seen = open(browser, page, "#from=0");
     for url in &seen.requests {
         problems.push(format!("{name}: the page asked the network for {url}"));
     }
@@ -294,12 +293,12 @@ fn problems(chromium: &Path, page: &Path, record: &Record) -> Vec<String> {
         if want.is_empty() {
             continue;
         }
-        let filtered: BTreeSet<String> = shown(&open(chromium, page, &format!("#only={kind}&from=0")).dom, "op").into_iter().collect();
+        let filtered: BTreeSet<String> = shown(&open(browser, page, &format!("#only={kind}&from=0")).dom, "op").into_iter().collect();
         if filtered != want {
             problems.push(format!("{name}#only={kind}: shows {} operations, the checker found {}", filtered.len(), want.len()));
         }
         // Opened with no window, the page shows its story: every finding.
-        let first: BTreeSet<String> = shown(&open(chromium, page, "").dom, "op").into_iter().collect();
+        let first: BTreeSet<String> = shown(&open(browser, page, "").dom, "op").into_iter().collect();
         if !want.is_subset(&first) {
             problems.push(format!("{name}: opened with no window, it hides {} of the {} operations the checker found ({kind})", want.difference(&first).count(), want.len()));
         }
@@ -316,9 +315,10 @@ fn evidence_pages_draw_their_lines_and_nothing_else() {
     let stale: usize = pages.iter().map(|(_, r)| expected_marks(r)[0].1.len()).sum();
     assert!(stale > 0, "no evidence page has a stale write to find");
     let Some(chromium) = chromium("evidence pages") else { return };
+    let mut browser = browser(&chromium);
     let mut all = Vec::new();
     for (page, record) in &pages {
-        all.extend(problems(&chromium, page, record));
+        all.extend(problems(&mut browser, page, record));
     }
     assert!(all.is_empty(), "the history pages:\n{}", all.join("\n"));
     let _ = writeln!(std::io::stderr(), "\n*** RAN: headless Chromium drew {} history pages; {stale} stale writes found by their filter\n", pages.len());
@@ -337,6 +337,7 @@ fn planted(edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf, Record
 #[test]
 fn planted_pages_are_caught() {
     let Some(chromium) = chromium("planted pages") else { return };
+    let mut browser = browser(&chromium);
     // The page without the `<rect …>…</rect>` around the first `mark`, as often as it appears.
     fn without(html: &str, mark: &str, times: usize) -> String {
         let mut out = html.to_owned();
@@ -361,13 +362,13 @@ fn planted_pages_are_caught() {
     ];
     for (want, edit) in cases {
         let (_dir, page, record) = planted(edit);
-        let found = problems(&chromium, &page, &record);
+        let found = problems(&mut browser, &page, &record);
         assert!(found.iter().any(|p| p.contains(want)), "a page planted to show {want:?} was not caught: {found:?}");
     }
     // A page of nothing: its lines hold no operation.
     let (_dir, page, mut record) = planted(|h| h.to_owned());
     record.ops.clear();
-    let found = problems(&chromium, &page, &record);
+    let found = problems(&mut browser, &page, &record);
     assert!(found.iter().any(|p| p.contains("hold no operation")), "{found:?}");
 }
 
@@ -392,6 +393,7 @@ fn shown_elements_are_read_through_their_ancestors() {
 #[test]
 fn a_hostile_history_runs_no_script() {
     let Some(chromium) = chromium("a hostile history") else { return };
+    let mut browser = browser(&chromium);
     let (_, mut record) = evidence_pages().into_iter().find(|(_, r)| !expected_marks(r)[0].1.is_empty()).expect("a page with stale writes");
     let hostile = r#""'><script>document.documentElement.setAttribute('data-pwned','script')</script><img src=x onerror="document.documentElement.setAttribute('data-pwned','img')"><a href="javascript:document.documentElement.setAttribute('data-pwned','link')">"#;
     record.run.command = hostile.into();
@@ -413,7 +415,7 @@ fn a_hostile_history_runs_no_script() {
     let dir = tempfile::Builder::new().prefix("lab-history-hostile-").tempdir().unwrap();
     let page = dir.path().join("hostile.html");
     std::fs::write(&page, &html).unwrap();
-    let seen = open(&chromium, &page, "");
+    let seen = open(&mut browser, &page, "");
     assert!(!seen.dom.contains("data-pwned=\""), "a script from the file ran: {}", &seen.dom[..seen.dom.len().min(2000)]);
     // An element's attribute, not the text (where `<` is `&lt;`).
     let script_link = regex::Regex::new(r#"(?i)<[a-z][^<>]*\s(href|src)="\s*javascript:"#).unwrap();
@@ -423,5 +425,5 @@ fn a_hostile_history_runs_no_script() {
     // The check can fail: the same page with the strings unescaped runs them.
     let unescaped = html.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'");
     std::fs::write(&page, unescaped).unwrap();
-    assert!(open(&chromium, &page, "").dom.contains("data-pwned=\""), "the check saw no script run on a page that runs one");
+    assert!(open(&mut browser, &page, "").dom.contains("data-pwned=\""), "the check saw no script run on a page that runs one");
 }

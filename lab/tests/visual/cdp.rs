@@ -52,6 +52,13 @@ impl Browser {
     /// CSS pixels, with `env` added to its environment (a fontconfig file,
     /// say), and attaches to its page.
     pub fn launch(chromium: &Path, width: u32, height: u32, env: &[(&str, &Path)]) -> Browser {
+        Browser::launch_with(chromium, width, height, env, &[])
+    }
+
+    /// As [`Browser::launch`], with `args` added to Chromium's command line
+    /// (the history pages' test adds a proxy that refuses everything).
+    #[allow(dead_code)] // visual.rs needs no extra flag; history.rs does
+    pub fn launch_with(chromium: &Path, width: u32, height: u32, env: &[(&str, &Path)], args: &[&str]) -> Browser {
         let dir = super::common::temp_dir("lab-visual-chromium-");
         let log = dir.path().join("chromium.log");
         let (cmd_read, cmd_write) = pipe();
@@ -65,6 +72,7 @@ impl Browser {
             // Its own scratch folders (org.chromium.Chromium.*) go with `dir`.
             .env("TMPDIR", dir.path())
             .arg(format!("--window-size={width},{height}"))
+            .args(args)
             .arg("about:blank")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -172,7 +180,9 @@ impl Browser {
         }
     }
 
-    /// Waits for the page's event `method`, one that arrived already included.
+    /// Waits for the page's event `method`, one that arrived already
+    /// included; the other events that arrive meanwhile are kept (see
+    /// [`Browser::take_events`]).
     fn wait_event(&mut self, method: &str) -> Value {
         if let Some(at) = self.events.iter().position(|e| e["method"] == method) {
             return self.events.remove(at);
@@ -183,7 +193,19 @@ impl Browser {
             if message["method"] == method {
                 return message;
             }
+            if message.get("method").is_some() {
+                self.events.push(message);
+            }
         }
+    }
+
+    /// The page's events named `method` that arrived since the last
+    /// [`Browser::open`] began, taken out of the kept ones.
+    #[allow(dead_code)] // used by history.rs (the requests a page made)
+    pub fn take_events(&mut self, method: &str) -> Vec<Value> {
+        let (taken, kept) = std::mem::take(&mut self.events).into_iter().partition(|e| e["method"] == method);
+        self.events = kept;
+        taken
     }
 
     /// Opens `url` and waits for its load event (its scripts ran; mermaid
