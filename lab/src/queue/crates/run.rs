@@ -593,7 +593,14 @@ fn step_restart(d: &mut Driver, p: &mut Progress) -> Result<()> {
     let Some((since, waiting)) = &p.restart else { return Ok(()) };
     if waiting.len() < d.config.workers.min(d.config.jobs) {
         if since.elapsed() > RESTART_BOUND {
-            return Err(format!("the worker processes did not all claim a job within {RESTART_BOUND:?} ({} handlers held)", waiting.len()).into());
+            let held: Vec<String> = waiting.iter().map(|(id, job, incarnation)| format!("handler {id}: job {job} in {incarnation}")).collect();
+            return Err(format!(
+                "the worker processes did not all claim a job within {RESTART_BOUND:?} ({} handlers held: {}); the run's sessions now:\n{}",
+                waiting.len(),
+                held.join(", "),
+                sessions_now(&mut d.db)?
+            )
+            .into());
         }
         return Ok(());
     }
@@ -606,6 +613,31 @@ fn step_restart(d: &mut Driver, p: &mut Progress) -> Result<()> {
         d.open(id, true, true)?;
     }
     Ok(())
+}
+
+/// Every session on the run's database but the lab's own, as
+/// `pg_stat_activity` shows it: which worker process is waiting, on what
+/// (a lock, the client, nothing), in which statement. What a bound that
+/// ran out needs to say, so that the run explains itself.
+fn sessions_now(db: &mut Client) -> Result<String> {
+    // Why: a worker that never claims a job is either not asking (idle, or
+    // gone) or asking and blocked (a lock wait shows in wait_event_type).
+    let rows = db.query(
+        "SELECT application_name, state, coalesce(wait_event_type || '/' || wait_event, '-'),
+                round(extract(epoch FROM now() - state_change)::numeric, 1)::text, left(regexp_replace(query, '\\s+', ' ', 'g'), 160)
+           FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid()
+          ORDER BY application_name",
+        &[],
+    )?;
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let (who, state, wait, for_s, query): (String, Option<String>, String, Option<String>, Option<String>) = (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+            format!("  {who}: {} for {}s, waiting on {wait}: {}", state.as_deref().unwrap_or("-"), for_s.as_deref().unwrap_or("?"), query.as_deref().unwrap_or(""))
+        })
+        .collect();
+    Ok(if lines.is_empty() { "  (none)".to_owned() } else { lines.join("\n") })
 }
 
 /// The run's record, read once every worker process is gone.
