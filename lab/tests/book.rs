@@ -774,22 +774,22 @@ fn a_planted_stray_space_is_found() {
     assert!(stray_cjk_spaces("<p>用 <code>psql</code> 查看</p>").is_empty());
 }
 
-/// The page's DOM once its scripts ran and mermaid has drawn each diagram
-/// (it marks every source block it replaced `data-processed`), or after
-/// 20 s: an undrawn diagram is then counted as such, never waited for.
+/// Waits until mermaid has drawn each diagram (it marks every source block
+/// it replaced `data-processed`), or 20 s: an undrawn diagram is then
+/// counted as such, never waited for. (visual/page.js waits the same way
+/// before it judges a page.)
 const DRAWN_DOM: &str = r#"(async () => {
   const deadline = Date.now() + 20000;
   while (document.querySelector("pre.mermaid:not([data-processed])") && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 50));
   }
-  return document.documentElement.outerHTML;
 })()"#;
 
 /// The page's DOM after its scripts ran, as the browser holds it (see DRAWN_DOM).
 fn drawn_dom(browser: &mut cdp::Browser, page: &Path) -> String {
     browser.open(&format!("file://{}", page.display()));
-    let dom = browser.eval(DRAWN_DOM);
-    dom.as_str().unwrap_or_else(|| panic!("{}: the page's DOM is not text: {dom}", page.display())).to_owned()
+    browser.eval(DRAWN_DOM);
+    browser.html()
 }
 
 /// A fact's text, by anchor, among the facts the code computes now (never

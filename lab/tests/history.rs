@@ -159,8 +159,7 @@ fn browser(chromium: &Path) -> cdp::Browser {
 fn open(browser: &mut cdp::Browser, page: &Path, fragment: &str) -> Seen {
     browser.open("about:blank");
     browser.open(&format!("file://{}{fragment}", page.display()));
-    let dom = browser.eval("document.documentElement.outerHTML");
-    let dom = dom.as_str().unwrap_or_else(|| panic!("{}: the page's DOM is not text: {dom}", page.display())).to_owned();
+    let dom = browser.html();
     Seen { dom, requests: page_requests(&browser.take_events("Network.requestWillBeSent")) }
 }
 

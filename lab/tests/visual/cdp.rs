@@ -241,6 +241,14 @@ impl Browser {
         reply["result"]["value"].clone()
     }
 
+    /// The page's DOM as it stands now, serialised (`outerHTML` of the
+    /// document element): what `--dump-dom` prints.
+    #[allow(dead_code)] // used by book.rs and history.rs
+    pub fn html(&mut self) -> String {
+        let dom = self.eval("document.documentElement.outerHTML");
+        dom.as_str().unwrap_or_else(|| panic!("the page's DOM is not text: {dom}")).to_owned()
+    }
+
     /// Lays the page out as a window `width`×`height` CSS pixels wide.
     pub fn resize(&mut self, width: u32, height: u32) {
         self.call("Emulation.setDeviceMetricsOverride", json!({ "width": width, "height": height, "deviceScaleFactor": 1, "mobile": false }));
