@@ -74,13 +74,15 @@ usage: ./run.sh [command]
                      scratch copy, run the case that catches it, see what failed
   mutants [NAME…]    break every guard in turn; each must be caught by a case line
                      (--accept re-locks the broken transcripts in evidence/26/try/)
-  bench [--seconds N] [--runs K] [--out FILE] [--redraw]
+  bench [--seconds N] [--runs K] [--writers LIST] [--scopes LIST] [--out FILE] [--redraw]
                      what fencing costs: writes/s and p50/p99 latency per resource mode
-                     (1, 4, 16 writers on 1 and on 16 scopes) and contended acquires/s;
-                     writes target/lab/bench.md (the book's: --out evidence/26/bench.md),
-                     bench.csv and a figure per writer count beside it (about 5
-                     minutes); --redraw only draws the figures again from the CSV
-                     beside FILE
+                     (1, 4, 16, 64 writers on 1, 16, 1000, 10000 scopes, or the counts
+                     LIST names, e.g. --writers 1,16), each with its spread over the
+                     runs, and contended acquires/s on PostgreSQL and on etcd; writes
+                     target/lab/bench.md (the book's: --out evidence/26/bench.md),
+                     bench.csv and a figure per scope count beside it (about 25
+                     minutes with the defaults); --redraw only draws the figures
+                     again from the CSV beside FILE
   test [GROUP…]      the whole test suite (what CI runs), its groups in parallel, with
                      progress and the slowest groups at the end; installs what it needs;
                      GROUP narrows it to the groups whose name contains it
@@ -491,7 +493,8 @@ case "$cmd" in
     # already, where the release build costs minutes of a busy machine.
     client=${LAB_BENCH_CLIENT:-release}
     [ "$client" = release ] || [ "$client" = debug ] || die "LAB_BENCH_CLIENT is release (the default) or debug, not '$client'"
-    ensure_postgres; guard_cluster
+    # etcd: the contended acquires are measured on it too, beside PostgreSQL.
+    ensure_postgres; ensure_etcd; guard_cluster
     if [ "$client" = debug ]; then
       build; "$LAB" bench "$@"
     else

@@ -57,7 +57,7 @@
     if (w.case) return "./run.sh " + w.case + (w.mode && w.mode !== info.mode ? " --mode " + w.mode : "") + (w.pause_before_check ? " --pause-before-check" : "") + (w.threads ? " --threads " + w.threads : "");
     if (w.command === "chaos") return "./run.sh chaos --seed " + w.seed + " --duration " + w.duration_s + "s --mode " + w.mode;
     if (w.command === "try") return "./run.sh try " + w.name;
-    if (w.command === "bench") return "./run.sh bench --seconds 1 --runs 1 --out target/lab/bench-notebook.md";
+    if (w.command === "bench") return "./run.sh bench --seconds 1 --runs 1 --writers 1,16 --scopes 1,1000 --out target/lab/bench-notebook.md";
     return "./run.sh model";
   }
 

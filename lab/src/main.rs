@@ -41,7 +41,7 @@ fn dispatch(command: Command) -> ExitCode {
             interrupt::install();
             report(cli::holder_bin().map_err(Into::into).and_then(|bin| cases::command::run(&args.request(bin))).map(verdict))
         }
-        Command::Bench { seconds, runs, out, redraw } => {
+        Command::Bench { seconds, runs, out, redraw, writers, scopes } => {
             let out = out.unwrap_or_else(|| paths::reader_out("bench.md"));
             if redraw {
                 return report(bench::report::redraw(&out).map(|written| {
@@ -50,7 +50,8 @@ fn dispatch(command: Command) -> ExitCode {
                 }));
             }
             interrupt::install();
-            report(bench::command(&bench::BenchOptions { seconds, runs, out }).map(|()| ExitCode::SUCCESS))
+            let (writers, scopes) = (bench::ascending(writers), bench::ascending(scopes));
+            report(bench::command(&bench::BenchOptions { seconds, runs, out, writers, scopes }).map(|()| ExitCode::SUCCESS))
         }
         Command::Suite { workers, only } => {
             interrupt::install();

@@ -3,7 +3,7 @@
 //! `chaos.json`, is written by `chaos::report::write_files` before it calls
 //! here), and its charts, each named after the table
 //! (`chaos-fenced-scope.mmd` beside `chaos.md`, one per mode;
-//! `bench-writers-4.svg` beside `bench.md`, one per writer count). Each
+//! `bench-scopes-16.svg` beside `bench.md`, one per scope count). Each
 //! file is written whole and then renamed into place: a reader (or the
 //! book's build) never finds half a table.
 
@@ -49,9 +49,9 @@ mod tests {
     /// table; a place that names no file is refused.
     #[test]
     fn files_are_placed_beside_the_table() {
-        let files = placed(Path::new("/e/bench.md"), "t".into(), vec![("csv", "c".into())], vec![("writers-4.svg".into(), "s".into())]).unwrap();
+        let files = placed(Path::new("/e/bench.md"), "t".into(), vec![("csv", "c".into())], vec![("scopes-16.svg".into(), "s".into())]).unwrap();
         let names: Vec<&str> = files.iter().map(|(p, _)| p.to_str().unwrap()).collect();
-        assert_eq!(names, ["/e/bench.md", "/e/bench.csv", "/e/bench-writers-4.svg"]);
+        assert_eq!(names, ["/e/bench.md", "/e/bench.csv", "/e/bench-scopes-16.svg"]);
         assert!(placed(Path::new("/"), "t".into(), Vec::new(), Vec::new()).is_err());
     }
 }

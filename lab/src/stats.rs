@@ -36,6 +36,18 @@ pub fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
+/// The `q` quantile of some values in any order, by nearest rank as
+/// [`quantile`]; NaN for none, as [`median`].
+pub fn quantile_of(values: &[f64], q: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,6 +70,9 @@ mod tests {
         assert_eq!(quantile(&sorted[..1], 0.99), Some(Duration::from_millis(1)));
         assert_eq!(quantile(&sorted[..50], 0.9), Some(Duration::from_millis(45)));
         assert_eq!(quantile(&[], 0.5), None);
+        let values: Vec<f64> = (1..=8).rev().map(f64::from).collect();
+        assert_eq!((quantile_of(&values, 0.25), quantile_of(&values, 0.75)), (2.0, 6.0));
+        assert!(quantile_of(&[], 0.25).is_nan());
     }
 
     /// Milliseconds keep their fractions, and whole ones print whole.

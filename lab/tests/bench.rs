@@ -1,10 +1,11 @@
 //! `lab bench` cannot rot, and its figures in the book cannot drift.
 //!
 //! The measuring run is the book's own: chapter 22 tells the reader to type
-//! `./run.sh bench --seconds 1 --runs 1 --out target/bench-mine.md`, and
+//! `./run.sh bench --seconds 1 --runs 1 --writers … --scopes … --out
+//! target/bench-mine.md`, and
 //! the book-commands test checks what it wrote with `common/bench_table.rs`
-//! (every cell once, the CSV, the figures, progress). One measuring run per
-//! test run: the bench saturates both cores for half a minute.
+//! (every cell of its grid once, the CSV, the figures, progress). One
+//! measuring run per test run: the bench saturates both cores for a minute.
 //!
 //! This test measures nothing. `lab bench --redraw` draws the figures from
 //! the locked CSV (`evidence/26/bench.csv`), and they must be the very
@@ -37,8 +38,8 @@ fn the_locked_figures_are_drawn_from_the_locked_csv() {
     std::fs::copy(evidence.join("bench.csv"), out.with_extension("csv")).unwrap();
     let run = common::run(LAB, &["bench", "--redraw", "--out", out.to_str().unwrap()], &[]);
     assert_exit(&run, 0, "lab bench --redraw");
-    for writers in ["1", "4", "16"] {
-        let name = format!("bench-writers-{writers}.svg");
+    for scopes in ["1", "16", "1000", "10000"] {
+        let name = format!("bench-scopes-{scopes}.svg");
         let locked = std::fs::read_to_string(evidence.join(&name)).unwrap();
         let redrawn = std::fs::read_to_string(dir.path().join(&name)).unwrap_or_else(|e| panic!("--redraw did not draw {name}: {e}\n{}", stdout(&run)));
         assert!(redrawn == locked, "evidence/26/{name} is not what evidence/26/bench.csv draws: redraw it with ./run.sh bench --redraw --out evidence/26/bench.md");

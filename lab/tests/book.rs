@@ -415,7 +415,7 @@ fn a_planted_stale_fact_is_named() {
     assert!(stale[0].contains("facts/code.md is stale") && stale[0].contains("`35`") && stale[0].contains(&format!("`{real}`")), "{}", stale[0]);
 }
 
-/// The cost chapter's figures (`evidence/26/bench-writers-*.svg`) are what
+/// The cost chapter's figures (`evidence/26/bench-scopes-*.svg`) are what
 /// `lab/src/bench/chart.rs` draws from the committed `bench.csv`, and no
 /// other chart of the bench lies beside them: a figure typed or edited by
 /// hand, or left over from an older drawing, is named.

@@ -273,8 +273,8 @@ fn book_commands_behave_as_the_book_says() {
             }
             // The bench is measured here only (tests/bench.rs measures
             // nothing): what it wrote must be the whole table.
-            if let Some(table) = bench_table::measured_table(&command.line).filter(|_| out.status.success()) {
-                if let Err(why) = bench_table::check(&copy.join(table), &String::from_utf8_lossy(&out.stdout), &String::from_utf8_lossy(&out.stderr)) {
+            if let Some(grid) = bench_table::measured_table(&command.line).filter(|_| out.status.success()) {
+                if let Err(why) = bench_table::check(&copy.join(&grid.table), &grid, &String::from_utf8_lossy(&out.stdout), &String::from_utf8_lossy(&out.stderr)) {
                     problems.push(format!("{}: `{}` wrote an incomplete bench: {why}", command.at, command.line));
                 }
             }

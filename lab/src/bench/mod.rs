@@ -8,10 +8,15 @@
 //! `synchronous_commit` are read with `SHOW` and printed with the table).
 //!
 //! The design, and why:
-//! - **Cells.** A cell is one mode with 1, 4 or 16 writers, on one scope or
-//!   on 16 scopes (writer *i* writes scope *i* mod 16, so up to 16 writers
-//!   never share a floor row). Each writer is a thread with its own
-//!   connection, as each instance of the report job has its own.
+//! - **Cells.** A cell is one mode with 1, 4, 16 or 64 writers, on 1, 16,
+//!   1,000 or 10,000 scopes (`--writers` and `--scopes` name fewer). With
+//!   fewer scopes than writers, writer *i* writes scope *i* mod the scopes,
+//!   so writers share floor rows; with more, writer *i* writes scopes *i*,
+//!   *i* + writers, … in turn, so every scope is written and none by two.
+//!   Each writer is a thread with its own connection, as each instance of
+//!   the report job has its own. The two version-store modes write objects
+//!   of their own (see `writers::scope_in`), so neither moves the other's
+//!   versions between slices.
 //! - **The workload models the report job.** Every writer holds the same
 //!   grant (token 1: one holding, written many times; equal tokens pass),
 //!   so every fenced write is accepted and the bench measures the cost of a
@@ -30,22 +35,28 @@
 //!   mode's write generates (the WAL insert position before and after each
 //!   slice), which is where a fence's price shows.
 //! - **Fair order.** The modes of one concurrency are measured
-//!   together: each has its own team of writers, and the teams take turns in
-//!   slices of a quarter of a second until each has written for the cell's
-//!   time (see [`writers`]), so a disk or a neighbour that slows the machine
-//!   slows every mode alike. Each group starts from a fresh resource schema
-//!   and a `CHECKPOINT`. The whole table is measured `--runs` times and
-//!   shows the median of the runs. A mode's ratio to `unfenced` is the
-//!   median, over every round of every run, of its slice's rate over the
-//!   `unfenced` slice's of the same round: pairs measured within a second of
-//!   each other, and a stall that hits one slice moves one pair only.
-//! - **Acquires.** 16 threads contend for one lease; a winner releases at
-//!   once, so the lease changes hands all the time and both outcomes of the
-//!   acquire statement run. The tokens issued must equal the grants counted.
+//!   together: one team of writers switches mode every slice of a quarter
+//!   of a second, mode after mode, until each mode has written for the
+//!   cell's time (see [`writers`]), so a disk or a neighbour that slows the
+//!   machine slows every mode alike. (One team, not one per mode: seven
+//!   teams of 64 writers would need 448 connections, and the cluster allows
+//!   250.) Each group starts from a fresh resource schema and a
+//!   `CHECKPOINT`. The whole table is measured `--runs` times and shows the
+//!   median of the runs, with the lowest and highest run beside it. A
+//!   mode's ratio to `unfenced` is the median, over every round of every
+//!   run, of its slice's rate over the `unfenced` slice's of the same
+//!   round: pairs measured within one round (seven slices) of each other, and a stall that
+//!   hits one slice moves one pair only; the quartiles of those ratios are
+//!   its spread.
+//! - **Acquires.** 16 threads contend for one lease, on PostgreSQL and on
+//!   etcd; a winner releases at once, so the lease changes hands all the
+//!   time and both outcomes of the acquire run. The tokens issued must be
+//!   as many as the grants counted, each a new one.
 //!
 //! Files: [`writers`] (one write cell), [`acquirers`] (the acquire cell),
 //! [`report`] (the machine's facts, the table, the files), [`chart`] (the
-//! figures: every mode against `unfenced`, one per writer count).
+//! figures: every mode against `unfenced` as writers grow, one per scope
+//! count).
 
 pub mod acquirers;
 pub mod chart;
@@ -53,6 +64,7 @@ pub mod handover;
 pub mod report;
 pub mod writers;
 
+use crate::cluster::etcd::EtcdCluster;
 use crate::cluster::Session;
 use crate::db;
 use crate::error::Result;
@@ -69,6 +81,10 @@ pub struct BenchOptions {
     pub runs: u32,
     /// The markdown table's file; the CSV goes beside it (`.csv`).
     pub out: PathBuf,
+    /// The writer counts measured, ascending ([`WRITERS`] by default).
+    pub writers: Vec<usize>,
+    /// The scope counts measured, ascending ([`SCOPES`] by default).
+    pub scopes: Vec<usize>,
 }
 
 /// The modes compared, the baseline first.
@@ -82,14 +98,30 @@ pub const MODES: [FenceMode; 7] = [
     FenceMode::ClaimFirst,
 ];
 
-/// How many writers write at once.
-pub const WRITERS: [usize; 3] = [1, 4, 16];
+/// How many writers write at once, by default.
+pub const WRITERS: [usize; 4] = [1, 4, 16, 64];
 
-/// On how many scopes: one shared floor row, or one per writer.
-pub const SCOPES: [usize; 2] = [1, 16];
+/// On how many scopes, by default: one floor row for every writer, one per
+/// writer or fewer, and many per writer.
+pub const SCOPES: [usize; 4] = [1, 16, 1000, 10_000];
+
+/// The most writers `--writers` takes: one connection each, and the
+/// cluster allows 250 (`max_connections`) for everything at once.
+pub const MOST_WRITERS: usize = 200;
+
+/// The most scopes `--scopes` takes: each is a floor row seeded, and every
+/// part of every scope is written once before the timing starts.
+pub const MOST_SCOPES: usize = 100_000;
 
 /// How many threads contend for the lease.
 pub const ACQUIRERS: usize = 16;
+
+/// A list of counts as the bench measures it: ascending, each once.
+pub fn ascending(mut counts: Vec<usize>) -> Vec<usize> {
+    counts.sort_unstable();
+    counts.dedup();
+    counts
+}
 
 /// One cell of the table: a mode, a number of writers, a number of scopes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +130,8 @@ pub struct Cell {
     pub mode: FenceMode,
     /// Concurrent writers, each on its own connection.
     pub writers: usize,
-    /// Scopes written (writer `i` writes scope `i % scopes`).
+    /// Scopes written (see `writers::scopes_of`: shared by writers when
+    /// fewer than they, else spread over them).
     pub scopes: usize,
 }
 
@@ -120,9 +153,11 @@ pub struct Sample {
     pub slice_rates: Vec<f64>,
 }
 
-/// What the acquire cell measured in one run.
+/// What the acquire cell measured in one run, on one lease store.
 #[derive(Clone, Debug)]
 pub struct AcquireSample {
+    /// `postgres` or `etcd`.
+    pub store: &'static str,
     /// Acquire attempts per second, all threads together.
     pub per_second: f64,
     /// The median latency of one attempt.
@@ -152,17 +187,17 @@ pub struct Results {
     pub options: BenchOptions,
     /// Each write cell with its samples, one per run, in table order.
     pub cells: Vec<(Cell, Vec<Sample>)>,
-    /// The acquire cell's samples, one per run.
+    /// The acquire cell's samples, one per store and run.
     pub acquires: Vec<AcquireSample>,
     /// The takeover cell's samples, every design, run after run.
     pub handovers: Vec<HandoverSample>,
 }
 
 /// The write cells in table order: scopes, then writers, then mode.
-pub fn cells() -> Vec<Cell> {
+pub fn cells(writer_counts: &[usize], scope_counts: &[usize]) -> Vec<Cell> {
     let mut out = Vec::new();
-    for scopes in SCOPES {
-        for writers in WRITERS {
+    for &scopes in scope_counts {
+        for &writers in writer_counts {
             for mode in MODES {
                 out.push(Cell { mode, writers, scopes });
             }
@@ -180,15 +215,18 @@ pub fn run(options: &BenchOptions) -> Result<Results> {
     let facts = report::Facts::read(session.cluster())?;
     eprintln!("bench: {}", facts.durability());
     let seconds = Duration::from_secs(options.seconds.into());
-    let table = cells();
+    let table = cells(&options.writers, &options.scopes);
     let mut cells: Vec<(Cell, Vec<Sample>)> = table.iter().map(|c| (*c, Vec::new())).collect();
     let (mut acquires, mut handovers) = (Vec::new(), Vec::new());
-    let groups = SCOPES.len() * WRITERS.len();
-    let total = (groups + 2) * options.runs as usize;
+    let groups = options.scopes.len() * options.writers.len();
+    let total = (groups + 3) * options.runs as usize;
     let mut done = 0;
+    // etcd's acquires, on F16's cluster from empty data; stopped when this ends.
+    let etcd = EtcdCluster::locate()?;
+    etcd.start_fresh_for_run()?;
     for run in 0..options.runs as usize {
-        for scopes in SCOPES {
-            for writers in WRITERS {
+        for &scopes in &options.scopes {
+            for &writers in &options.writers {
                 done += 1;
                 eprint!("bench: [{done}/{total}] run {}/{}: {writers} writer(s) on {scopes} scope(s), every mode … ", run + 1, options.runs);
                 let samples = writers::measure_group(writers, scopes, seconds)?;
@@ -201,8 +239,13 @@ pub fn run(options: &BenchOptions) -> Result<Results> {
             }
         }
         done += 1;
-        eprint!("bench: [{done}/{total}] run {}/{}: {ACQUIRERS} threads acquiring … ", run + 1, options.runs);
-        let sample = acquirers::measure(ACQUIRERS, seconds)?;
+        eprint!("bench: [{done}/{total}] run {}/{}: {ACQUIRERS} threads acquiring on PostgreSQL … ", run + 1, options.runs);
+        let sample = acquirers::measure_postgres(ACQUIRERS, seconds)?;
+        eprintln!("{:.0} attempts/s, {} granted", sample.per_second, sample.granted);
+        acquires.push(sample);
+        done += 1;
+        eprint!("bench: [{done}/{total}] run {}/{}: {ACQUIRERS} threads acquiring on etcd … ", run + 1, options.runs);
+        let sample = acquirers::measure_etcd(&etcd, ACQUIRERS, seconds)?;
         eprintln!("{:.0} attempts/s, {} granted", sample.per_second, sample.granted);
         acquires.push(sample);
         done += 1;
@@ -212,6 +255,7 @@ pub fn run(options: &BenchOptions) -> Result<Results> {
         eprintln!("{}", shown.join(", "));
         handovers.extend(samples);
     }
+    drop(etcd);
     drop(session);
     Ok(Results { facts, options: options.clone(), cells, acquires, handovers })
 }
@@ -233,7 +277,7 @@ mod tests {
     /// Every mode meets every concurrency, the baseline first in each group.
     #[test]
     fn the_table_has_every_cell_once() {
-        let cells = cells();
+        let cells = cells(&WRITERS, &SCOPES);
         assert_eq!(cells.len(), MODES.len() * WRITERS.len() * SCOPES.len());
         for group in cells.chunks(MODES.len()) {
             assert_eq!(group[0].mode, FenceMode::Unfenced);

@@ -12,6 +12,7 @@ pub mod commands;
 use crate::cases::{self, command::RunRequest, CaseOptions};
 use crate::chaos::{self, Config};
 use crate::vocabulary::FenceMode;
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -91,6 +92,12 @@ pub enum Command {
         /// Measure nothing: draw the figures again from the CSV beside --out.
         #[arg(long)]
         redraw: bool,
+        /// The writer counts to measure, comma-separated (each 1-200).
+        #[arg(long, value_delimiter = ',', default_values_t = crate::bench::WRITERS, value_parser = clap::value_parser!(u32).range(1..=crate::bench::MOST_WRITERS as i64).map(|n| n as usize))]
+        writers: Vec<usize>,
+        /// The scope counts to measure, comma-separated (each 1-100000).
+        #[arg(long, value_delimiter = ',', default_values_t = crate::bench::SCOPES, value_parser = clap::value_parser!(u32).range(1..=crate::bench::MOST_SCOPES as i64).map(|n| n as usize))]
+        scopes: Vec<usize>,
     },
     /// The whole test suite, its groups in parallel (what `./run.sh test` and CI run).
     Suite {

@@ -182,6 +182,10 @@ pub(super) fn code_facts() -> Vec<Fact> {
     f.add("bench-scopes", crate::bench::SCOPES.iter().max().copied().unwrap_or(1));
     f.add("bench-acquirers", crate::bench::ACQUIRERS);
     f.add("bench-slice", format!("{} s", crate::bench::writers::SLICE.as_secs_f64()));
+    f.add("bench-round", format!("{} s", crate::bench::writers::SLICE.as_secs_f64() * crate::bench::MODES.len() as f64));
+    f.add("bench-scope-counts", listed(&crate::bench::SCOPES.map(|s| s.to_string())));
+    f.add("bench-target", format!("{:.2}×", crate::bench::report::TARGET));
+    f.add("bench-wal-up-to", crate::bench::report::WAL_COMPARED_UP_TO);
 
     f.add("redactions", REDACTIONS.len());
     f.add("redaction-tokens", listed(&REDACTIONS.iter().map(|(_, with)| format!("`{with}`")).collect::<Vec<_>>()));

@@ -147,10 +147,12 @@ pub fn arguments(body: &str) -> Result<(Vec<String>, String), String> {
             Ok((vec!["try".into(), mutation.name.to_owned()], format!("try-{}", mutation.name)))
         }
         "model" => Ok((vec!["model".into()], "model".into())),
-        // Its table and charts beside the reader's, not over them.
+        // Its table and charts beside the reader's, not over them; the
+        // short grid of chapter 22's own command (the whole grid is
+        // minutes of warming up ten thousand scopes).
         _ => {
             let out = crate::paths::root().join("target/lab/bench-notebook.md").display().to_string();
-            Ok((["bench", "--seconds", "1", "--runs", "1", "--out", &out].map(str::to_owned).to_vec(), "bench".into()))
+            Ok((["bench", "--seconds", "1", "--runs", "1", "--writers", "1,16", "--scopes", "1,1000", "--out", &out].map(str::to_owned).to_vec(), "bench".into()))
         }
     }
 }
@@ -217,7 +219,7 @@ mod tests {
         assert!(arguments(r#"{"command":"chaos","name":"x"}"#).unwrap_err().contains("chaos takes no name"));
         assert_eq!(arguments(r#"{"command":"try","name":"fence-accepts-any-token"}"#).unwrap().0, ["try", "fence-accepts-any-token"]);
         assert!(arguments(r#"{"command":"try","name":"../x"}"#).unwrap_err().contains("no exercise"));
-        assert!(arguments(r#"{"command":"bench"}"#).unwrap().0.join(" ").starts_with("bench --seconds 1 --runs 1 --out /"));
+        assert!(arguments(r#"{"command":"bench"}"#).unwrap().0.join(" ").starts_with("bench --seconds 1 --runs 1 --writers 1,16 --scopes 1,1000 --out /"));
         assert_eq!(arguments(r#"{"case":"F3","threads":4}"#).unwrap(), (vec!["run".into(), "F3".into(), "--threads".into(), "4".into()], "F3-threads-4".into()));
         assert!(arguments(r#"{"case":"F4","threads":4}"#).unwrap_err().contains("F4 takes no --threads"));
         assert!(arguments(r#"{"case":"F3","threads":9999}"#).unwrap_err().contains("--threads is 2 to"));

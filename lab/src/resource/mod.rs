@@ -417,6 +417,15 @@ impl ResourceStore {
         Ok(self)
     }
 
+    /// Judges this session's next writes in `mode` (the bench's one team
+    /// of writers takes every mode in turn). The statements it prepared for
+    /// other modes stay prepared; a claim it made (CLAIM_FIRST) stays its
+    /// claim, and a put against a version another mode's write has moved
+    /// since loses and claims again, as behind any other writer.
+    pub fn set_mode(&mut self, mode: FenceMode) {
+        self.mode = mode;
+    }
+
     /// Installs the gap hook (F6, F8).
     pub fn with_gap(mut self, gap: impl FnMut() + Send + 'static) -> ResourceStore {
         self.gap = Some(Box::new(gap));
