@@ -149,7 +149,7 @@ pub struct Sample {
     /// WAL bytes the server wrote per write: what a commit must flush.
     pub wal_per_write: f64,
     /// Writes per second in each of the mode's slices, round by round: the
-    /// slices of one round of all modes lie within about a second.
+    /// slices of one round of all modes lie within one round (seven slices).
     pub slice_rates: Vec<f64>,
 }
 

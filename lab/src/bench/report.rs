@@ -177,7 +177,7 @@ pub fn markdown(results: &Results) -> Result<String> {
     let _ = writeln!(md, "- 持久性（SHOW 读出）：fsync={}，synchronous_commit={}，wal_sync_method={}", f.fsync, f.synchronous_commit, f.wal_sync_method);
     let _ = writeln!(
         md,
-        "- 测法：`lab bench --seconds {} --runs {}{}`，客户端为 {} 构建；每种模式每格写 {} s，同一组写入者（每个写入者一个线程、一条连接）以 {} s 为片轮流用 {} 种模式写；“写入/秒”取 {} 次运行的中位数，旁边是最低和最高的一次；“相对 unfenced”是同一轮里这一模式的一片与 unfenced 的一片之比（每轮的次序轮换，一轮 {} s），取所有轮的中位数，旁边是这些比值的四分位（p25 和 p75）；所有写入者持同一个 token（一次持有、多次写入）；作用域比写入者少时，写入者 i 写作用域 i mod 作用域数，否则写作用域 i、i + 写入者数、……，轮流改写自己的分片（每人至少 4 个）；version-cas 和 claim-first 在每个作用域各写自己的一个对象，互不改动对方的版本\n",
+        "- 测法：`lab bench --seconds {} --runs {}{}`，客户端为 {} 构建；每种模式每格写 {} s，同一组写入者（每个写入者一个线程、一条连接）以 {} s 为片轮流用 {} 种模式写；“写入/秒”取 {} 次运行的中位数，旁边是最低和最高的一次；“相对 unfenced”是同一轮里这一模式的一片与 unfenced 的一片之比（每轮的次序轮换，一轮 {} s），取所有轮的中位数，旁边是这些比值的四分位（p25 和 p75）；所有写入者持同一个 token（一次持有、多次写入）；作用域比写入者少时，写入者 i 写作用域 i mod 作用域数，否则写作用域 i、i + 写入者数、……，轮流改写自己的分片（每人至少 {} 个）；version-cas 和 claim-first 在每个作用域各写自己的一个对象，互不改动对方的版本\n",
         o.seconds,
         o.runs,
         grid_flags(o),
@@ -186,7 +186,8 @@ pub fn markdown(results: &Results) -> Result<String> {
         super::writers::SLICE.as_secs_f64(),
         MODES.len(),
         o.runs,
-        super::writers::SLICE.as_secs_f64() * MODES.len() as f64
+        super::writers::SLICE.as_secs_f64() * MODES.len() as f64,
+        super::writers::PARTS
     );
     let _ = writeln!(md, "| 作用域 | 写入者 | 模式 | 写入/秒 | 各次运行 | 相对 unfenced | 四分位 | p50 | p99 | WAL 字节/写入 | 被拒 |");
     let _ = writeln!(md, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");

@@ -32,7 +32,7 @@ pub const SLICE: Duration = Duration::from_millis(250);
 const TOKEN: i64 = 1;
 
 /// How many parts each writer rewrites in turn: a small report's parts.
-const PARTS: usize = 4;
+pub const PARTS: usize = 4;
 
 /// The group's scopes, `scope-00000` … with their floors at 0: a fenced
 /// write needs its scope's floor row to lock and compare (sql/res26.sql
