@@ -110,8 +110,8 @@ pub fn rows(results: &Results) -> Vec<Row> {
             Row {
                 cell: *cell,
                 per_second: median(&rates),
-                per_second_low: rates.iter().copied().fold(f64::NAN, f64::min),
-                per_second_high: rates.iter().copied().fold(f64::NAN, f64::max),
+                per_second_low: lowest(&rates),
+                per_second_high: highest(&rates),
                 ratio_p25: quantile_of(&ratios, 0.25),
                 ratio_p75: quantile_of(&ratios, 0.75),
                 ratio: med(ratios),
@@ -156,6 +156,14 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         .filter(|r| r.cell.mode == FenceMode::FencedScopeShared)
         .map(|r| Target { issue: 45, cell: r.cell, ratio: r.ratio, ratio_p25: r.ratio_p25, ratio_p75: r.ratio_p75, at_least: TARGET })
         .collect()
+}
+
+/// The lowest and the highest of the runs' figures (NaN for none, as the median).
+fn lowest(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::NAN, f64::min)
+}
+fn highest(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::NAN, f64::max)
 }
 
 /// A range as the table shows it: `low–high` with `decimals` decimals.
@@ -299,8 +307,8 @@ pub fn acquire_rows(results: &Results) -> Result<Vec<AcquireRow>> {
             id,
             store,
             per_second: median(&rates),
-            per_second_low: rates.iter().copied().fold(f64::NAN, f64::min),
-            per_second_high: rates.iter().copied().fold(f64::NAN, f64::max),
+            per_second_low: lowest(&rates),
+            per_second_high: highest(&rates),
             granted: median(&values(&|a| a.granted as f64)),
             p50: Duration::from_secs_f64(median(&values(&|a| a.p50.as_secs_f64()))),
             p99: Duration::from_secs_f64(median(&values(&|a| a.p99.as_secs_f64()))),
