@@ -207,7 +207,7 @@ pub fn replay(mode: FenceMode, store: StoreKind, holder_bin: PathBuf, t: &mut Tr
     let model = LeaseModel::new(Config::new(mode, store));
     let session = Session::begin()?;
     db::setup::recreate_databases()?;
-    let lab = Lab { holder_bin, cluster: session.cluster().clone(), options: Default::default() };
+    let lab = Lab { holder_bin, cluster: session.cluster().clone(), options: Default::default(), own: Default::default() };
     let shown = steps(&model, &path);
     let title = |m: FenceMode| format!("模型反例的重放：{mode} 在 {} 上的 `{broken}`（{} 步），资源端模式={m}", store.name(), shown.len());
     t.case("REPLAY", &title(mode));

@@ -77,14 +77,10 @@ pub fn clear() {
     events::take();
 }
 
-/// Keeps the current rows before a reset drops them. Nothing to keep (the
-/// tables do not exist yet, the server is not up) is not an error.
-pub fn stash() {
-    if let (Ok(lease), Ok(res)) = (Endpoint::lab(), Endpoint::lab()) {
-        if let Ok(now) = read_tables(Some(&lease), &res) {
-            keep(now);
-        }
-    }
+/// Keeps rows read before a reset drops them (see [`lease_events_on`],
+/// [`write_events_on`]).
+pub fn stash(lease: Vec<LeaseEvent>, writes: Vec<WriteAttempt>) {
+    keep(Timeline { lease, writes, ..Timeline::default() });
 }
 
 /// Keeps the rows of a case's own servers (the partition cases': lease
@@ -92,8 +88,8 @@ pub fn stash() {
 /// case, before the runner draws): the lease events of every server in
 /// `leases` (none where the lease is not in PostgreSQL: F19's etcd; two
 /// after F18's failover), the write attempts of every server in `resources`.
-/// A server that cannot be read leaves a picture without its rows, as
-/// [`stash`] does.
+/// A server that cannot be read leaves a picture without its rows, as a
+/// reset's table that cannot be read does.
 pub fn stash_from(leases: &[Endpoint], resources: &[Endpoint]) {
     for lease in leases {
         if let Ok(rows) = lease_events(lease) {
@@ -120,29 +116,24 @@ fn keep(now: Timeline) {
     kept.writes.extend(now.writes);
 }
 
-/// Everything recorded since [`clear`]: the stash, the tables now, and the
-/// parent's signals.
-pub fn collect() -> Result<Timeline> {
+/// Everything recorded since [`clear`]: the stash, the rows now (read
+/// with [`lease_events_on`] and [`write_events_on`]), and the parent's
+/// signals.
+pub fn collect(lease: Vec<LeaseEvent>, writes: Vec<WriteAttempt>) -> Timeline {
     let mut timeline = STASH.lock().take().unwrap_or_default();
-    let lab = Endpoint::lab()?;
-    let now = read_tables(Some(&lab), &lab)?;
-    timeline.lease.extend(now.lease);
-    timeline.writes.extend(now.writes);
+    timeline.lease.extend(lease);
+    timeline.writes.extend(writes);
     timeline.parent = events::take();
-    Ok(timeline)
-}
-
-fn read_tables(lease: Option<&Endpoint>, res: &Endpoint) -> Result<Timeline> {
-    let lease = match lease {
-        Some(server) => lease_events(server)?,
-        None => Vec::new(),
-    };
-    Ok(Timeline { lease, writes: write_events(res)?, parent: Vec::new() })
+    timeline
 }
 
 /// Every change of the lease row on `server`.
 fn lease_events(server: &Endpoint) -> Result<Vec<LeaseEvent>> {
-    let mut lease = db::open(server, credentials::ROLE, db::LEASE_DB, "lab timeline", None)?;
+    lease_events_on(&mut db::open(server, credentials::ROLE, db::LEASE_DB, "lab timeline", None)?)
+}
+
+/// Every change of the lease row, read on a session to a `lease26`.
+pub fn lease_events_on(lease: &mut postgres::Client) -> Result<Vec<LeaseEvent>> {
     // Epoch milliseconds on both sides: one axis with the parent's clock
     // (every host of the lab's network shares the machine's).
     let rows = lease
@@ -163,7 +154,11 @@ fn lease_events(server: &Endpoint) -> Result<Vec<LeaseEvent>> {
 
 /// Every write attempt on `server`'s resource, in ms since the epoch.
 fn write_events(server: &Endpoint) -> Result<Vec<WriteAttempt>> {
-    let mut res = db::open(server, credentials::ROLE, db::RES_DB, "lab timeline", None)?;
+    write_events_on(&mut db::open(server, credentials::ROLE, db::RES_DB, "lab timeline", None)?)
+}
+
+/// Every write attempt, read on a session to a `res26`.
+pub fn write_events_on(res: &mut postgres::Client) -> Result<Vec<WriteAttempt>> {
     res.query(resource::ATTEMPTS, &[]).context("reading write_attempt")?.iter().map(|r| resource::attempt_from(r, 0.0)).collect()
 }
 

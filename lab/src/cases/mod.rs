@@ -67,6 +67,7 @@ pub mod f32;
 pub mod f33;
 pub mod f34;
 pub mod job_queue;
+pub mod own_sessions;
 pub mod partitioned;
 pub mod paused_holder;
 pub mod run_data;
@@ -77,6 +78,8 @@ pub use runner::{CaseTime, Runner};
 
 use crate::cluster::Cluster;
 use crate::db;
+use crate::timeline;
+use own_sessions::OwnSessions;
 use crate::error::Result;
 use crate::lease::LeaseStore;
 use crate::params;
@@ -119,23 +122,44 @@ pub struct Lab {
     pub cluster: Cluster,
     /// The reader's knobs.
     pub options: CaseOptions,
+    /// The lab's own sessions for resets and pictures, kept for the run.
+    pub own: OwnSessions,
 }
 
 impl Lab {
     /// Replaces both schemas with the ones in `sql/`. What the timeline
     /// would need of the old rows is kept first (a case may reset halfway),
     /// and the case's history so far ends its stretch.
+    ///
+    /// The two databases are independent, so they are reset at once, each
+    /// on a thread of its own: a reset takes as long as the slower one.
     pub fn reset(&self) -> Result<()> {
-        crate::timeline::stash();
         history::cut();
-        db::reset_schema(&mut db::connect(db::LEASE_DB, "lab reset")?, db::LEASE_SCHEMA)?;
-        self.reset_resource()
+        // Rows that cannot be read (the tables do not exist yet) are not an
+        // error: there is nothing to keep.
+        let (lease, writes) = std::thread::scope(|scope| {
+            let lease = scope.spawn(|| {
+                self.own.on(db::LEASE_DB, |c| {
+                    let rows = timeline::lease_events_on(c).unwrap_or_default();
+                    db::reset_schema(c, db::LEASE_SCHEMA).map(|()| rows)
+                })
+            });
+            let writes = scope.spawn(|| {
+                self.own.on(db::RES_DB, |c| {
+                    let rows = timeline::write_events_on(c).unwrap_or_default();
+                    db::reset_schema(c, db::RES_SCHEMA).map(|()| rows)
+                })
+            });
+            (joined(lease), joined(writes))
+        });
+        timeline::stash(lease?, writes?);
+        Ok(())
     }
 
     /// Replaces only the resource's schema: a case that runs a second
     /// timeline against the same grants (F6) starts the resource afresh.
     pub fn reset_resource(&self) -> Result<()> {
-        db::reset_schema(&mut db::connect(db::RES_DB, "lab reset")?, db::RES_SCHEMA)
+        self.own.on(db::RES_DB, |c| db::reset_schema(c, db::RES_SCHEMA))
     }
 
     /// A lease service session for `who`.
@@ -152,6 +176,11 @@ impl Lab {
     pub fn view(&self) -> Result<ResourceView> {
         ResourceView::connect()
     }
+}
+
+/// What a reset's thread returned; its panic is an error.
+fn joined<T>(reset: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    reset.join().unwrap_or_else(|_| Err("a reset's thread panicked".into()))
 }
 
 /// One experiment.

@@ -45,7 +45,7 @@ impl Runner {
         }
         let session = Session::begin()?;
         db::setup::recreate_databases()?;
-        let lab = Lab { holder_bin, cluster: session.cluster().clone(), options };
+        let lab = Lab { holder_bin, cluster: session.cluster().clone(), options, own: Default::default() };
         Ok(Runner { _session: session, lab })
     }
 
@@ -101,7 +101,9 @@ impl Runner {
             let findings = checker::findings(&CheckerInput::from_record(&record)?);
             history::save(&history::dir(), &record, &findings)?;
         }
-        let recorded = timeline::collect()?;
+        let lease = self.lab.own.on(db::LEASE_DB, timeline::lease_events_on)?;
+        let writes = self.lab.own.on(db::RES_DB, timeline::write_events_on)?;
+        let recorded = timeline::collect(lease, writes);
         if recorded.has_holders() {
             timeline::save(name, &recorded.gantt(name, began_ms))?;
         }
