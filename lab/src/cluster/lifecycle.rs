@@ -253,26 +253,31 @@ impl Cluster {
         if !self.is_running()? {
             return Ok(());
         }
-        // pg_ctl returns once postmaster.pid is gone, and the postmaster
-        // removes it a moment before it exits: on a busy machine it is
-        // still seen running after pg_ctl has returned. So the stop also
-        // waits for that very process (its pid and start time, read first).
+        // pg_ctl only sends the signal (-W: no wait), as the server account:
+        // it checks its own waiting only every 100 ms, so `-w` made every
+        // stop last at least that long. The lab waits itself, every few
+        // ms, and for more than pg_ctl would: not for postmaster.pid to go,
+        // which the postmaster removes a moment before it exits (on a busy
+        // machine it is still seen running after that), but for that very
+        // process (its pid and start time, read first) to end.
         let postmaster = self.postmaster();
         let out = self
             .server_command("pg_ctl")
-            .args(["stop", "-w", "-t", "60", "-s", "-m", mode, "-D"])
+            .args(["stop", "-W", "-s", "-m", mode, "-D"])
             .arg(self.data_dir())
             .output()?;
         if !out.status.success() {
             return Err(diagnose::command_error(&format!("pg_ctl stop -m {mode}"), &out, Some(self)).into());
         }
-        if let Some((pid, started)) = postmaster {
-            let ended = || {
-                crate::sysinfo::proc_stat(pid).is_none_or(|now| now.state == 'Z' || now.start_time != started)
-            };
-            if !poll::poll_until(STOP_BOUND, poll::EVERY, || Ok::<_, std::convert::Infallible>(ended())).unwrap_or(false) {
-                return Err(format!("{}: pg_ctl stop -m {mode} returned, but the postmaster (pid {pid}) still runs after {STOP_BOUND:?}", self.name).into());
-            }
+        let ended = || -> Result<bool> {
+            Ok(match postmaster {
+                Some((pid, started)) => crate::sysinfo::proc_stat(pid).is_none_or(|now| now.state == 'Z' || now.start_time != started),
+                // No process behind the pid file: its going is the end.
+                None => self.read_server_file("data/postmaster.pid")?.is_none(),
+            })
+        };
+        if !poll::poll_until(STOP_BOUND, poll::EVERY, ended)? {
+            return Err(format!("{}: pg_ctl stop -m {mode} sent its signal, but the postmaster ({postmaster:?}) still runs after {STOP_BOUND:?}", self.name).into());
         }
         if clear_owner {
             owner::clear(&self.dir)?;
