@@ -93,7 +93,9 @@ fn cut_off(lab: &Lab, t: &mut Transcript, net: &Network, lease: &TiedServer, res
     );
     require(ready, "holder-a is not holding and waiting")?;
     let acquired = leases.row(LEASE)?.ok_or("the lease has no row")?.expires_epoch;
-    let renewed = poll::poll_until(poll::BOUND, poll::EVERY, || Ok::<_, crate::Error>(leases.row(LEASE)?.is_some_and(|r| r.expires_epoch > acquired)))?;
+    // A renews on its own timer (every RENEW_EVERY): waiting for that
+    // renewal is the experiment's time, not the lab's overhead.
+    let renewed = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || Ok::<_, crate::Error>(leases.row(LEASE)?.is_some_and(|r| r.expires_epoch > acquired))))?;
     t.check(renewed, "切断之前，A 的续租到达租约库：expires_at 向后推进了", || "expires_at never moved");
 
     net.split(&["holder-a"], &["lease"])?;
@@ -150,7 +152,9 @@ fn cut_off(lab: &Lab, t: &mut Transcript, net: &Network, lease: &TiedServer, res
     }
     net.heal()?;
     t.note("恢复：交换机删掉这张表。A 卡在路上的续租（被丢弃的 TCP 段，内核一直在重传）这才到达租约库");
-    let (a_rest, a_exit) = a.rest_of_output()?;
+    // A's renewal arrives when the kernel next retransmits the dropped
+    // segment, on TCP's own backing-off timer: by design too.
+    let (a_rest, a_exit) = poll::designed(|| a.rest_of_output())?;
     let expected = if check { Steps::default() } else { Steps::from([Step::RenewAfterWrite { ok: false }, Step::LeaseLost]) };
     t.check_eq(
         if check { "A 随后退出：它的续租线程收到拒绝（B 已接手），没有写" } else { "A 的续租被拒，它不释放别人的租约，随后退出" },
