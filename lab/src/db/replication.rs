@@ -98,7 +98,7 @@ pub fn build_with(pair: &FailoverPair, mode: Mode, databases: &[(&str, &str)]) -
     reload_and_wait(&mut admin, &primary, "", "on")?;
     ensure_login_role(&mut admin, &primary, credentials::ROLE, LAB_ROLE)?;
     ensure_login_role(&mut admin, &primary, credentials::REPLICATOR, "REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE")?;
-    make_databases(&mut admin, &primary, databases, Existing::Replace)?;
+    make_databases(&mut admin, &primary, databases, Existing::Reload)?;
 
     let base_backup = pair.build_standby()?;
     wait_for_walsender(&mut admin, pair, "streaming/async")?;
