@@ -153,10 +153,12 @@ fn minority_leader(lab: &Lab, t: &mut Transcript, net: &Network, cluster: &EtcdC
     );
     net.heal()?;
     t.note("恢复：交换机删掉这张表；旧 leader 重新连上多数派");
-    // A's keep-alive, sent to the old leader inside the partition, waits
-    // out its attempt timeout and is tried again once the old member has
-    // rejoined the majority, at etcd's own election timers: the
-    // experiment's time, not the lab's overhead.
+    // A's keep-alive went to the old leader before the heal. That member,
+    // without a leader, holds it (etcd waits for one before it forwards a
+    // keep-alive), and A's client asks again after each attempt timeout;
+    // it is answered once the member has rejoined the majority, at etcd's
+    // election timers and the client's: the experiment's time, not the
+    // lab's overhead.
     let a_rest = poll::designed(|| rest(&mut a))?;
     t.check_eq("A 写后的 keep-alive 经重新连上的旧成员转给现在的 leader：租约已不存在，A 不释放别人的租约，随后退出", lines_of([Step::RenewAfterWrite { ok: false }, Step::LeaseLost]), a_rest);
 
