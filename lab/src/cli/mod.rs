@@ -191,7 +191,7 @@ pub enum Command {
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Cases to run: F1 … F28, or all.
+    /// Cases to run (F1, F2, …: `lab list` names them all), or all.
     #[arg(value_parser = case_or_all, default_value = "all")]
     cases: Vec<String>,
     /// F4/F5: judge writes with this resource mode instead of the case's own
@@ -451,7 +451,7 @@ pub enum Color {
     Never,
 }
 
-/// Accepts F1 … F28 in any case, and says which ids exist otherwise.
+/// Accepts a case id (F1, F2, …) in any case, and says which ids exist otherwise.
 fn case_id(text: &str) -> std::result::Result<String, String> {
     match cases::find(text) {
         Some(case) => Ok(case.id.to_owned()),
