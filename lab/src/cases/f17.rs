@@ -62,7 +62,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
         resource.server().name()
     ));
     for check in [true, false] {
-        db::setup::fresh_databases(&lease.server().endpoint(), &[(db::LEASE_DB, db::LEASE_SCHEMA)])?;
+        db::setup::reloaded_databases(&lease.server().endpoint(), &[(db::LEASE_DB, db::LEASE_SCHEMA)])?;
         partitioned::fresh_resource(&resource)?;
         let cut = cut_off(lab, t, &net, &lease, &resource, check);
         // Whatever happened, the next half (and the case's end) starts healed.

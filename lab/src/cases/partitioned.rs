@@ -41,7 +41,7 @@ pub fn start_resource(lab: &Lab, net: &Network) -> Result<TiedServer> {
 
 /// A fresh `res26` on `resource`: every timeline starts from floor 0.
 pub fn fresh_resource(resource: &TiedServer) -> Result<()> {
-    db::setup::fresh_databases(&resource.server().endpoint(), &[(db::RES_DB, db::RES_SCHEMA)])
+    db::setup::reloaded_databases(&resource.server().endpoint(), &[(db::RES_DB, db::RES_SCHEMA)])
 }
 
 /// A holder on `host`, its lease store and resource named by the servers'

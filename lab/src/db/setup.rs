@@ -52,10 +52,10 @@ pub(super) enum Existing {
     Replace,
     /// Leave it, and what a reader put in it, alone.
     Keep,
-    /// Keep the database and replace its schema, as every case's reset does
-    /// on `b3-26`: for the lab's own servers beside it, which no reader
-    /// uses, and where dropping and making a database again costs a
-    /// hundred milliseconds and hundreds of files each time.
+    /// Keep the database and replace its schema `public`, as every case's
+    /// reset does on `b3-26`: for the lab's own servers beside it, whose
+    /// databases hold nothing else, and where dropping and making a database
+    /// again costs a hundred milliseconds and hundreds of files each time.
     Reload,
 }
 
@@ -110,12 +110,23 @@ pub fn ensure_databases() -> Result<()> {
     databases_on(&Endpoint::lab()?, &[(LEASE_DB, LEASE_SCHEMA), (RES_DB, RES_SCHEMA)], Existing::Keep)
 }
 
-/// Gives `server` (a server of the lab's own beside `b3-26`: a partition
-/// case's lease store or resource) fresh copies of `databases` (name,
-/// schema), owned by `lab`: the role made if it is missing, each database
-/// made if it is missing, its schema replaced. Every run of such a case
-/// starts from an empty schema, as every case does on `b3-26`.
+/// Gives `server` fresh copies of `databases` (name, schema), owned by
+/// `lab`: the role made if it is missing, each database dropped and made
+/// again, its schema loaded. For a database whose users make schemas of
+/// their own beside `public` (the queue crates' migrations make `apalis`
+/// and `graphile_worker`, and extensions in `public`): replacing `public`
+/// alone would leave their migrations recorded and their objects gone.
 pub fn fresh_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<()> {
+    databases_on(server, databases, Existing::Replace)
+}
+
+/// Gives `server` (a partition case's lease store or resource, a server of
+/// the lab's own beside `b3-26` that holds the lab's schemas alone) fresh
+/// copies of `databases` (name, schema), owned by `lab`: the role made if
+/// it is missing, each database made if it is missing, its schema
+/// replaced. Every run of such a case starts from an empty schema, as
+/// every case does on `b3-26`.
+pub fn reloaded_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<()> {
     databases_on(server, databases, Existing::Reload)
 }
 
