@@ -88,7 +88,9 @@
 //!   members, status, authentication on).
 //! - [`db`]: how every client reaches a server (as the role `lab`), the
 //!   schema each case starts from, and the superuser's setup;
-//!   `db/replication.rs`: F14's replication setup, fault and checks in SQL.
+//!   `db/replication.rs`: F14's replication setup, fault and checks in SQL;
+//!   `db/emptying.rs`: a reset that empties the tables when the catalogs
+//!   say the schema is still the one loaded.
 //!
 //! Faults injected from outside, the way a real one happens:
 //! - [`fault`]: `DelayProxy`, a TCP proxy on the wire between a holder and
@@ -164,8 +166,9 @@
 //! - [`lease_stores`]: the lease stores side by side: one acquire timed the
 //!   same way on each (F14's and F16's medians), and `lab lease-stores`,
 //!   which times all four on this machine and writes the book's table.
-//! - [`cases`]: one module per case, `F1` … `F19`, what they share, the
-//!   one runner that `lab run` and the snapshot test both use, `lab run`
+//! - [`cases`]: one module per case, `F1` … `F34`, what they share, the
+//!   one runner that `lab run` and the snapshot test both use (and the two
+//!   sessions it keeps for resets, `cases::own_sessions`), `lab run`
 //!   and `lab stress` themselves (`cases::command`), and the snapshot
 //!   test's command line read as libtest reads it (`cases::test_args`).
 //! - [`bench`]: what fencing costs: writes per second and latency per

@@ -127,9 +127,11 @@ pub struct Lab {
 }
 
 impl Lab {
-    /// Replaces both schemas with the ones in `sql/`. What the timeline
-    /// would need of the old rows is kept first (a case may reset halfway),
-    /// and the case's history so far ends its stretch.
+    /// Brings both schemas back to the ones in `sql/` as loaded: emptied
+    /// when nothing changed them since the lab's session loaded them, loaded
+    /// again otherwise (see `db::emptying`). What the timeline would need of
+    /// the old rows is kept first (a case may reset halfway), and the case's
+    /// history so far ends its stretch.
     ///
     /// The two databases are independent, so they are reset at once, each
     /// on a thread of its own: a reset takes as long as the slower one.
@@ -138,18 +140,8 @@ impl Lab {
         // Rows that cannot be read (the tables do not exist yet) are not an
         // error: there is nothing to keep.
         let (lease, writes) = std::thread::scope(|scope| {
-            let lease = scope.spawn(|| {
-                self.own.on(db::LEASE_DB, |c| {
-                    let rows = timeline::lease_events_on(c).unwrap_or_default();
-                    db::reset_schema(c, db::LEASE_SCHEMA).map(|()| rows)
-                })
-            });
-            let writes = scope.spawn(|| {
-                self.own.on(db::RES_DB, |c| {
-                    let rows = timeline::write_events_on(c).unwrap_or_default();
-                    db::reset_schema(c, db::RES_SCHEMA).map(|()| rows)
-                })
-            });
+            let lease = scope.spawn(|| self.own.reset(db::LEASE_DB, db::LEASE_SCHEMA, |c| timeline::lease_events_on(c).unwrap_or_default()));
+            let writes = scope.spawn(|| self.own.reset(db::RES_DB, db::RES_SCHEMA, |c| timeline::write_events_on(c).unwrap_or_default()));
             (joined(lease), joined(writes))
         });
         timeline::stash(lease?, writes?);
@@ -159,7 +151,7 @@ impl Lab {
     /// Replaces only the resource's schema: a case that runs a second
     /// timeline against the same grants (F6) starts the resource afresh.
     pub fn reset_resource(&self) -> Result<()> {
-        self.own.on(db::RES_DB, |c| db::reset_schema(c, db::RES_SCHEMA))
+        self.own.reset(db::RES_DB, db::RES_SCHEMA, |_| ())
     }
 
     /// A lease service session for `who`.

@@ -12,45 +12,71 @@
 //! restarts it, F13 restarts it with a jumped clock, F15's chaos run
 //! restarts it. The kept session is then dead, and its next use fails on
 //! a closed connection; [`OwnSessions::on`] drops it, logs in again and
-//! does the work once more. Everything done through these sessions is
+//! does the work once more (only then: an error on a live session is the
+//! work's own and stands). Everything done through these sessions is
 //! safe to redo: reads, and a reset, whose one implicit transaction either
-//! committed or did nothing.
+//! committed or did nothing. A fresh session knows of no load, so its
+//! first reset loads the schema (see [`emptying`]).
 
-use crate::db;
+use crate::db::{self, emptying};
 use crate::error::Result;
 use postgres::Client;
 use std::sync::Mutex;
+
+/// A kept session, and what its last load of the schema left.
+struct Kept {
+    /// The session.
+    client: Client,
+    /// What this session's last load left (see [`emptying`]).
+    loaded: Option<emptying::Loaded>,
+}
 
 /// The kept sessions; none until first used.
 #[derive(Default)]
 pub struct OwnSessions {
     /// To `lease26`.
-    lease: Mutex<Option<Client>>,
+    lease: Mutex<Option<Kept>>,
     /// To `res26`.
-    res: Mutex<Option<Client>>,
+    res: Mutex<Option<Kept>>,
 }
 
 impl OwnSessions {
     /// Runs `work` on the kept session to `dbname` (`lease26` or `res26`),
-    /// logging in when there is none. If `work` fails on a session that was
-    /// kept from before, that session may have died with its server: it is
-    /// dropped, and `work` runs again on a fresh one, whose error stands.
+    /// logging in when there is none. If `work` fails because the kept
+    /// session died with its server, the session is dropped and `work` runs
+    /// again on a fresh one, whose error stands; any other error stands.
     pub fn on<T>(&self, dbname: &str, mut work: impl FnMut(&mut Client) -> Result<T>) -> Result<T> {
+        self.on_kept(dbname, |kept| work(&mut kept.client))
+    }
+
+    /// Resets `dbname` to `schema` (see [`emptying::reset`]), after `before`
+    /// has read what it needs of the rows about to go.
+    pub fn reset<T>(&self, dbname: &str, schema: &'static str, mut before: impl FnMut(&mut Client) -> T) -> Result<T> {
+        self.on_kept(dbname, |kept| {
+            let read = before(&mut kept.client);
+            emptying::reset(&mut kept.client, schema, &mut kept.loaded).map(|()| read)
+        })
+    }
+
+    fn on_kept<T>(&self, dbname: &str, mut work: impl FnMut(&mut Kept) -> Result<T>) -> Result<T> {
         let slot = match dbname {
             db::LEASE_DB => &self.lease,
             db::RES_DB => &self.res,
             other => return Err(format!("the lab keeps no session to {other}").into()),
         };
-        // A thread that panicked while holding the slot left at worst a
-        // session in an unknown state: it is dropped below on its first error.
+        // A thread that panicked while holding the slot panicked between two
+        // calls on the session (none panics inside one): the session is used on.
         let mut slot = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(kept) = slot.as_mut() {
             match work(kept) {
                 Ok(done) => return Ok(done),
-                Err(_) => *slot = None,
+                // Only a session that died is replaced; any other error is
+                // the work's own, and stands.
+                Err(_) if kept.client.is_closed() => *slot = None,
+                Err(e) => return Err(e),
             }
         }
-        let fresh = slot.insert(db::connect(dbname, "lab reset")?);
+        let fresh = slot.insert(Kept { client: db::connect(dbname, "lab reset")?, loaded: None });
         work(fresh)
     }
 }

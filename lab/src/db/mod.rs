@@ -17,6 +17,7 @@
 //! Every server is an [`Endpoint`]: `b3-26` for all cases, and F14's
 //! primary and standby, whose lease store is the same `lease26` schema.
 
+pub mod emptying;
 pub mod replication;
 pub mod setup;
 

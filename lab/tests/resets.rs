@@ -1,0 +1,73 @@
+//! A reset between and within cases gives the next one the schema as
+//! loaded, whether it empties the tables or loads the schema again
+//! (`db::emptying`): rows, seeds and sequences back to the load's, and a
+//! schema that something changed loaded afresh, not emptied.
+
+use lab::cases::{Case, CaseOptions, Lab, Runner};
+use lab::db;
+use lab::error::Result;
+use lab::transcript::Transcript;
+use std::path::PathBuf;
+
+/// The steps, run as a case by the one runner (which resets before it).
+fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
+    let mut res = db::connect(db::RES_DB, "test resets")?;
+    let mut lease = db::connect(db::LEASE_DB, "test resets")?;
+
+    // Rows, a moved seed and used sequences, then a reset that empties.
+    res.batch_execute(
+        "UPDATE fence_floor SET max_token = 7;
+         INSERT INTO fence_floor VALUES ('other', 3);
+         INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+              VALUES ('daily-report', 'summary', 'holder-x', 7, 'fenced_scope', true, 7);",
+    )?;
+    lease.batch_execute("INSERT INTO lease (name, holder, token, expires_at) VALUES ('report-job', 'holder-x', 7, now())")?;
+    lab.reset()?;
+    let floors: String = res.query_one("SELECT string_agg(scope || '=' || max_token, ',' ORDER BY scope) FROM fence_floor", &[])?.get(0);
+    t.check_eq_shown("after a reset: fence_floor holds the load's one row", "daily-report=0".to_owned(), floors);
+    let left: i64 = res.query_one("SELECT count(*) FROM write_attempt", &[])?.get(0);
+    let leases: i64 = lease.query_one("SELECT (SELECT count(*) FROM lease) + (SELECT count(*) FROM lease_event)", &[])?.get(0);
+    t.check_eq_shown("after a reset: no write attempt, no lease row, no lease event", "0 0".to_owned(), format!("{left} {leases}"));
+    let id: i64 = res
+        .query_one(
+            "INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
+                  VALUES ('daily-report', 'summary', 'holder-y', 1, 'fenced_scope', true, 1) RETURNING id",
+            &[],
+        )?
+        .get(0);
+    t.check_eq_shown("after a reset: the next write attempt's id starts again at 1", 1, id);
+
+    // A changed schema: an extra table, a replaced function. The reset
+    // must load the schema again, not empty the changed one.
+    res.batch_execute(
+        "CREATE TABLE extra (x int);
+         CREATE OR REPLACE FUNCTION fence_lock_space() RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT 27';",
+    )?;
+    lab.reset()?;
+    let extra: bool = res.query_one("SELECT to_regclass('public.extra') IS NULL", &[])?.get(0);
+    let space: i32 = res.query_one("SELECT fence_lock_space()", &[])?.get(0);
+    t.check_eq_shown("after a reset of a changed schema: the extra table is gone, the function is the load's", "true 26".to_owned(), format!("{extra} {space}"));
+
+    // The sessions the runner keeps may die with their server: a reset
+    // after a restart still works, on a fresh session.
+    lab.cluster.restart_immediate()?;
+    lab.reset()?;
+    let mut res = db::connect(db::RES_DB, "test resets")?;
+    let floors: String = res.query_one("SELECT string_agg(scope || '=' || max_token, ',' ORDER BY scope) FROM fence_floor", &[])?.get(0);
+    t.check_eq_shown("after the server's crash and restart, a reset still works", "daily-report=0".to_owned(), floors);
+    Ok(())
+}
+
+const RESETS: Case = Case { id: "R1", title: |_| "resets".into(), run: resets, mode: None, modes: &[], needs: &[] };
+
+#[test]
+fn a_reset_gives_the_schema_as_loaded() {
+    lab::interrupt::install();
+    let runner = Runner::begin(PathBuf::from(env!("CARGO_BIN_EXE_holder")), CaseOptions::default()).expect("the cluster");
+    let mut t = Transcript::quiet();
+    runner.run_each(&[&RESETS], &mut t, |_, _, _| Ok(())).expect("the run");
+    println!("{}", t.text());
+    assert_eq!(t.failed(), 0, "{}", t.text());
+    // Every check above ran: a run that stopped early passes nothing.
+    assert_eq!(t.passed(), 5, "{}", t.text());
+}
