@@ -14,7 +14,8 @@
 //! Nothing is killed (contrast F16): the old leader keeps running, and
 //! answers on its own side. With no majority behind it, etcd's CheckQuorum
 //! makes it step down; a grant asked of it is never committed; holder-a's
-//! keep-alives, which only it receives, renew nothing. On the other side
+//! keep-alives, which only it receives, renew nothing the majority knows
+//! of (a renewal lives in the leader's memory alone). On the other side
 //! the two members elect a leader, which restarts every lease's countdown
 //! and, with no keep-alive reaching it, revokes holder-a's lease and
 //! deletes its lock key. Every step waits for what etcd itself reports
