@@ -7,12 +7,18 @@ use lab::cases::{Case, CaseOptions, Lab, Runner};
 use lab::db;
 use lab::error::Result;
 use lab::transcript::Transcript;
+use postgres::Client;
 use std::path::PathBuf;
 
 /// The steps, run as a case by the one runner (which resets before it).
 fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let mut res = db::connect(db::RES_DB, "test resets")?;
     let mut lease = db::connect(db::LEASE_DB, "test resets")?;
+
+    // The table's identity: the same after a reset that empties, a new
+    // one after a reset that loads the schema again.
+    let oid = |res: &mut Client| -> Result<u32> { Ok(res.query_one("SELECT 'fence_floor'::regclass::oid", &[])?.get(0)) };
+    let loaded = oid(&mut res)?;
 
     // Rows, a moved seed and used sequences, then a reset that empties.
     res.batch_execute(
@@ -36,6 +42,16 @@ fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
         )?
         .get(0);
     t.check_eq_shown("after a reset: the next write attempt's id starts again at 1", 1, id);
+    t.check_eq_shown("that reset emptied the tables: fence_floor is the table the load made", loaded, oid(&mut res)?);
+
+    // Only a function replaced: its catalog row's new version alone must
+    // make the reset load the schema again.
+    res.batch_execute("CREATE OR REPLACE FUNCTION fence_lock_space() RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT 28';")?;
+    lab.reset()?;
+    let space: i32 = res.query_one("SELECT fence_lock_space()", &[])?.get(0);
+    t.check_eq_shown("after a reset of a replaced function: the function is the load's", 26, space);
+    let reloaded = oid(&mut res)?;
+    t.check(reloaded != loaded, "that reset loaded the schema again: fence_floor is a new table", || format!("oid {reloaded}"));
 
     // A changed schema: an extra table, a replaced function. The reset
     // must load the schema again, not empty the changed one.
@@ -69,5 +85,5 @@ fn a_reset_gives_the_schema_as_loaded() {
     println!("{}", t.text());
     assert_eq!(t.failed(), 0, "{}", t.text());
     // Every check above ran: a run that stopped early passes nothing.
-    assert_eq!(t.passed(), 5, "{}", t.text());
+    assert_eq!(t.passed(), 8, "{}", t.text());
 }

@@ -10,19 +10,25 @@
 //! few milliseconds and without a file made.
 //!
 //! "Still the one loaded" is read from the catalogs, not assumed: every
-//! object of the schema `public` (relations, functions, triggers,
-//! constraints, types) with its row version (`xmin`). Creating, dropping
-//! or altering any of them makes a new catalog row or a new version of
-//! one, so the signature read before a reset differs from the one read
-//! after the load, and the reset loads the schema again. Writing rows
-//! changes no catalog row: the signature stays. A case that loads more
-//! tables into the schema (the job queue's, the objects') changes it too.
+//! object of the schema `public` (relations, their columns and defaults,
+//! rules and policies, functions, triggers, constraints, types) with its
+//! catalog row's version (`xmin`). Creating or dropping any of them makes
+//! or removes a row; CREATE OR REPLACE, ALTER and GRANT write a new
+//! version of one. So the signature read before a reset differs from the
+//! one read after the load, and the reset loads the schema again. Writing
+//! rows changes no catalog row (VACUUM and ANALYZE update theirs in
+//! place, keeping the version): the signature stays. A case that loads
+//! more tables into the schema (the job queue's, the objects') changes it.
 //!
-//! Emptying is one transaction: every table's rows deleted, the rows the
-//! load itself inserted (the seeds: `fence_floor`'s first row) put back,
-//! every sequence set back to where the load left it. Where that could
-//! differ from a load (a trigger that fires on DELETE, a foreign key, a
-//! generated or identity column), the schema is always loaded instead.
+//! Emptying is one transaction. It first locks every table of the schema
+//! exclusively, so that, like the DROP it replaces, it waits for any
+//! transaction still writing there (a killed holder's last statement).
+//! Then every table's rows are deleted, the rows the load itself inserted
+//! (the seeds: `fence_floor`'s first row) put back, and every sequence set
+//! back to where the load left it. Where that could differ from a load (a
+//! trigger on DELETE or TRUNCATE, an INSERT trigger on a seeded table, a
+//! rule, a foreign key, inheritance, a generated or identity column), the
+//! schema is always loaded instead; so it is when emptying fails.
 
 use crate::error::{Result, ResultExt};
 use postgres::Client;
@@ -40,27 +46,34 @@ pub struct Loaded {
 
 /// Every object of `public` with its catalog row's version, in one string.
 const SIGNATURE: &str = "
+  WITH rel AS (SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace)
   SELECT coalesce(string_agg(o, ',' ORDER BY o), '') FROM (
     SELECT 'n' || oid || ':' || xmin FROM pg_namespace WHERE nspname = 'public'
-    UNION ALL SELECT 'c' || oid || ':' || xmin FROM pg_class WHERE relnamespace = 'public'::regnamespace
+    UNION ALL SELECT 'c' || oid || ':' || xmin FROM pg_class WHERE oid IN (SELECT oid FROM rel)
+    UNION ALL SELECT 'a' || attrelid || '.' || attnum || ':' || xmin FROM pg_attribute WHERE attrelid IN (SELECT oid FROM rel)
+    UNION ALL SELECT 'd' || oid || ':' || xmin FROM pg_attrdef WHERE adrelid IN (SELECT oid FROM rel)
+    UNION ALL SELECT 'r' || oid || ':' || xmin FROM pg_rewrite WHERE ev_class IN (SELECT oid FROM rel)
+    UNION ALL SELECT 'o' || oid || ':' || xmin FROM pg_policy WHERE polrelid IN (SELECT oid FROM rel)
+    UNION ALL SELECT 't' || oid || ':' || xmin FROM pg_trigger WHERE tgrelid IN (SELECT oid FROM rel)
     UNION ALL SELECT 'p' || oid || ':' || xmin FROM pg_proc WHERE pronamespace = 'public'::regnamespace
     UNION ALL SELECT 'y' || oid || ':' || xmin FROM pg_type WHERE typnamespace = 'public'::regnamespace
     UNION ALL SELECT 'k' || oid || ':' || xmin FROM pg_constraint WHERE connamespace = 'public'::regnamespace
-    UNION ALL SELECT 't' || t.oid || ':' || t.xmin FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-      WHERE c.relnamespace = 'public'::regnamespace
   ) objects(o)";
 
 /// Whether emptying could leave something a load would not: a trigger
-/// that fires on DELETE (tgtype bit 8), a foreign key (its order of
-/// deletes), a generated or identity column (its rows cannot be put back
-/// as they were read).
+/// that fires on DELETE or TRUNCATE (tgtype bits 8, 32; one on INSERT,
+/// bit 4, only where the load put rows: see [`Loaded::read`]); a rule on a
+/// table; a foreign key (its order of deletes); inheritance; a
+/// generated or identity column (its rows cannot be put back as read).
 const NOT_EMPTIABLE: &str = "
-  SELECT EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-                  WHERE c.relnamespace = 'public'::regnamespace AND t.tgtype & 8 <> 0)
+  WITH rel AS (SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace)
+  SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid IN (SELECT oid FROM rel) AND tgtype & (8 | 32) <> 0)
+      OR EXISTS (SELECT 1 FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class
+                  WHERE c.oid IN (SELECT oid FROM rel) AND c.relkind IN ('r', 'p'))
       OR EXISTS (SELECT 1 FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND contype = 'f')
-      OR EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-                  WHERE c.relnamespace = 'public'::regnamespace AND a.attnum > 0
-                    AND (a.attgenerated <> '' OR a.attidentity <> ''))";
+      OR EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid IN (SELECT oid FROM rel) OR inhparent IN (SELECT oid FROM rel))
+      OR EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid IN (SELECT oid FROM rel) AND attnum > 0
+                    AND (attgenerated <> '' OR attidentity <> ''))";
 
 /// The tables of `public`, as names to put in a statement.
 const TABLES: &str = "
@@ -88,9 +101,14 @@ impl Loaded {
         if not_emptiable {
             return Ok(Loaded { schema, signature, empty: None });
         }
-        let mut batch = String::new();
-        for row in client.query(TABLES, &[]).context("listing the schema's tables")? {
-            let table: String = row.get(0);
+        let tables: Vec<String> = client.query(TABLES, &[]).context("listing the schema's tables")?.iter().map(|r| r.get(0)).collect();
+        // Exclusive locks first: the batch waits, as a DROP would, for any
+        // transaction still writing to these tables.
+        let mut batch = format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE;\n", tables.join(", "));
+        if tables.is_empty() {
+            batch.clear();
+        }
+        for table in &tables {
             batch.push_str(&format!("DELETE FROM {table};\n"));
             // The load's own rows, as JSON, put back by column name.
             let seeds: String = client
@@ -98,6 +116,14 @@ impl Loaded {
                 .with_context(|| format!("reading the rows the load put in {table}"))?
                 .get(0);
             if seeds != "[]" {
+                // Putting the seeds back would fire an INSERT trigger (bit 4) a second time.
+                let fires: bool = client
+                    .query_one("SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = $1::text::regclass AND tgtype & 4 <> 0)", &[table])
+                    .with_context(|| format!("reading {table}'s triggers"))?
+                    .get(0);
+                if fires {
+                    return Ok(Loaded { schema, signature, empty: None });
+                }
                 batch.push_str(&format!("INSERT INTO {table} SELECT * FROM jsonb_populate_recordset(NULL::{table}, {});\n", literal(&seeds)));
             }
         }
@@ -116,7 +142,14 @@ impl Loaded {
 pub fn reset(client: &mut Client, schema: &'static str, loaded: &mut Option<Loaded>) -> Result<()> {
     if let Some(Loaded { signature: then, empty: Some(batch), .. }) = loaded.as_ref().filter(|l| l.schema == schema) {
         if signature(client)? == *then {
-            return client.batch_execute(batch).context("emptying the schema's tables");
+            match client.batch_execute(batch) {
+                Ok(()) => return Ok(()),
+                // A dead session is the caller's to replace; on a live one the
+                // batch rolled back whole, and a load is the way that cannot
+                // depend on what the signature missed.
+                Err(e) if client.is_closed() => return Err(e).context("emptying the schema's tables"),
+                Err(_) => {}
+            }
         }
     }
     *loaded = None;
