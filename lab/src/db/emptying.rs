@@ -104,10 +104,7 @@ impl Loaded {
         let tables: Vec<String> = client.query(TABLES, &[]).context("listing the schema's tables")?.iter().map(|r| r.get(0)).collect();
         // Exclusive locks first: the batch waits, as a DROP would, for any
         // transaction still writing to these tables.
-        let mut batch = format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE;\n", tables.join(", "));
-        if tables.is_empty() {
-            batch.clear();
-        }
+        let mut batch = if tables.is_empty() { String::new() } else { format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE;\n", tables.join(", ")) };
         for table in &tables {
             batch.push_str(&format!("DELETE FROM {table};\n"));
             // The load's own rows, as JSON, put back by column name.

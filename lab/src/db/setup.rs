@@ -64,7 +64,6 @@ pub(super) enum Existing {
 /// or kept, as `existing` says.
 pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &[(&str, &str)], existing: Existing) -> Result<()> {
     for (name, schema) in databases {
-        // pg_database: one row per database of the cluster.
         // pg_database: one row per database of the cluster, with its owner.
         let owner: Option<String> = admin.query_opt("SELECT pg_get_userbyid(datdba)::text FROM pg_database WHERE datname = $1", &[name])?.map(|r| r.get(0));
         match (owner.as_deref(), existing) {
