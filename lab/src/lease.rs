@@ -149,7 +149,7 @@ impl std::fmt::Display for LeaseRow {
 /// The lease service, on one autocommit connection to `lease26`.
 pub struct LeaseStore {
     /// Autocommit by construction: this type never opens a transaction.
-    client: Client,
+    client: db::Session,
     /// The server it is connected to: a second session (the renewer's)
     /// goes to the same one.
     server: Endpoint,
@@ -169,7 +169,7 @@ impl LeaseStore {
     /// primary and, after the failover, on the promoted standby.
     pub fn connect_to(server: &Endpoint, who: &str) -> Result<LeaseStore> {
         let notices = db::Notices::default();
-        let client = db::open(server, credentials::ROLE, db::LEASE_DB, who, Some(notices.clone()))?;
+        let client = db::session(server, credentials::ROLE, db::LEASE_DB, who, Some(notices.clone()))?;
         Ok(LeaseStore { client, server: server.clone(), notices })
     }
 

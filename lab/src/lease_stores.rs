@@ -185,7 +185,7 @@ fn measure(cluster: &Cluster) -> Result<(Vec<Row>, Vec<Place>, Vec<String>)> {
 
     // One PostgreSQL: lease26 on b3-26, its lease table afresh.
     db::setup::ensure_databases()?;
-    db::reset_schema(&mut db::connect(db::LEASE_DB, "lab lease-stores")?, db::LEASE_SCHEMA)?;
+    db::reset_schema(&mut *db::connect(db::LEASE_DB, "lab lease-stores")?, db::LEASE_SCHEMA)?;
     let mut one = LeaseStore::connect("lab lease-stores")?;
     let settings = one.client().query_one(
         "SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')",

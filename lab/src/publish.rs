@@ -11,7 +11,6 @@
 
 use crate::db;
 use crate::error::{Result, ResultExt};
-use postgres::Client;
 
 /// How the downstream treats a second publication of the same business key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +49,7 @@ const PUBLISH_NEWEST_VERSION: &str = "
 /// The downstream publisher stand-in.
 pub struct Publisher {
     /// Autocommit: each publication is one statement.
-    client: Client,
+    client: crate::db::Session,
     /// Which rule the downstream applies.
     rule: PublishRule,
 }

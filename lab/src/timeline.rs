@@ -129,7 +129,7 @@ pub fn collect(lease: Vec<LeaseEvent>, writes: Vec<WriteAttempt>) -> Timeline {
 
 /// Every change of the lease row on `server`.
 fn lease_events(server: &Endpoint) -> Result<Vec<LeaseEvent>> {
-    lease_events_on(&mut db::open(server, credentials::ROLE, db::LEASE_DB, "lab timeline", None)?)
+    lease_events_on(&mut *db::session(server, credentials::ROLE, db::LEASE_DB, "lab timeline", None)?)
 }
 
 /// Every change of the lease row, read on a session to a `lease26`.
@@ -154,7 +154,7 @@ pub fn lease_events_on(lease: &mut postgres::Client) -> Result<Vec<LeaseEvent>> 
 
 /// Every write attempt on `server`'s resource, in ms since the epoch.
 fn write_events(server: &Endpoint) -> Result<Vec<WriteAttempt>> {
-    write_events_on(&mut db::open(server, credentials::ROLE, db::RES_DB, "lab timeline", None)?)
+    write_events_on(&mut *db::session(server, credentials::ROLE, db::RES_DB, "lab timeline", None)?)
 }
 
 /// Every write attempt, read on a session to a `res26`.

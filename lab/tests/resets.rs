@@ -1,7 +1,10 @@
 //! A reset between and within cases gives the next one the schema as
 //! loaded, whether it empties the tables or loads the schema again
 //! (`db::emptying`): rows, seeds and sequences back to the load's, and a
-//! schema that something changed loaded afresh, not emptied.
+//! schema that something changed loaded afresh, not emptied. And a session
+//! the runner kept from an earlier owner (`db::pool`) is as good as a new
+//! login: nothing of that owner's is left on it, and a dead one is never
+//! handed out.
 
 use lab::cases::{Case, CaseOptions, Lab, Runner};
 use lab::db;
@@ -74,6 +77,69 @@ fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
     Ok(())
 }
 
+/// The steps for the kept sessions.
+fn kept_sessions(_lab: &Lab, t: &mut Transcript) -> Result<()> {
+    let pid_of = |s: &mut Client| -> Result<i32> { Ok(s.query_one("SELECT pg_backend_pid()", &[])?.get(0)) };
+    let mut watcher = db::open(&lab::cluster::Endpoint::lab()?, lab::cluster::credentials::ROLE, db::RES_DB, "test watcher", None)?;
+    let named = |w: &mut Client, who: &str| -> Result<i64> {
+        Ok(w.query_one("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", &[&who])?.get(0))
+    };
+
+    // An owner that leaves everything a session can hold: a setting, a
+    // temporary table, a session-level advisory lock, and a transaction
+    // open with a row lock.
+    let first = {
+        let mut a = db::connect(db::RES_DB, "test owner a")?;
+        a.batch_execute(
+            "SET lock_timeout = '7s';
+             CREATE TEMP TABLE left_behind (x int);
+             SELECT pg_advisory_lock(26);",
+        )?;
+        a.batch_execute("BEGIN; SELECT * FROM fence_floor FOR UPDATE;")?;
+        pid_of(&mut a)?
+    };
+    // Not by its first owner's either (R1's, say, whose name it logged in
+    // with, and which RESET ALL would give back).
+    t.check_eq_shown(
+        "no session goes by the name of an owner that ended: test owner a | test resets",
+        "0 | 0".to_owned(),
+        format!("{} | {}", named(&mut watcher, "test owner a")?, named(&mut watcher, "test resets")?),
+    );
+    let mut b = db::connect(db::RES_DB, "test owner b")?;
+    t.check_eq_shown("the next connect to the same database takes the kept session", first, pid_of(&mut b)?);
+    let row = b.query_one(
+        "SELECT current_setting('lock_timeout'), to_regclass('pg_temp.left_behind') IS NULL,
+                (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'),
+                current_setting('application_name')",
+        &[],
+    )?;
+    let (timeout, no_temp, advisory, name): (String, bool, i64, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    t.check_eq_shown(
+        "on it: the default lock_timeout, no temporary table, no advisory lock, the new owner's name",
+        "0 true 0 test owner b".to_owned(),
+        format!("{timeout} {no_temp} {advisory} {name}"),
+    );
+    let free = watcher.query_opt("SELECT 1 FROM fence_floor FOR UPDATE NOWAIT", &[]).is_ok();
+    t.check_eq_shown("the first owner's open transaction was rolled back: its row lock is free", true, free);
+
+    // A kept session that dies while idle (its server process ended) is
+    // not handed out: the next connect gets a live one.
+    drop(b);
+    watcher.execute("SELECT pg_terminate_backend($1)", &[&first])?;
+    let gone = lab::poll::poll_until(lab::poll::BOUND, lab::poll::EVERY, || -> Result<bool> {
+        Ok(watcher.query_one("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $1", &[&first])?.get(0))
+    })?;
+    if !gone {
+        return Err("the terminated session did not end".into());
+    }
+    let mut c = db::connect(db::RES_DB, "test owner c")?;
+    let answered: i32 = c.query_one("SELECT 1", &[])?.get(0);
+    t.check_eq_shown("after the kept session was terminated, the next connect gets another that answers", format!("{} 1", true), format!("{} {answered}", pid_of(&mut c)? != first));
+    Ok(())
+}
+
+const KEPT: Case = Case { id: "R2", title: |_| "kept sessions".into(), run: kept_sessions, mode: None, modes: &[], needs: &[] };
+
 const RESETS: Case = Case { id: "R1", title: |_| "resets".into(), run: resets, mode: None, modes: &[], needs: &[] };
 
 #[test]
@@ -81,9 +147,9 @@ fn a_reset_gives_the_schema_as_loaded() {
     lab::interrupt::install();
     let runner = Runner::begin(PathBuf::from(env!("CARGO_BIN_EXE_holder")), CaseOptions::default()).expect("the cluster");
     let mut t = Transcript::quiet();
-    runner.run_each(&[&RESETS], &mut t, |_, _, _| Ok(())).expect("the run");
+    runner.run_each(&[&RESETS, &KEPT], &mut t, |_, _, _| Ok(())).expect("the run");
     println!("{}", t.text());
     assert_eq!(t.failed(), 0, "{}", t.text());
     // Every check above ran: a run that stopped early passes nothing.
-    assert_eq!(t.passed(), 8, "{}", t.text());
+    assert_eq!(t.passed(), 8 + 5, "{}", t.text());
 }

@@ -29,7 +29,7 @@ struct Tally {
 /// `threads` contending acquirers on PostgreSQL for `seconds`, from a
 /// fresh lease schema.
 pub fn measure_postgres(threads: usize, seconds: Duration) -> Result<AcquireSample> {
-    db::reset_schema(&mut db::connect(db::LEASE_DB, "lab bench")?, db::LEASE_SCHEMA)?;
+    db::reset_schema(&mut *db::connect(db::LEASE_DB, "lab bench")?, db::LEASE_SCHEMA)?;
     db::setup::checkpoint()?;
     let stores = (0..threads).map(|i| LeaseStore::connect(&format!("bench acquirer-{i:02}"))).collect::<Result<Vec<_>>>()?;
     let sample = measure("postgres", stores, TTL, seconds)?;

@@ -50,8 +50,8 @@ pub const TAKEOVERS: usize = 20;
 
 /// Times `TAKEOVERS` takeovers in `design` on the seeded scope.
 pub fn measure(design: Takeover) -> Result<HandoverSample> {
-    crate::db::reset_schema(&mut crate::db::connect(crate::db::LEASE_DB, "lab bench")?, crate::db::LEASE_SCHEMA)?;
-    crate::db::reset_schema(&mut crate::db::connect(crate::db::RES_DB, "lab bench")?, crate::db::RES_SCHEMA)?;
+    crate::db::reset_schema(&mut *crate::db::connect(crate::db::LEASE_DB, "lab bench")?, crate::db::LEASE_SCHEMA)?;
+    crate::db::reset_schema(&mut *crate::db::connect(crate::db::RES_DB, "lab bench")?, crate::db::RES_SCHEMA)?;
     let mut leases = LeaseStore::connect("bench takeover")?;
     let mode = match design {
         Takeover::Mode(mode) => mode,

@@ -15,7 +15,6 @@ use crate::stats::ms;
 use crate::resource::{PartWrite, ResourceStore, ResourceView};
 use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
-use postgres::Client;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -134,7 +133,7 @@ const HOLD_PART: &str = "
 /// A session that holds one part's key in an open transaction (see HOLD_PART).
 pub struct PartHold {
     /// Inside an explicit transaction from `begin` until `release`.
-    client: Client,
+    client: crate::db::Session,
 }
 
 impl PartHold {

@@ -3,10 +3,10 @@
 //! cases, and every read of a case's rows for its picture, goes through
 //! them instead of logging in afresh.
 //!
-//! A login costs the lab a few milliseconds (a process on the server, a
-//! scram-sha-256 exchange), and a run resets the schemas some 70 times,
-//! each reset reading both tables first: about 4 s of a run's overhead was
-//! resets, and a third of that was logins.
+//! A login costs the lab a few milliseconds (a process on the server),
+//! and a run resets the schemas some 70 times, each reset reading both
+//! tables first: about 4 s of a run's overhead was resets, and a third of
+//! that was logins.
 //!
 //! A case may take the server down under a kept session: F8 crashes and
 //! restarts it, F13 restarts it with a jumped clock, F15's chaos run
@@ -26,7 +26,7 @@ use std::sync::Mutex;
 /// A kept session, and what its last load of the schema left.
 struct Kept {
     /// The session.
-    client: Client,
+    client: crate::db::Session,
     /// What this session's last load left (see [`emptying`]).
     loaded: Option<emptying::Loaded>,
 }

@@ -45,6 +45,8 @@ impl Runner {
         }
         let session = Session::begin()?;
         db::setup::recreate_databases()?;
+        // The cases' sessions to the cluster are kept for the next login.
+        db::pool::keep_idle_sessions();
         let lab = Lab { holder_bin, cluster: session.cluster().clone(), options, own: Default::default() };
         Ok(Runner { _session: session, lab })
     }

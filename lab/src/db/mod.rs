@@ -16,13 +16,18 @@
 //!
 //! Every server is an [`Endpoint`]: `b3-26` for all cases, and F14's
 //! primary and standby, whose lease store is the same `lease26` schema.
+//!
+//! The process that runs the cases keeps the sessions it has finished
+//! with, tidied, for its next connect ([`pool`]).
 
 pub mod emptying;
+pub mod pool;
 pub mod replication;
 pub mod setup;
 
 use crate::cluster::{self, credentials, Endpoint};
 use crate::error::{Result, ResultExt};
+pub use pool::Session;
 use postgres::{Client, NoTls};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -46,19 +51,39 @@ pub type Notices = Arc<Mutex<Vec<String>>>;
 ///
 /// `who` becomes the session's `application_name`, so that a reader looking
 /// at `pg_stat_activity` during a case can tell holder-a from holder-b.
-pub fn connect(dbname: &str, who: &str) -> Result<Client> {
+pub fn connect(dbname: &str, who: &str) -> Result<Session> {
     connect_as(credentials::ROLE, dbname, who)
 }
 
-/// Opens a connection as `role` (the superuser only for the cluster's setup).
-pub fn connect_as(role: &str, dbname: &str, who: &str) -> Result<Client> {
-    open(&Endpoint::lab()?, role, dbname, who, None)
+/// Opens a connection as `role` (the superuser only for the cluster's setup),
+/// or takes an idle one of the same role and database (see [`pool`]).
+pub fn connect_as(role: &str, dbname: &str, who: &str) -> Result<Session> {
+    session(&Endpoint::lab()?, role, dbname, who, None)
+}
+
+/// A session to `server` as `role`, its notices into `notices` as [`open`]
+/// says: an idle one of the same server, role and database when this
+/// process keeps them and `server` is reached by its Unix socket (see
+/// [`pool`]), a new login otherwise.
+pub fn session(server: &Endpoint, role: &str, dbname: &str, who: &str, notices: Option<Notices>) -> Result<Session> {
+    let Some(socket) = &server.socket else { return Ok(Session::plain(open(server, role, dbname, who, notices)?)) };
+    let key = pool::Key { socket: socket.clone(), port: server.port, role: role.to_owned(), dbname: dbname.to_owned() };
+    if let Some(kept) = pool::take(&key, who, notices.clone()) {
+        return Ok(kept);
+    }
+    let sink = pool::NoticeSlot::new(notices);
+    Ok(Session::keepable(open_into(server, role, dbname, who, sink.clone())?, key, sink))
 }
 
 /// Opens a connection to `server` as `role`. The server's notices on it go
 /// into `notices` when given; otherwise they are dropped (the driver would
 /// hand them to a logger, and the lab installs none).
 pub fn open(server: &Endpoint, role: &str, dbname: &str, who: &str, notices: Option<Notices>) -> Result<Client> {
+    open_into(server, role, dbname, who, pool::NoticeSlot::new(notices))
+}
+
+/// [`open`], its notices into whatever `sink` holds at the time.
+fn open_into(server: &Endpoint, role: &str, dbname: &str, who: &str, sink: pool::NoticeSlot) -> Result<Client> {
     let port = server.port;
     let unreachable = || {
         let hint = if server.name == cluster::NAME {
@@ -83,13 +108,11 @@ pub fn open(server: &Endpoint, role: &str, dbname: &str, who: &str, notices: Opt
         .application_name(who)
         .connect_timeout(Duration::from_secs(5));
     config.notice_callback(move |notice| {
-        if let Some(sink) = &notices {
-            let mut text = format!("{}: {}", notice.severity(), notice.message());
-            if let Some(detail) = notice.detail() {
-                text.push_str(&format!("\nDETAIL: {detail}"));
-            }
-            sink.lock().push(text);
+        let mut text = format!("{}: {}", notice.severity(), notice.message());
+        if let Some(detail) = notice.detail() {
+            text.push_str(&format!("\nDETAIL: {detail}"));
         }
+        sink.push(text);
     });
     config.connect(NoTls).with_context(unreachable)
 }

@@ -185,7 +185,7 @@ pub fn mend_standby(pair: &FailoverPair, wanted: &str) -> Result<()> {
     let mut admin = admin_on(&pair.standby().endpoint())?;
     admin.batch_execute("ALTER SYSTEM RESET primary_conninfo")?;
     admin.batch_execute("SELECT pg_reload_conf()")?;
-    wait_for_walsender(&mut admin_on(&pair.primary().endpoint())?, pair, wanted)
+    wait_for_walsender(&mut *admin_on(&pair.primary().endpoint())?, pair, wanted)
 }
 
 /// A SQL string literal (ALTER SYSTEM takes no bind parameters).

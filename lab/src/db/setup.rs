@@ -10,19 +10,19 @@
 //! every role. Above all it cannot run `COPY … TO PROGRAM`, which runs a
 //! program as the server's operating-system account.
 
-use super::{connect_as, open, reset_schema, LEASE_DB, LEASE_SCHEMA, RES_DB, RES_SCHEMA};
+use super::{connect_as, open, reset_schema, session, LEASE_DB, LEASE_SCHEMA, RES_DB, RES_SCHEMA};
 use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
 use postgres::Client;
 
 /// The superuser's setup session on `b3-26`.
-fn admin() -> Result<Client> {
+fn admin() -> Result<super::Session> {
     connect_as(credentials::ADMIN, "postgres", "lab setup")
 }
 
 /// The superuser's setup session on `server`.
-pub(super) fn admin_on(server: &Endpoint) -> Result<Client> {
-    open(server, credentials::ADMIN, "postgres", "lab setup", None)
+pub(super) fn admin_on(server: &Endpoint) -> Result<super::Session> {
+    session(server, credentials::ADMIN, "postgres", "lab setup", None)
 }
 
 /// What the role `lab` may do on the cluster: log in, and nothing more.
@@ -69,7 +69,7 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
         match (owner.as_deref(), existing) {
             (Some(_), Existing::Keep) => continue,
             (Some(owner), Existing::Reload) if owner == credentials::ROLE => {
-                reset_schema(&mut open(server, credentials::ROLE, name, "lab setup", None)?, schema)?;
+                reset_schema(&mut *session(server, credentials::ROLE, name, "lab setup", None)?, schema)?;
                 continue;
             }
             _ => {}

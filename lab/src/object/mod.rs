@@ -29,7 +29,6 @@ pub mod writer;
 
 use crate::db;
 use crate::error::{Result, ResultExt};
-use postgres::Client;
 
 /// The objects' schema, loaded into `res26` beside the report's tables.
 pub const SCHEMA: &str = include_str!("../../../sql/object26.sql");
@@ -146,7 +145,7 @@ impl Server {
 
 /// A session of one writer on the store.
 pub struct ObjectStore {
-    client: Client,
+    client: crate::db::Session,
     /// How this store judges conditions.
     server: Server,
     /// Who writes, as the store records it.

@@ -181,7 +181,7 @@ const RECORD: &str = "
 /// A session of the queue, with at most one bug put back.
 pub struct Queue {
     /// Autocommit outside the transactions this type opens itself.
-    client: Client,
+    client: crate::db::Session,
     /// The bug this session runs with, if any.
     bug: Option<Bug>,
     /// How long a claim's lease runs from a claim or heartbeat.

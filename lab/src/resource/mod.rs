@@ -32,7 +32,7 @@ use crate::cluster::{credentials, Endpoint};
 use crate::db;
 use crate::error::{Result, ResultExt};
 use crate::vocabulary::FenceMode;
-use postgres::{Client, GenericClient, Statement};
+use postgres::{GenericClient, Statement};
 use std::collections::HashMap;
 
 /// One write request: the arguments of `write(scope, part, content, writer, token)`.
@@ -368,7 +368,7 @@ struct Claim {
 /// The report store, in one mode, on its own connection to `res26`.
 pub struct ResourceStore {
     /// Autocommit outside the transactions this type opens itself.
-    client: Client,
+    client: db::Session,
     /// How writes are judged.
     mode: FenceMode,
     /// The hook at the race point; `None` in a normal write.
@@ -405,7 +405,7 @@ impl ResourceStore {
 
     /// Connects to `res26` on `server` (a resource server on a host, F17–F19).
     pub fn connect_to(server: &Endpoint, mode: FenceMode, who: &str) -> Result<ResourceStore> {
-        let client = db::open(server, credentials::ROLE, db::RES_DB, who, None)?;
+        let client = db::session(server, credentials::ROLE, db::RES_DB, who, None)?;
         Ok(ResourceStore { client, mode, gap: None, prepared: HashMap::new(), claims: HashMap::new(), lost_puts: 0 })
     }
 
@@ -474,7 +474,7 @@ impl ResourceStore {
         if tx.execute(&advance, &[&w.token, &w.scope])? == 0 {
             tx.rollback()?;
             // Refused: recorded after the rollback, on the autocommit session.
-            record_attempt(&mut self.client, &record, w, FenceMode::FencedScope, false)?;
+            record_attempt(&mut *self.client, &record, w, FenceMode::FencedScope, false)?;
             return Ok(false);
         }
         tx.execute(&upsert, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
@@ -560,7 +560,7 @@ impl ResourceStore {
         // Step 1, autocommit: read the floor. Nothing holds it still afterwards.
         let floor: i64 = self.client.query_one(READ_FLOOR, &[&w.scope])?.get(0);
         if w.token < floor {
-            record_attempt(&mut self.client, &record, w, FenceMode::CheckThenWrite, false)?;
+            record_attempt(&mut *self.client, &record, w, FenceMode::CheckThenWrite, false)?;
             return Ok(false);
         }
         // Between the check and the writes, another writer may commit.
@@ -570,7 +570,7 @@ impl ResourceStore {
         // Steps 2 and 3, each autocommit: act on a decision that may be stale.
         self.client.execute(SET_FLOOR, &[&w.token, &w.scope])?;
         self.client.execute(UPSERT, &[&w.scope, &w.part, &w.content, &w.writer, &w.token])?;
-        record_attempt(&mut self.client, &record, w, FenceMode::CheckThenWrite, true)?;
+        record_attempt(&mut *self.client, &record, w, FenceMode::CheckThenWrite, true)?;
         Ok(true)
     }
     // ANCHOR_END: check_then_write
@@ -627,7 +627,7 @@ impl ResourceStore {
             let Some(version) = claimed else {
                 // A larger token claimed the object: refused, and recorded.
                 let record = self.prepared(RECORD_ATTEMPT)?;
-                record_attempt(&mut self.client, &record, w, FenceMode::ClaimFirst, false)?;
+                record_attempt(&mut *self.client, &record, w, FenceMode::ClaimFirst, false)?;
                 return Ok(false);
             };
             // PUT conditional on the version this holder's own last write

@@ -6,13 +6,12 @@ use super::READ_FLOOR;
 use crate::cluster::{credentials, Endpoint};
 use crate::db;
 use crate::error::{Result, ResultExt};
-use postgres::Client;
 use crate::vocabulary::{FenceMode, StoredPart, WriteAttempt};
 
 /// Read-only queries with which a case observes the resource.
 pub struct ResourceView {
     /// An autocommit session of its own: each read sees the latest commits.
-    client: Client,
+    client: db::Session,
 }
 
 impl ResourceView {
@@ -23,7 +22,7 @@ impl ResourceView {
 
     /// Connects an observer session to `res26` on `server`.
     pub fn connect_to(server: &Endpoint) -> Result<ResourceView> {
-        Ok(ResourceView { client: db::open(server, credentials::ROLE, db::RES_DB, "lab observer", None)? })
+        Ok(ResourceView { client: db::session(server, credentials::ROLE, db::RES_DB, "lab observer", None)? })
     }
 
     /// The scope's `fence_floor.max_token`.

@@ -24,7 +24,6 @@ use crate::queue::{Bug, Claim, Queue, Worker};
 use crate::resource::ResourceStore;
 use crate::vocabulary::FenceMode;
 use parking_lot::{Condvar, Mutex};
-use postgres::Client;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -179,7 +178,7 @@ struct Process {
     resource: ResourceStore,
     /// The nemesis's own session, to watch the job while the worker is
     /// paused: never the worker's.
-    watcher: Client,
+    watcher: crate::db::Session,
     rng: SplitMix64,
 }
 
