@@ -83,27 +83,33 @@ fn wait_for_line() -> Result<()> {
     Ok(())
 }
 
+// ANCHOR: holder_run
 /// Holds the lease once on the store `args` names; returns the process
 /// exit status. The caller has validated `args` (the binary exits 2
 /// otherwise).
 pub fn hold(args: &HolderArgs) -> Result<i32> {
+    // The resource's session is connected up front, so that nothing but
+    // the write itself lies between the deadline check and the write; it
+    // logs in on its own thread while the lease store's session does.
+    let resource = {
+        let (at, mode, who) = (args.resource_endpoint()?, args.mode, args.holder.clone());
+        std::thread::spawn(move || ResourceStore::connect_to(&at, mode, &who))
+    };
+    let report = || resource.join().map_err(|_| "the resource's login panicked")?;
     // The one place that knows there are two stores: everything after the
     // connect is the same code.
     match args.lease_backend {
-        LeaseStoreKind::Postgres => hold_on(LeaseStore::connect_to(&args.lease_endpoint()?, &args.holder)?, args),
-        LeaseStoreKind::Etcd if args.etcd_members.is_empty() => hold_on(EtcdLeaseStore::locate()?, args),
-        LeaseStoreKind::Etcd => hold_on(EtcdLeaseStore::at(args.etcd_members.clone())?, args),
+        LeaseStoreKind::Postgres => hold_on(LeaseStore::connect_to(&args.lease_endpoint()?, &args.holder)?, report()?, args),
+        LeaseStoreKind::Etcd if args.etcd_members.is_empty() => hold_on(EtcdLeaseStore::locate()?, report()?, args),
+        LeaseStoreKind::Etcd => hold_on(EtcdLeaseStore::at(args.etcd_members.clone())?, report()?, args),
     }
 }
 
-// ANCHOR: holder_run
-/// Holds the lease once on `lease`, from acquire to release.
-fn hold_on<S: LeaseService>(mut lease: S, args: &HolderArgs) -> Result<i32> {
+/// Holds the lease once on `lease`, from acquire to release, writing to
+/// the resource through `report`.
+fn hold_on<S: LeaseService>(mut lease: S, mut report: ResourceStore, args: &HolderArgs) -> Result<i32> {
     let ttl = Duration::from_millis(args.ttl_ms);
     let margin = Duration::from_millis(args.margin_ms);
-    // Connected up front, so that nothing but the write itself lies between
-    // the deadline check and the write.
-    let mut report = ResourceStore::connect_to(&args.resource_endpoint()?, args.mode, &args.holder)?;
     if args.idle_timeout_ms > 0 {
         report = report.with_idle_timeout(Duration::from_millis(args.idle_timeout_ms))?;
     }
