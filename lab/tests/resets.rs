@@ -78,7 +78,10 @@ fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
 }
 
 /// The steps for the kept sessions.
-fn kept_sessions(_lab: &Lab, t: &mut Transcript) -> Result<()> {
+fn kept_sessions(lab: &Lab, t: &mut Transcript) -> Result<()> {
+    // The server's log from here on: tidying a session must not complain.
+    let log = lab.cluster.log_path();
+    let logged_before = std::fs::metadata(&log)?.len();
     let pid_of = |s: &mut Client| -> Result<i32> { Ok(s.query_one("SELECT pg_backend_pid()", &[])?.get(0)) };
     let mut watcher = db::open(&lab::cluster::Endpoint::lab()?, lab::cluster::credentials::ROLE, db::RES_DB, "test watcher", None)?;
     let named = |w: &mut Client, who: &str| -> Result<i64> {
@@ -135,6 +138,24 @@ fn kept_sessions(_lab: &Lab, t: &mut Transcript) -> Result<()> {
     let mut c = db::connect(db::RES_DB, "test owner c")?;
     let answered: i32 = c.query_one("SELECT 1", &[])?.get(0);
     t.check_eq_shown("after the kept session was terminated, the next connect gets another that answers", format!("{} 1", true), format!("{} {answered}", pid_of(&mut c)? != first));
+
+    // More sessions end at once than are kept: the oldest log out.
+    drop(c);
+    let many = (0..db::pool::MOST + 6).map(|i| db::connect(db::RES_DB, &format!("test many {i}"))).collect::<Result<Vec<_>>>()?;
+    drop(many);
+    // The ones let go log out; their server processes end a moment later.
+    let mut idle = 0;
+    lab::poll::poll_until(lab::poll::BOUND, lab::poll::EVERY, || -> Result<bool> {
+        idle = named(&mut watcher, "lab idle")?;
+        Ok(idle <= db::pool::MOST as i64)
+    })?;
+    t.check_eq_shown("after more sessions ended than the lab keeps: the idle ones it kept", db::pool::MOST as i64, idle);
+
+    // Every session above was tidied on its way in; only owner a's had a
+    // transaction open. A ROLLBACK outside one would leave a warning.
+    let text = std::fs::read(&log)?;
+    let since = String::from_utf8_lossy(&text[logged_before as usize..]);
+    t.check_eq_shown("the server's log since these steps: warnings that no transaction was in progress", 0, since.matches("there is no transaction in progress").count());
     Ok(())
 }
 
@@ -151,5 +172,5 @@ fn a_reset_gives_the_schema_as_loaded() {
     println!("{}", t.text());
     assert_eq!(t.failed(), 0, "{}", t.text());
     // Every check above ran: a run that stopped early passes nothing.
-    assert_eq!(t.passed(), 8 + 5, "{}", t.text());
+    assert_eq!(t.passed(), 8 + 7, "{}", t.text());
 }

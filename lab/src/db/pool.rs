@@ -16,8 +16,8 @@
 //! socket's folder and port); one over TCP logs out.
 //!
 //! A kept session must be as good as a new login for whoever takes it:
-//! - On its way in, it is tidied: an open transaction rolled back, every
-//!   setting put back to its default, its advisory locks, cursors,
+//! - On its way in, it is tidied: an open transaction rolled back, its
+//!   settings put back to their defaults, its advisory locks, cursors,
 //!   listens and temporary tables let go; and it is renamed `lab idle`,
 //!   so a case that looks a session up by its `application_name` (in
 //!   `pg_stat_activity`) sees it gone, as it would be after a logout.
@@ -44,7 +44,7 @@ static IDLE: Mutex<Vec<Session>> = Mutex::new(Vec::new());
 /// At most this many idle sessions are kept: more than a case has open at
 /// once (F3's sixteen contenders and the lab's own), far below the
 /// cluster's `max_connections`; past it, the oldest logs out.
-const MOST: usize = 24;
+pub const MOST: usize = 24;
 
 /// The server, role and database of a session.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -153,19 +153,21 @@ impl Drop for Session {
             return;
         }
         self.notices.set(None);
-        if tidy(&mut client).is_err() {
+        if !matches!(tidy(&mut client), Ok(true)) {
             return;
         }
         let kept = Session { client: Some(client), key: Some(key), notices: self.notices.clone() };
-        let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
-        // The oldest goes first: it may be of a server a case has stopped.
-        if idle.len() == MOST {
-            let oldest = idle.remove(0);
-            drop(idle);
+        // Past the cap, the oldest go (they may be of a server a case has
+        // stopped), logged out once the list is let go.
+        let evicted: Vec<Session> = {
+            let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
+            idle.push(kept);
+            let over = idle.len().saturating_sub(MOST);
+            idle.drain(..over).collect()
+        };
+        for oldest in evicted {
             drop(oldest.forgotten());
-            idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
         }
-        idle.push(kept);
     }
 }
 
@@ -180,14 +182,26 @@ impl Session {
 /// Puts a session back to what a new login has: what DISCARD ALL does,
 /// except dropping prepared statements and their plans (the driver keeps
 /// its own for type lookups, and closes the rest when they are dropped).
-fn tidy(client: &mut Client) -> Result<(), postgres::Error> {
+/// `Ok(false)` when the session answered something it should not have.
+fn tidy(client: &mut Client) -> Result<bool, postgres::Error> {
     // A transaction left open (a raw BEGIN; the driver's own transactions
     // roll back when dropped): its locks go with it. Only then: outside a
-    // transaction ROLLBACK puts a warning in the server's log. Inside a
-    // block this statement is not its transaction's first, so the two
-    // clocks differ; in a failed block it is refused.
-    let open = match client.query_one("SELECT transaction_timestamp() <> statement_timestamp()", &[]) {
-        Ok(row) => row.try_get::<_, bool>(0)?,
+    // transaction ROLLBACK puts a warning in the server's log. One simple
+    // Query message sets the statement clock once, and a transaction it
+    // starts itself starts at that time: the two clocks differ only inside
+    // a block opened earlier. (The extended protocol sets the statement
+    // clock again at Execute, so it would always see them differ.) In a
+    // failed block the question is refused.
+    let open = match client.simple_query("SELECT transaction_timestamp() <> statement_timestamp()") {
+        Ok(messages) => match messages.iter().find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(row) => Some(row.get(0)),
+            _ => None,
+        }) {
+            Some(Some("t")) => true,
+            Some(Some("f")) => false,
+            // No row, or not a boolean: not a session to keep.
+            _ => return Ok(false),
+        },
         Err(e) if e.code() == Some(&postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) => true,
         Err(e) => return Err(e),
     };
@@ -195,10 +209,12 @@ fn tidy(client: &mut Client) -> Result<(), postgres::Error> {
         client.batch_execute("ROLLBACK")?;
     }
     // Each in the implicit transaction of one message, all or nothing:
-    // cursors, settings (role included), session-level advisory locks,
-    // listens, temporary tables, sequence state; then the idle name.
+    // cursors, settings (not the role: RESET ALL leaves it, and nothing in
+    // the lab sets one), session-level advisory locks, listens, temporary
+    // tables, sequence state; then the idle name.
     client.batch_execute(
         "CLOSE ALL; RESET ALL; SELECT pg_advisory_unlock_all(); UNLISTEN *; DISCARD TEMP; DISCARD SEQUENCES; \
          SELECT set_config('application_name', 'lab idle', false);",
-    )
+    )?;
+    Ok(true)
 }
