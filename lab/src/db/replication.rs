@@ -65,7 +65,7 @@ pub fn synchronous_standby_names(pair: &FailoverPair) -> String {
 /// (`streaming/async`, `streaming/sync`). Superuser or pg_read_all_stats
 /// only: other roles see these columns as NULL.
 const WALSENDER_STATE: &str =
-    "SELECT state || '/' || sync_state FROM pg_stat_replication WHERE application_name = $1";
+    "SELECT state || '/' || sync_state FROM pg_stat_replication WHERE application_name = $1 ORDER BY backend_start";
 
 /// The settings a session of the primary now runs with. A backend re-reads
 /// the configuration at its next statement after the postmaster passes on
@@ -100,6 +100,7 @@ pub fn build_with(pair: &FailoverPair, mode: Mode, databases: &[(&str, &str)]) -
     ensure_login_role(&mut admin, &primary, credentials::REPLICATOR, "REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE")?;
     make_databases(&mut admin, &primary, databases, Existing::Reload)?;
 
+    end_stale_walsenders(&mut admin, pair)?;
     let base_backup = pair.build_standby()?;
     wait_for_walsender(&mut admin, pair, "streaming/async")?;
     if mode == Mode::Sync {
@@ -114,16 +115,47 @@ pub fn build_with(pair: &FailoverPair, mode: Mode, databases: &[(&str, &str)]) -
     Ok(base_backup)
 }
 
+/// Ends every walsender on the primary that still serves a standby of the
+/// pair's name, and waits until `pg_stat_replication` lists none.
+///
+/// Before a timeline's standby is made, any such walsender is stale: it
+/// served the last timeline's standby, which F18 promoted behind a cut, so
+/// the end of its stream never reached the primary. The primary would keep
+/// it until a send failed or `wal_sender_timeout` passed, and meanwhile
+/// list two walsenders by the new standby's name, and might pick the dead
+/// one as its synchronous standby.
+fn end_stale_walsenders(admin: &mut Client, pair: &FailoverPair) -> Result<()> {
+    let name = pair.standby().name();
+    // pg_terminate_backend: SIGTERM to each walsender by that name.
+    admin.query_one("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_replication WHERE application_name = $1", &[&name])?;
+    let gone = poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+        Ok(admin.query_one("SELECT count(*) = 0 FROM pg_stat_replication WHERE application_name = $1", &[&name])?.get(0))
+    })?;
+    if !gone {
+        return Err(format!("{}'s walsenders for {name} did not end within {:?}", pair.primary().name(), poll::BOUND).into());
+    }
+    Ok(())
+}
+
 /// The walsender that serves the standby, as `state/sync_state`, read as
-/// the superuser; `none` when there is none.
+/// the superuser; `none` when there is none (see [`read_walsender_state`]
+/// for more than one).
 pub fn walsender_state(pair: &FailoverPair) -> Result<String> {
     let mut admin = admin_on(&pair.primary().endpoint())?;
     read_walsender_state(&mut admin, pair)
 }
 
+/// One `state/sync_state` for each walsender by the standby's name, oldest
+/// first: a walsender on its way out can stand beside the new one for a
+/// moment (the standby's receiver reconnected), and a wait must then go on
+/// rather than fail or read only one of them.
 fn read_walsender_state(admin: &mut Client, pair: &FailoverPair) -> Result<String> {
-    let row = admin.query_opt(WALSENDER_STATE, &[&pair.standby().name()]).context("reading pg_stat_replication")?;
-    Ok(row.and_then(|r| r.get::<_, Option<String>>(0)).unwrap_or_else(|| "none".into()))
+    let rows = admin.query(WALSENDER_STATE, &[&pair.standby().name()]).context("reading pg_stat_replication")?;
+    if rows.is_empty() {
+        return Ok("none".into());
+    }
+    let states: Vec<String> = rows.iter().map(|r| r.get::<_, Option<String>>(0).unwrap_or_else(|| "none".into())).collect();
+    Ok(states.join(", "))
 }
 
 fn wait_for_walsender(admin: &mut Client, pair: &FailoverPair, wanted: &str) -> Result<()> {
