@@ -181,7 +181,8 @@ impl Session {
 
 /// Puts a session back to what a new login has: what DISCARD ALL does,
 /// except dropping prepared statements and their plans (the driver keeps
-/// its own for type lookups, and closes the rest when they are dropped).
+/// its own for type lookups, and closes the rest when they are dropped)
+/// and putting back the role (see below).
 /// `Ok(false)` when the session answered something it should not have.
 fn tidy(client: &mut Client) -> Result<bool, postgres::Error> {
     // A transaction left open (a raw BEGIN; the driver's own transactions

@@ -61,7 +61,7 @@ pub fn synchronous_standby_names(pair: &FailoverPair) -> String {
 }
 // ANCHOR_END: sync_settings
 
-/// The walsender serving `application_name`, as `state/sync_state`
+/// The walsenders serving `application_name`, each as `state/sync_state`
 /// (`streaming/async`, `streaming/sync`). Superuser or pg_read_all_stats
 /// only: other roles see these columns as NULL.
 const WALSENDER_STATE: &str =
@@ -146,9 +146,9 @@ pub fn walsender_state(pair: &FailoverPair) -> Result<String> {
 }
 
 /// One `state/sync_state` for each walsender by the standby's name, oldest
-/// first: a walsender on its way out can stand beside the new one for a
-/// moment (the standby's receiver reconnected), and a wait must then go on
-/// rather than fail or read only one of them.
+/// first: should a walsender on its way out ever stand beside the new one
+/// (a stale one [`end_stale_walsenders`] did not catch, a receiver that
+/// reconnected), a wait goes on rather than fail or read only one.
 fn read_walsender_state(admin: &mut Client, pair: &FailoverPair) -> Result<String> {
     let rows = admin.query(WALSENDER_STATE, &[&pair.standby().name()]).context("reading pg_stat_replication")?;
     if rows.is_empty() {
