@@ -340,6 +340,7 @@ impl HolderGuard {
             return Ok(status);
         }
         let start = Instant::now();
+        let mut nap = crate::poll::Backoff::up_to(Duration::from_millis(5));
         loop {
             let child = self.child.as_mut().expect("not reaped yet");
             if let Some(status) = child.try_wait()? {
@@ -359,7 +360,7 @@ impl HolderGuard {
             if start.elapsed() > ANSWER_BOUND {
                 return Err(self.failure(&format!("{} did not exit within {ANSWER_BOUND:?}", self.holder)).into());
             }
-            std::thread::sleep(Duration::from_millis(5));
+            nap.sleep();
         }
     }
 
