@@ -1,5 +1,6 @@
--- The objects of F29-F31 (lab/src/object/), loaded into `res26` beside the
--- report's tables by those cases: a resource that cannot compare tokens.
+-- The objects of F29-F34 (lab/src/object/), in `res26` beside the report's
+-- tables: every load of `res26` loads this file after res26.sql
+-- (db::RES_SCHEMA). A resource that cannot compare tokens.
 -- Like an object store or a coordination service, it offers a
 -- compare-and-swap on its own version instead: a write can be made
 -- conditional on the version (GCS's generation, etcd's mod_revision) or on

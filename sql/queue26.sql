@@ -1,5 +1,7 @@
--- The job queue of the bug zoo (F20-F28), loaded into `lease26` beside the
--- lease table by the queue's cases (lab/src/queue/). A job queue is a lease
+-- The job queue of the bug zoo (F20-F28, lab/src/queue/), in `lease26`
+-- beside the lease table: every load of `lease26` loads this file after
+-- lease26.sql (db::LEASE_SCHEMA), so a reset between timelines empties
+-- these tables rather than making them again. A job queue is a lease
 -- store: a claim is a lease on one job, a heartbeat renews it, the rescuer
 -- takes back the claims whose lease ran out. Its side effects go to the
 -- resource in `res26`, through the same fence as the report's writes.

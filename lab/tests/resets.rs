@@ -31,12 +31,21 @@ fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
               VALUES ('daily-report', 'summary', 'holder-x', 7, 'fenced_scope', true, 7);",
     )?;
     lease.batch_execute("INSERT INTO lease (name, holder, token, expires_at) VALUES ('report-job', 'holder-x', 7, now())")?;
+    // The queue's and the objects' tables, part of every load.
+    lease.batch_execute(
+        "INSERT INTO job (id) VALUES (1);
+         INSERT INTO job_event (job, kind, incarnation, accepted) VALUES (1, 'claim', 'worker-1#1', true);",
+    )?;
+    res.batch_execute(
+        "INSERT INTO object (key, body, version, etag, writer) VALUES ('k', 'b', 1, md5('b'), 'setup');
+         INSERT INTO object_attempt (key, writer, token, condition, accepted) VALUES ('k', 'w', 1, 'none', true);",
+    )?;
     lab.reset()?;
     let floors: String = res.query_one("SELECT string_agg(scope || '=' || max_token, ',' ORDER BY scope) FROM fence_floor", &[])?.get(0);
     t.check_eq_shown("after a reset: fence_floor holds the load's one row", "daily-report=0".to_owned(), floors);
-    let left: i64 = res.query_one("SELECT count(*) FROM write_attempt", &[])?.get(0);
-    let leases: i64 = lease.query_one("SELECT (SELECT count(*) FROM lease) + (SELECT count(*) FROM lease_event)", &[])?.get(0);
-    t.check_eq_shown("after a reset: no write attempt, no lease row, no lease event", "0 0".to_owned(), format!("{left} {leases}"));
+    let left: i64 = res.query_one("SELECT (SELECT count(*) FROM write_attempt) + (SELECT count(*) FROM object) + (SELECT count(*) FROM object_attempt)", &[])?.get(0);
+    let leases: i64 = lease.query_one("SELECT (SELECT count(*) FROM lease) + (SELECT count(*) FROM lease_event) + (SELECT count(*) FROM job) + (SELECT count(*) FROM job_event)", &[])?.get(0);
+    t.check_eq_shown("after a reset: no write attempt, object or object attempt; no lease row, lease event, job or job event", "0 0".to_owned(), format!("{left} {leases}"));
     let id: i64 = res
         .query_one(
             "INSERT INTO write_attempt (scope, part, writer, token, mode, accepted, floor_after)
@@ -68,12 +77,28 @@ fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
     t.check_eq_shown("after a reset of a changed schema: the extra table is gone, the function is the load's", "true 26".to_owned(), format!("{extra} {space}"));
 
     // The sessions the runner keeps may die with their server: a reset
-    // after a restart still works, on a fresh session.
+    // after a restart still works, on a fresh session, and still empties:
+    // what the last load left outlives the session that made it.
+    lab.reset()?;
+    let before = oid(&mut res)?;
+    drop(res);
     lab.cluster.restart_immediate()?;
     lab.reset()?;
     let mut res = db::connect(db::RES_DB, "test resets")?;
     let floors: String = res.query_one("SELECT string_agg(scope || '=' || max_token, ',' ORDER BY scope) FROM fence_floor", &[])?.get(0);
     t.check_eq_shown("after the server's crash and restart, a reset still works", "daily-report=0".to_owned(), floors);
+    t.check_eq_shown("and it emptied the tables: fence_floor is the table the last load made", before, oid(&mut res)?);
+
+    // A partition case's servers are reset through `db::setup`, which
+    // keeps what each load left too: its second reset of a database
+    // empties it.
+    let server = lab::cluster::Endpoint::lab()?;
+    db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
+    let first = oid(&mut res)?;
+    res.batch_execute("UPDATE fence_floor SET max_token = 5")?;
+    db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
+    let floors: String = res.query_one("SELECT string_agg(scope || '=' || max_token, ',' ORDER BY scope) FROM fence_floor", &[])?.get(0);
+    t.check_eq_shown("a second reset through db::setup: the load's rows, in the table the first made", format!("daily-report=0 {first}"), format!("{floors} {}", oid(&mut res)?));
     Ok(())
 }
 
@@ -199,5 +224,5 @@ fn a_reset_gives_the_schema_as_loaded() {
     println!("{}", t.text());
     assert_eq!(t.failed(), 0, "{}", t.text());
     // Every check above ran: a run that stopped early passes nothing.
-    assert_eq!(t.passed(), 8 + 8, "{}", t.text());
+    assert_eq!(t.passed(), 10 + 8, "{}", t.text());
 }

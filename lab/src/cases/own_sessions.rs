@@ -15,8 +15,10 @@
 //! does the work once more (only then: an error on a live session is the
 //! work's own and stands). Everything done through these sessions is
 //! safe to redo: reads, and a reset, whose one implicit transaction either
-//! committed or did nothing. A fresh session knows of no load, so its
-//! first reset loads the schema (see [`emptying`]).
+//! committed or did nothing. What the last load left goes on to the new
+//! session: it describes the databases, not the session, and the catalog
+//! signature a reset reads first tells whether it still holds (see
+//! [`emptying`]). So a restart costs one login, not a load.
 
 use crate::db::{self, emptying};
 use crate::error::Result;
@@ -27,7 +29,7 @@ use std::sync::Mutex;
 struct Kept {
     /// The session.
     client: crate::db::Session,
-    /// What this session's last load left (see [`emptying`]).
+    /// What the last load left, on this session or a dead one before it (see [`emptying`]).
     loaded: Option<emptying::Loaded>,
 }
 
@@ -67,16 +69,17 @@ impl OwnSessions {
         // A thread that panicked while holding the slot panicked between two
         // calls on the session (none panics inside one): the session is used on.
         let mut slot = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut loaded = None;
         if let Some(kept) = slot.as_mut() {
             match work(kept) {
                 Ok(done) => return Ok(done),
                 // Only a session that died is replaced; any other error is
                 // the work's own, and stands.
-                Err(_) if kept.client.is_closed() => *slot = None,
+                Err(_) if kept.client.is_closed() => loaded = slot.take().and_then(|dead| dead.loaded),
                 Err(e) => return Err(e),
             }
         }
-        let fresh = slot.insert(Kept { client: db::connect(dbname, "lab reset")?, loaded: None });
+        let fresh = slot.insert(Kept { client: db::connect(dbname, "lab reset")?, loaded });
         work(fresh)
     }
 }

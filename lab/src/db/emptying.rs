@@ -17,8 +17,10 @@
 //! version of one. So the signature read before a reset differs from the
 //! one read after the load, and the reset loads the schema again. Writing
 //! rows changes no catalog row (VACUUM and ANALYZE update theirs in
-//! place, keeping the version): the signature stays. A case that loads
-//! more tables into the schema (the job queue's, the objects') changes it.
+//! place, keeping the version): the signature stays. A case that made
+//! tables of its own would change it, and so would every reset after it;
+//! that is why the job queue's and the objects' tables are part of every
+//! load (see [`super::LEASE_SCHEMA`]), not made by their cases.
 //!
 //! Emptying is one transaction. It first locks every table of the schema
 //! exclusively, so that, like the DROP it replaces, it waits for any
@@ -36,7 +38,7 @@ use postgres::Client;
 /// What a load left: enough to recognise the schema and to empty it back.
 pub struct Loaded {
     /// The schema's SQL, as loaded.
-    schema: &'static str,
+    schema: String,
     /// The catalog signature right after the load (see [`signature`]).
     signature: String,
     /// The statements that bring the tables back to the load's rows, as
@@ -95,11 +97,11 @@ pub fn signature(client: &mut Client) -> Result<String> {
 impl Loaded {
     /// Reads, right after `schema` was loaded on `client`, what emptying
     /// needs: the signature, and every table's and sequence's state now.
-    pub fn read(client: &mut Client, schema: &'static str) -> Result<Loaded> {
+    pub fn read(client: &mut Client, schema: &str) -> Result<Loaded> {
         let signature = signature(client)?;
         let not_emptiable: bool = client.query_one(NOT_EMPTIABLE, &[]).context("checking whether the schema can be emptied")?.get(0);
         if not_emptiable {
-            return Ok(Loaded { schema, signature, empty: None });
+            return Ok(Loaded { schema: schema.to_owned(), signature, empty: None });
         }
         let tables: Vec<String> = client.query(TABLES, &[]).context("listing the schema's tables")?.iter().map(|r| r.get(0)).collect();
         // Exclusive locks first: the batch waits, as a DROP would, for any
@@ -119,7 +121,7 @@ impl Loaded {
                     .with_context(|| format!("reading {table}'s triggers"))?
                     .get(0);
                 if fires {
-                    return Ok(Loaded { schema, signature, empty: None });
+                    return Ok(Loaded { schema: schema.to_owned(), signature, empty: None });
                 }
                 batch.push_str(&format!("INSERT INTO {table} SELECT * FROM jsonb_populate_recordset(NULL::{table}, {});\n", literal(&seeds)));
             }
@@ -128,7 +130,7 @@ impl Loaded {
             batch.push_str(&row.get::<_, String>(0));
             batch.push('\n');
         }
-        Ok(Loaded { schema, signature, empty: Some(batch) })
+        Ok(Loaded { schema: schema.to_owned(), signature, empty: Some(batch) })
     }
 }
 
@@ -136,7 +138,7 @@ impl Loaded {
 /// tables when `loaded` says this session loaded that schema and the
 /// catalogs say nothing changed it since; by loading it otherwise, after
 /// which `loaded` describes the new load.
-pub fn reset(client: &mut Client, schema: &'static str, loaded: &mut Option<Loaded>) -> Result<()> {
+pub fn reset(client: &mut Client, schema: &str, loaded: &mut Option<Loaded>) -> Result<()> {
     if let Some(Loaded { signature: then, empty: Some(batch), .. }) = loaded.as_ref().filter(|l| l.schema == schema) {
         if signature(client)? == *then {
             match client.batch_execute(batch) {

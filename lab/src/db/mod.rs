@@ -38,10 +38,19 @@ pub const LEASE_DB: &str = "lease26";
 /// The database that holds the protected resource.
 pub const RES_DB: &str = "res26";
 
-/// The schema of `lease26`, the one source for code and book.
-pub const LEASE_SCHEMA: &str = include_str!("../../../sql/lease26.sql");
-/// The schema of `res26`.
-pub const RES_SCHEMA: &str = include_str!("../../../sql/res26.sql");
+/// The schema of `lease26`, the one source for code and book: the lease
+/// table, and beside it the bug zoo's job queue (F20–F28).
+///
+/// The queue's tables are part of every load, used or not, so that the
+/// reset between two cases, and between two timelines of a queue case, can
+/// empty them instead of loading the schema again (see [`emptying`]): a
+/// case that loaded tables of its own would change the schema, and each
+/// next reset would drop and make them again, 15–25 ms each on this disk.
+pub const LEASE_SCHEMA: &str = concat!(include_str!("../../../sql/lease26.sql"), "\n", include_str!("../../../sql/queue26.sql"));
+/// The schema of `res26`: the report's tables and the fence, and beside
+/// them the objects of F29–F34 (`sql/object26.sql`), part of every load
+/// for the same reason as the queue's.
+pub const RES_SCHEMA: &str = concat!(include_str!("../../../sql/res26.sql"), "\n", include_str!("../../../sql/object26.sql"));
 
 /// What the server said on a session besides results and errors: its
 /// notices (`WARNING: …`, with `DETAIL: …` on a line of its own), in order.

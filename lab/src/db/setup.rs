@@ -10,6 +10,7 @@
 //! every role. Above all it cannot run `COPY … TO PROGRAM`, which runs a
 //! program as the server's operating-system account.
 
+use super::emptying::{self, Loaded};
 use super::{connect_as, open, reset_schema, session, LEASE_DB, LEASE_SCHEMA, RES_DB, RES_SCHEMA};
 use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
@@ -69,7 +70,7 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
         match (owner.as_deref(), existing) {
             (Some(_), Existing::Keep) => continue,
             (Some(owner), Existing::Reload) if owner == credentials::ROLE => {
-                reset_schema(&mut *session(server, credentials::ROLE, name, "lab setup", None)?, schema)?;
+                reload(server, name, schema)?;
                 continue;
             }
             _ => {}
@@ -86,6 +87,30 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
         reset_schema(&mut open(server, credentials::ROLE, name, "lab setup", None)?, schema)?;
     }
     Ok(())
+}
+
+/// What the last load of each database left, by server (its folder and
+/// port) and database, for as long as the process runs.
+type Loads = Vec<((std::path::PathBuf, u16, String), Loaded)>;
+static LOADS: parking_lot::Mutex<Loads> = parking_lot::Mutex::new(Vec::new());
+
+/// Resets the schema of database `name` on `server` to `schema`: by
+/// emptying its tables when this process loaded that schema there last
+/// and the catalogs say nothing changed it since, by loading it otherwise
+/// (see [`super::emptying`]). F18 resets its primary's and its resource's
+/// databases before each of its three timelines: each load drops and makes
+/// some twenty files, each emptying none.
+fn reload(server: &Endpoint, name: &str, schema: &str) -> Result<()> {
+    let key = (server.dir.clone(), server.port, name.to_owned());
+    let mut loaded = {
+        let mut loads = LOADS.lock();
+        loads.iter().position(|(k, _)| *k == key).map(|at| loads.remove(at).1)
+    };
+    let done = emptying::reset(&mut *session(server, credentials::ROLE, name, "lab setup", None)?, schema, &mut loaded);
+    if let Some(loaded) = loaded {
+        LOADS.lock().push((key, loaded));
+    }
+    done
 }
 
 /// The role `lab` on `server`, made if it is missing, and `databases`
@@ -122,8 +147,8 @@ pub fn fresh_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<
 /// Gives `server` (a partition case's lease store or resource, a server of
 /// the lab's own beside `b3-26` that holds the lab's schemas alone) fresh
 /// copies of `databases` (name, schema), owned by `lab`: the role made if
-/// it is missing, each database made if it is missing, its schema
-/// replaced. Every run of such a case starts from an empty schema, as
+/// it is missing, each database made if it is missing, its schema reset
+/// ([`reload`]). Every run of such a case starts from an empty schema, as
 /// every case does on `b3-26`.
 pub fn reloaded_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<()> {
     databases_on(server, databases, Existing::Reload)

@@ -28,10 +28,7 @@ pub mod uncertain;
 pub mod writer;
 
 use crate::db;
-use crate::error::{Result, ResultExt};
-
-/// The objects' schema, loaded into `res26` beside the report's tables.
-pub const SCHEMA: &str = include_str!("../../../sql/object26.sql");
+use crate::error::Result;
 
 /// An object as a read (or an accepted write) saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,11 +163,11 @@ impl ObjectStore {
         Ok(ObjectStore { client: db::connect(db::RES_DB, writer)?, server, writer: writer.to_owned(), token })
     }
 
-    /// Loads the objects' tables into `res26` (after the resource schema's
-    /// reset, which dropped them) and creates `key` with `body`, version 1.
+    /// Creates `key` with `body`, version 1, in the objects' tables, which
+    /// every load of `res26` makes (see [`db::RES_SCHEMA`]) and the
+    /// resource's reset empties: so after a reset, `key` is the only object.
     pub fn reset(key: &str, body: &str) -> Result<()> {
         let mut client = db::connect(db::RES_DB, "lab objects")?;
-        client.batch_execute(SCHEMA).context("loading sql/object26.sql")?;
         // The object exists before the case: version 1, written by nobody.
         client.execute("INSERT INTO object (key, body, version, etag, writer) VALUES ($1, $2, 1, md5($2), 'setup')", &[&key, &body])?;
         Ok(())

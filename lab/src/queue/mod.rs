@@ -30,9 +30,6 @@ use crate::poll;
 use postgres::Client;
 use std::time::{Duration, SystemTime};
 
-/// The queue's schema, loaded into `lease26` beside the lease table.
-pub const SCHEMA: &str = include_str!("../../../sql/queue26.sql");
-
 /// One claim of one job: the job, the claim's token, and who made it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
@@ -194,10 +191,10 @@ impl Queue {
         Ok(Queue { client: db::connect(db::LEASE_DB, who)?, bug, ttl })
     }
 
-    /// Loads the queue's tables into `lease26` (after the lease schema's
-    /// reset, which dropped them) and enqueues `jobs` jobs, ids 1 …
+    /// Enqueues `jobs` jobs, ids 1 …, into the queue's tables, which every
+    /// load of `lease26` makes (see [`db::LEASE_SCHEMA`]) and the lease
+    /// schema's reset empties: so after a reset, these are the only jobs.
     pub fn reset(&mut self, jobs: i64) -> Result<()> {
-        self.client.batch_execute(SCHEMA).context("loading sql/queue26.sql")?;
         // Enqueue: one row per job, available.
         self.client.execute("INSERT INTO job (id) SELECT generate_series(1, $1::bigint)", &[&jobs])?;
         Ok(())

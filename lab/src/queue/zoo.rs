@@ -125,7 +125,7 @@ pub struct Stage {
 }
 
 impl Stage {
-    /// Loads the queue's tables (after `lab.reset()`) and enqueues [`JOB`].
+    /// Enqueues [`JOB`] into the queue `lab.reset()` just emptied.
     pub fn new(bug: Option<Bug>, ttl: Duration) -> Result<Stage> {
         let mut rescuer = Queue::connect("rescuer", bug, ttl)?;
         rescuer.reset(1)?;
