@@ -52,10 +52,10 @@ const PASSFILE: &str = "replication.pgpass";
 /// their removal (see [`FailoverPair::set_aside`]).
 const CLEARING: &str = "standby.clearing";
 
-/// How many old standbys may wait in [`CLEARING`]: the five a whole run
-/// sets aside before F18's last probe removes them, one at each build (F14
-/// builds twice, F18 three times).
-const MOST_WAITING: usize = 5;
+/// The names of the old standbys this process set aside (see
+/// [`FailoverPair::set_aside`]); whatever else waits in [`CLEARING`] an
+/// earlier process left.
+static SET_ASIDE_HERE: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
 
 /// The old standbys waiting in `clearing`, oldest first: each place's
 /// number and name (`standby.3`; a place with no number, as an earlier
@@ -161,11 +161,12 @@ impl FailoverPair {
         // The copy is the server account's: written through descriptors.
         // A copy starts like a server that crashed, so before recovery it
         // makes every file of its folder durable: file by file, an fsync
-        // each (about 0.14 s for a standby's ~1,600 files, measured by its
-        // log), or with one syncfs() of the whole filesystem (about 0.05 s),
-        // which PostgreSQL offers for folders with many files. Nothing is
-        // less durable either way; syncfs also writes out whatever else on
-        // that filesystem waits to be written.
+        // each (about 0.14 s for a standby's ~1,600 files, the gap between
+        // two lines of its log), or with one syncfs() of the whole
+        // filesystem (about 0.05 s), which PostgreSQL offers for folders
+        // with many files. Nothing is less durable either way (on Linux
+        // 5.8 and later, which reports syncfs's write errors); syncfs also
+        // writes out whatever else on that filesystem waits to be written.
         let (server, owner) = (standby.server_folder()?, standby.server_owner());
         let mut conf = server.open_file("data/postgresql.conf", OFlag::O_WRONLY | OFlag::O_APPEND, owner)?;
         writeln!(
@@ -196,45 +197,50 @@ impl FailoverPair {
     /// where it waits for [`Self::clear_meanwhile`].
     ///
     /// Removing an old standby is quick (about 25 ms for its ~1,600
-    /// files); what costs is making files soon after. This machine's ext4
-    /// skips every inode freed in the last minute when it looks for a free
-    /// one (`recently_deleted` in its inode allocator), one lookup each, in
-    /// the group the new files go to, which is the group the old standby's
-    /// files were freed in. Measured in F18: a base backup made right after
-    /// the last standby's removal took 0.6–1.3 s, against 0.15–0.2 s with
-    /// none removed before it. So no old standby is removed before a build
-    /// of the run: F14's two and F18's first two wait, and F18 removes them
-    /// all while its last partition probe waits out its silent
-    /// connections, after the run's last build.
+    /// files); what costs is making files soon after. On an ext4 without a
+    /// journal, as on the machine the lab is measured on, the inode
+    /// allocator skips every inode freed in the last minute or more
+    /// (`recently_deleted`), one lookup each, in the group the new files go
+    /// to, which is the group the old standby's files were freed in.
+    /// Measured in F18: a base backup made right after the last standby's
+    /// removal took 0.6–1.3 s, against 0.15–0.2 s with none removed before
+    /// it. So in a full run no old standby is removed before a build: the
+    /// last run's standby, F14's two and F18's first two wait, and F18
+    /// removes them all while its last premise check waits out its silent
+    /// connection attempts, after the run's last build.
     ///
     /// [`CLEARING`] is a folder beside the standby's place, in the lab's
     /// own place, this account's and open to nobody else: whatever is
-    /// inside was put there by the lab, so a place set aside by a run that
-    /// was killed is removed like any other. At most [`MOST_WAITING`] wait:
-    /// beyond that (F14 run on its own again and again), the oldest go at
-    /// once.
+    /// inside was put there by the lab. What an earlier process left there
+    /// (one that built standbys without reaching F18's last premise check:
+    /// F14 or `lease-stores` alone, a replay, a run cut short) goes at this
+    /// process's first set-aside, so at most one process's old standbys
+    /// wait at a time.
     fn set_aside(&self) -> Result<()> {
         let Some(old) = self.standby.existing_place()? else { return Ok(()) };
         let (parent, name) = (self.standby.dir().parent().ok_or("the standby's place has no parent")?, self.standby.dir().file_name().ok_or("the standby's place has no name")?);
         let beside = SafeDir::open(parent)?;
         let clearing = beside.sub_dir(CLEARING, Account::me(), 0o700)?;
+        let mut here = SET_ASIDE_HERE.lock();
         let mut waiting = waiting_in(&clearing)?;
-        while waiting.len() >= MOST_WAITING {
-            clearing.remove_tree(&waiting.remove(0).1)?;
+        for (_, left) in waiting.iter().filter(|(_, n)| !here.contains(n)) {
+            clearing.remove_tree(left)?;
         }
+        waiting.retain(|(_, n)| here.contains(n));
         // Numbered after the newest, so the names sort oldest first.
         let number = waiting.last().map_or(1, |(n, _)| n + 1);
         drop(old);
         let to = format!("{}.{number}", name.to_string_lossy());
         nix::fcntl::renameat(beside.fd(), name, clearing.fd(), to.as_str()).with_context(|| format!("moving {} into {}", self.standby.dir().display(), clearing.path().display()))?;
+        here.push(to);
         Ok(())
     }
 
     /// Runs `wait` while every old standby set aside (see
     /// [`Self::set_aside`]) is removed on a thread, and finishes that
     /// removal before returning. For a wait after the last build, that
-    /// leaves the disk idle (F18's last probe of its partition): there the
-    /// removal costs nothing and slows no copy.
+    /// leaves the disk idle (F18's last premise check): there the removal
+    /// costs nothing and slows no copy.
     pub fn clear_meanwhile<T>(&self, wait: impl FnOnce() -> T) -> Result<T> {
         let parent = self.standby.dir().parent().ok_or("the standby's place has no parent")?;
         let clearing = SafeDir::open(parent)?.sub_dir(CLEARING, Account::me(), 0o700)?;
@@ -246,6 +252,7 @@ impl FailoverPair {
         });
         let done = wait();
         removal.join().map_err(|_| "the removal of the old standbys panicked")??;
+        SET_ASIDE_HERE.lock().clear();
         Ok(done)
     }
 
