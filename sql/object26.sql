@@ -1,4 +1,4 @@
--- The objects of F29-F34 (lab/src/object/), in `res26` beside the report's
+-- The objects of F29-F33 (lab/src/object/), in `res26` beside the report's
 -- tables: every load of `res26` loads this file after res26.sql
 -- (db::RES_SCHEMA). A resource that cannot compare tokens.
 -- Like an object store or a coordination service, it offers a

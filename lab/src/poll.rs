@@ -34,7 +34,7 @@ pub fn take_designed() -> Duration {
 /// something is stuck or dead.
 pub const BOUND: Duration = Duration::from_secs(20);
 
-/// The longest gap between two askings while the lab waits for a state.
+/// The longest nap between two askings while the lab waits for a state.
 pub const EVERY: Duration = Duration::from_millis(10);
 
 /// Asks `ready` until it says yes, at first after half a millisecond, then

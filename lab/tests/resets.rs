@@ -23,6 +23,8 @@ fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let oid = |res: &mut Client| -> Result<u32> { Ok(res.query_one("SELECT 'fence_floor'::regclass::oid", &[])?.get(0)) };
     let loaded = oid(&mut res)?;
 
+    let job_loaded: u32 = lease.query_one("SELECT 'job'::regclass::oid", &[])?.get(0);
+
     // Rows, a moved seed and used sequences, then a reset that empties.
     res.batch_execute(
         "UPDATE fence_floor SET max_token = 7;
@@ -55,6 +57,8 @@ fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
         .get(0);
     t.check_eq_shown("after a reset: the next write attempt's id starts again at 1", 1, id);
     t.check_eq_shown("that reset emptied the tables: fence_floor is the table the load made", loaded, oid(&mut res)?);
+    let job_after: u32 = lease.query_one("SELECT 'job'::regclass::oid", &[])?.get(0);
+    t.check_eq_shown("in lease26 too, the queue's tables with it: job is the table the load made", job_loaded, job_after);
 
     // Only a function replaced: its catalog row's new version alone must
     // make the reset load the schema again.
@@ -224,5 +228,5 @@ fn a_reset_gives_the_schema_as_loaded() {
     println!("{}", t.text());
     assert_eq!(t.failed(), 0, "{}", t.text());
     // Every check above ran: a run that stopped early passes nothing.
-    assert_eq!(t.passed(), 10 + 8, "{}", t.text());
+    assert_eq!(t.passed(), 11 + 8, "{}", t.text());
 }

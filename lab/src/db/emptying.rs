@@ -1,5 +1,7 @@
 //! A schema reset that empties the tables instead of loading the schema
-//! again, when nothing has changed the schema since this session loaded it.
+//! again, when nothing has changed the schema since its last load (what
+//! that load left, [`Loaded`], is kept by the caller: for the whole run,
+//! across the sessions that come and go).
 //!
 //! A run resets the lab's two databases some 70 times. Loading a schema
 //! drops and creates every table, index, sequence, function and trigger:
@@ -135,9 +137,9 @@ impl Loaded {
 }
 
 /// Resets `public` on `client` to `schema` as loaded: by emptying its
-/// tables when `loaded` says this session loaded that schema and the
-/// catalogs say nothing changed it since; by loading it otherwise, after
-/// which `loaded` describes the new load.
+/// tables when `loaded` describes a load of that schema and the catalogs
+/// say nothing changed it since; by loading it otherwise, after which
+/// `loaded` describes the new load.
 pub fn reset(client: &mut Client, schema: &str, loaded: &mut Option<Loaded>) -> Result<()> {
     if let Some(Loaded { signature: then, empty: Some(batch), .. }) = loaded.as_ref().filter(|l| l.schema == schema) {
         if signature(client)? == *then {

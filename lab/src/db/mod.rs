@@ -45,10 +45,10 @@ pub const RES_DB: &str = "res26";
 /// reset between two cases, and between two timelines of a queue case, can
 /// empty them instead of loading the schema again (see [`emptying`]): a
 /// case that loaded tables of its own would change the schema, and each
-/// next reset would drop and make them again, 15–25 ms each on this disk.
+/// next reset would drop and make them again, 15–40 ms each on this disk.
 pub const LEASE_SCHEMA: &str = concat!(include_str!("../../../sql/lease26.sql"), "\n", include_str!("../../../sql/queue26.sql"));
 /// The schema of `res26`: the report's tables and the fence, and beside
-/// them the objects of F29–F34 (`sql/object26.sql`), part of every load
+/// them the objects of F29–F33 (`sql/object26.sql`), part of every load
 /// for the same reason as the queue's.
 pub const RES_SCHEMA: &str = concat!(include_str!("../../../sql/res26.sql"), "\n", include_str!("../../../sql/object26.sql"));
 

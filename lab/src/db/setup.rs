@@ -53,8 +53,8 @@ pub(super) enum Existing {
     Replace,
     /// Leave it, and what a reader put in it, alone.
     Keep,
-    /// Keep the database and replace its schema `public`, as every case's
-    /// reset does on `b3-26`: for the lab's own servers beside it, whose
+    /// Keep the database and reset its schema `public` (emptied or loaded
+    /// again, see [`reload`]), as every case's reset does on `b3-26`: for the lab's own servers beside it, whose
     /// databases hold nothing else, and where dropping and making a database
     /// again costs a hundred milliseconds and hundreds of files each time.
     Reload,
@@ -97,9 +97,10 @@ static LOADS: parking_lot::Mutex<Loads> = parking_lot::Mutex::new(Vec::new());
 /// Resets the schema of database `name` on `server` to `schema`: by
 /// emptying its tables when this process loaded that schema there last
 /// and the catalogs say nothing changed it since, by loading it otherwise
-/// (see [`super::emptying`]). F18 resets its primary's and its resource's
-/// databases before each of its three timelines: each load drops and makes
-/// some twenty files, each emptying none.
+/// (see [`super::emptying`]). The first reset of a database in a process
+/// loads; F18 then resets its primary's `lease26` and its resource's
+/// `res26` again before each of its later timelines: each load drops and
+/// makes some twenty files, each emptying none.
 fn reload(server: &Endpoint, name: &str, schema: &str) -> Result<()> {
     let key = (server.dir.clone(), server.port, name.to_owned());
     let mut loaded = {

@@ -125,7 +125,7 @@ pub struct Stage {
 }
 
 impl Stage {
-    /// Enqueues [`JOB`] into the queue `lab.reset()` just emptied.
+    /// Enqueues [`JOB`] into the queue `lab.reset()` just reset.
     pub fn new(bug: Option<Bug>, ttl: Duration) -> Result<Stage> {
         let mut rescuer = Queue::connect("rescuer", bug, ttl)?;
         rescuer.reset(1)?;
