@@ -135,8 +135,8 @@ const HOLDER_SESSIONS: &str = "SELECT count(*) FROM pg_stat_activity WHERE appli
 pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: FenceMode, progress: &mut dyn FnMut(String)) -> Result<ModeRun> {
     let began = Instant::now();
     // Fresh tables for every mode: token 1 first, an empty history.
-    db::reset_schema(&mut *db::connect(db::LEASE_DB, "lab chaos")?, db::LEASE_SCHEMA)?;
-    db::reset_schema(&mut *db::connect(db::RES_DB, "lab chaos")?, db::RES_SCHEMA)?;
+    db::setup::reset_database(db::LEASE_DB, db::LEASE_SCHEMA)?;
+    db::setup::reset_database(db::RES_DB, db::RES_SCHEMA)?;
 
     let log = Arc::new(FaultLog::new(config.trace));
     let tally = Arc::new(Tally::default());

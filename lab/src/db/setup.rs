@@ -145,6 +145,15 @@ pub fn fresh_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<
     databases_on(server, databases, Existing::Replace)
 }
 
+/// Resets database `dbname` on `b3-26` to `schema`, as [`reload`] does:
+/// emptied when this process loaded it there last and nothing changed it,
+/// loaded otherwise. For the runs that reset between their parts (each
+/// mode of a chaos run, each switch of the queue's), so that the second
+/// part, and the case after them, empty rather than load.
+pub fn reset_database(dbname: &str, schema: &str) -> Result<()> {
+    reload(&Endpoint::lab()?, dbname, schema)
+}
+
 /// Gives `server` (a partition case's lease store or resource, a server of
 /// the lab's own beside `b3-26` that holds the lab's schemas alone) fresh
 /// copies of `databases` (name, schema), owned by `lab`: the role made if

@@ -121,8 +121,8 @@ pub fn run_switch(config: &QueueConfig, bug: Option<Bug>) -> Result<QueueRun> {
     let began = Instant::now();
     // Fresh tables: the lease schema (the queue's tables go with it), the
     // resource's; then the queue's jobs and each job's fence floor at 0.
-    db::reset_schema(&mut *db::connect(db::LEASE_DB, "lab queue-chaos")?, db::LEASE_SCHEMA)?;
-    db::reset_schema(&mut *db::connect(db::RES_DB, "lab queue-chaos")?, db::RES_SCHEMA)?;
+    db::setup::reset_database(db::LEASE_DB, db::LEASE_SCHEMA)?;
+    db::setup::reset_database(db::RES_DB, db::RES_SCHEMA)?;
     let jobs = jobs(config.workers, config.duration);
     Queue::connect("lab queue-chaos", bug, TTL)?.reset(jobs)?;
     db::connect(db::RES_DB, "lab queue-chaos")?.execute("INSERT INTO fence_floor (scope, max_token) SELECT 'job-' || g, 0 FROM generate_series(1, $1::bigint) g", &[&jobs])?;
