@@ -15,31 +15,24 @@
 //! does the work once more (only then: an error on a live session is the
 //! work's own and stands). Everything done through these sessions is
 //! safe to redo: reads, and a reset, whose one implicit transaction either
-//! committed or did nothing. What the last load left goes on to the new
-//! session: it describes the databases, not the session, and the catalog
-//! signature a reset reads first tells whether it still holds (see
-//! [`emptying`]). So a restart costs one login, not a load.
+//! committed or did nothing. What the last load left is not the session's:
+//! it is kept with the databases' other resets (`db::setup`'s record), and
+//! the catalog signature a reset reads first tells whether it still holds
+//! (see [`emptying`]). So a restart costs one login, not a load.
 
-use crate::db::{self, emptying};
+use crate::cluster::Endpoint;
+use crate::db::{self, emptying, setup, Session};
 use crate::error::Result;
 use postgres::Client;
 use std::sync::Mutex;
-
-/// A kept session, and what its last load of the schema left.
-struct Kept {
-    /// The session.
-    client: crate::db::Session,
-    /// What the last load left, on this session or a dead one before it (see [`emptying`]).
-    loaded: Option<emptying::Loaded>,
-}
 
 /// The kept sessions; none until first used.
 #[derive(Default)]
 pub struct OwnSessions {
     /// To `lease26`.
-    lease: Mutex<Option<Kept>>,
+    lease: Mutex<Option<Session>>,
     /// To `res26`.
-    res: Mutex<Option<Kept>>,
+    res: Mutex<Option<Session>>,
 }
 
 impl OwnSessions {
@@ -47,20 +40,23 @@ impl OwnSessions {
     /// logging in when there is none. If `work` fails because the kept
     /// session died with its server, the session is dropped and `work` runs
     /// again on a fresh one, whose error stands; any other error stands.
-    pub fn on<T>(&self, dbname: &str, mut work: impl FnMut(&mut Client) -> Result<T>) -> Result<T> {
-        self.on_kept(dbname, |kept| work(&mut kept.client))
+    pub fn on<T>(&self, dbname: &str, work: impl FnMut(&mut Client) -> Result<T>) -> Result<T> {
+        self.on_kept(dbname, work)
     }
 
     /// Resets `dbname` to `schema` (see [`emptying::reset`]), after `before`
     /// has read what it needs of the rows about to go.
     pub fn reset<T>(&self, dbname: &str, schema: &'static str, mut before: impl FnMut(&mut Client) -> T) -> Result<T> {
+        let server = Endpoint::lab()?;
         self.on_kept(dbname, |kept| {
-            let read = before(&mut kept.client);
-            emptying::reset(&mut kept.client, schema, &mut kept.loaded).map(|()| read)
+            setup::with_load_record(&server, dbname, |record| {
+                let read = before(kept);
+                emptying::reset(kept, schema, record).map(|()| read)
+            })
         })
     }
 
-    fn on_kept<T>(&self, dbname: &str, mut work: impl FnMut(&mut Kept) -> Result<T>) -> Result<T> {
+    fn on_kept<T>(&self, dbname: &str, mut work: impl FnMut(&mut Client) -> Result<T>) -> Result<T> {
         let slot = match dbname {
             db::LEASE_DB => &self.lease,
             db::RES_DB => &self.res,
@@ -69,17 +65,16 @@ impl OwnSessions {
         // A thread that panicked while holding the slot panicked between two
         // calls on the session (none panics inside one): the session is used on.
         let mut slot = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut loaded = None;
         if let Some(kept) = slot.as_mut() {
             match work(kept) {
                 Ok(done) => return Ok(done),
                 // Only a session that died is replaced; any other error is
                 // the work's own, and stands.
-                Err(_) if kept.client.is_closed() => loaded = slot.take().and_then(|dead| dead.loaded),
+                Err(_) if kept.is_closed() => *slot = None,
                 Err(e) => return Err(e),
             }
         }
-        let fresh = slot.insert(Kept { client: db::connect(dbname, "lab reset")?, loaded });
+        let fresh = slot.insert(db::connect(dbname, "lab reset")?);
         work(fresh)
     }
 }

@@ -207,7 +207,8 @@ impl FailoverPair {
     /// it. So in a full run no old standby is removed before a build: the
     /// last run's standby, F14's two and F18's first two wait, and F18
     /// removes them all while its last premise check waits out its silent
-    /// connection attempts, after the run's last build.
+    /// connection attempts, after the run's last build. (Unless the last
+    /// process left some, see below: those go before this one's first.)
     ///
     /// [`CLEARING`] is a folder beside the standby's place, in the lab's
     /// own place, this account's and open to nobody else: whatever is

@@ -126,7 +126,8 @@ fn open_into(server: &Endpoint, role: &str, dbname: &str, who: &str, sink: pool:
     config.connect(NoTls).with_context(unreachable)
 }
 
-/// Replaces the `public` schema of `dbname` with the schema from `sql/`.
+/// Replaces the `public` schema of `dbname` with the schema from `sql/`:
+/// a load, which a reset does when it cannot empty (see [`emptying`]).
 ///
 /// Every case starts from empty tables: F1 expects the first token to be 1,
 /// F4 expects B's to be 2. Dropping the schema (rather than truncating) also

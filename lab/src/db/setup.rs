@@ -54,9 +54,10 @@ pub(super) enum Existing {
     /// Leave it, and what a reader put in it, alone.
     Keep,
     /// Keep the database and reset its schema `public` (emptied or loaded
-    /// again, see [`reload`]), as every case's reset does on `b3-26`: for the lab's own servers beside it, whose
-    /// databases hold nothing else, and where dropping and making a database
-    /// again costs a hundred milliseconds and hundreds of files each time.
+    /// again, see [`reload`]), as every case's reset does on `b3-26`: for
+    /// the lab's own servers beside it, whose databases hold nothing else,
+    /// and where dropping and making a database again costs a hundred
+    /// milliseconds and hundreds of files each time.
     Reload,
 }
 
@@ -84,34 +85,60 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
         admin
             .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", credentials::ROLE))
             .with_context(|| format!("creating database {name} on {}", server.name))?;
-        reset_schema(&mut open(server, credentials::ROLE, name, "lab setup", None)?, schema)?;
+        let mut client = open(server, credentials::ROLE, name, "lab setup", None)?;
+        reset_schema(&mut client, schema)?;
+        // Recorded, so that the next reset (the first case's) empties.
+        let loaded = Loaded::read(&mut client, schema)?;
+        with_load_record(server, name, |record| {
+            *record = Some(loaded);
+            Ok(())
+        })?;
     }
     Ok(())
 }
 
 /// What the last load of each database left, by server (its folder and
-/// port) and database, for as long as the process runs.
+/// port) and database, for as long as the process runs: one record for
+/// every way the process resets a database (a case's reset through the
+/// lab's own sessions, a chaos run's between its modes, a partition
+/// case's servers), so that none of them loads a schema another one
+/// loaded and nothing changed since.
 type Loads = Vec<((std::path::PathBuf, u16, String), Loaded)>;
 static LOADS: parking_lot::Mutex<Loads> = parking_lot::Mutex::new(Vec::new());
 
-/// Resets the schema of database `name` on `server` to `schema`: by
-/// emptying its tables when this process loaded that schema there last
-/// and the catalogs say nothing changed it since, by loading it otherwise
-/// (see [`super::emptying`]). The first reset of a database in a process
-/// loads; F18 then resets its primary's `lease26` and its resource's
-/// `res26` again before each of its later timelines: each load drops and
-/// makes some twenty files, each emptying none.
-fn reload(server: &Endpoint, name: &str, schema: &str) -> Result<()> {
+/// Runs `work` with the record of the last load of database `name` on
+/// `server` (`None` if this process has none), taken out meanwhile and
+/// put back after, whatever `work` left in it.
+pub fn with_load_record<T>(server: &Endpoint, name: &str, work: impl FnOnce(&mut Option<Loaded>) -> Result<T>) -> Result<T> {
     let key = (server.dir.clone(), server.port, name.to_owned());
-    let mut loaded = {
+    let mut record = {
         let mut loads = LOADS.lock();
         loads.iter().position(|(k, _)| *k == key).map(|at| loads.remove(at).1)
     };
-    let done = emptying::reset(&mut *session(server, credentials::ROLE, name, "lab setup", None)?, schema, &mut loaded);
-    if let Some(loaded) = loaded {
+    let done = work(&mut record);
+    if let Some(loaded) = record {
         LOADS.lock().push((key, loaded));
     }
     done
+}
+
+/// Resets the schema of database `name` on `server` to `schema`: by
+/// emptying its tables when the record of its last load (see
+/// [`with_load_record`]) is of that schema and the catalogs say nothing
+/// changed it since, by loading it otherwise (see [`super::emptying`]).
+/// F18 resets its primary's `lease26` and its resource's `res26` before
+/// each of its three timelines: each load drops and makes some twenty
+/// files, each emptying none.
+fn reload(server: &Endpoint, name: &str, schema: &str) -> Result<()> {
+    with_load_record(server, name, |record| emptying::reset(&mut *session(server, credentials::ROLE, name, "lab setup", None)?, schema, record))
+}
+
+/// Resets database `dbname` on `b3-26` to `schema`, as [`reload`] does:
+/// for the runs that reset between their parts (each mode of a chaos run,
+/// each switch of the queue's), so that they, and the case after them,
+/// empty rather than load.
+pub fn reset_database(dbname: &str, schema: &str) -> Result<()> {
+    reload(&Endpoint::lab()?, dbname, schema)
 }
 
 /// The role `lab` on `server`, made if it is missing, and `databases`
@@ -143,15 +170,6 @@ pub fn ensure_databases() -> Result<()> {
 /// alone would leave their migrations recorded and their objects gone.
 pub fn fresh_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<()> {
     databases_on(server, databases, Existing::Replace)
-}
-
-/// Resets database `dbname` on `b3-26` to `schema`, as [`reload`] does:
-/// emptied when this process loaded it there last and nothing changed it,
-/// loaded otherwise. For the runs that reset between their parts (each
-/// mode of a chaos run, each switch of the queue's), so that the second
-/// part, and the case after them, empty rather than load.
-pub fn reset_database(dbname: &str, schema: &str) -> Result<()> {
-    reload(&Endpoint::lab()?, dbname, schema)
 }
 
 /// Gives `server` (a partition case's lease store or resource, a server of
