@@ -128,8 +128,9 @@ pub struct Lab {
 
 impl Lab {
     /// Brings both schemas back to the ones in `sql/` as loaded: emptied
-    /// when nothing changed them since the lab's session loaded them, loaded
-    /// again otherwise (see `db::emptying`). What the timeline would need of
+    /// when nothing changed them since their last load (the process's
+    /// record, `db::setup::with_load_record`), loaded again otherwise (see
+    /// `db::emptying`). What the timeline would need of
     /// the old rows is kept first (a case may reset halfway), and the case's
     /// history so far ends its stretch.
     ///

@@ -208,7 +208,8 @@ impl FailoverPair {
     /// last run's standby, F14's two and F18's first two wait, and F18
     /// removes them all while its last premise check waits out its silent
     /// connection attempts, after the run's last build. (Unless the last
-    /// process left some, see below: those go before this one's first.)
+    /// process left some, see below: those go before this process's first
+    /// build.)
     ///
     /// [`CLEARING`] is a folder beside the standby's place, in the lab's
     /// own place, this account's and open to nobody else: whatever is
@@ -238,7 +239,7 @@ impl FailoverPair {
     }
 
     /// Runs `wait` while every old standby set aside (see
-    /// [`Self::set_aside`]) is removed on a thread, and finishes that
+    /// `set_aside`) is removed on a thread, and finishes that
     /// removal before returning. For a wait after the last build, that
     /// leaves the disk idle (F18's last premise check): there the removal
     /// costs nothing and slows no copy.

@@ -1,7 +1,7 @@
 //! A schema reset that empties the tables instead of loading the schema
 //! again, when nothing has changed the schema since its last load (what
-//! that load left, [`Loaded`], is kept in one record per database for the
-//! whole process, across the sessions that come and go:
+//! that load left, [`Loaded`], is kept in one record per server and
+//! database for the whole process, across the sessions that come and go:
 //! `setup::with_load_record`).
 //!
 //! A run resets the lab's two databases some 70 times. Loading a schema

@@ -87,7 +87,8 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
             .with_context(|| format!("creating database {name} on {}", server.name))?;
         let mut client = open(server, credentials::ROLE, name, "lab setup", None)?;
         reset_schema(&mut client, schema)?;
-        // Recorded, so that the next reset (the first case's) empties.
+        // Recorded, so that the next reset (in a run of cases, the first
+        // case's) empties.
         let loaded = Loaded::read(&mut client, schema)?;
         with_load_record(server, name, |record| {
             *record = Some(loaded);
@@ -99,10 +100,14 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
 
 /// What the last load of each database left, by server (its folder and
 /// port) and database, for as long as the process runs: one record for
-/// every way the process resets a database (a case's reset through the
-/// lab's own sessions, a chaos run's between its modes, a partition
-/// case's servers), so that none of them loads a schema another one
-/// loaded and nothing changed since.
+/// every reset that goes through [`emptying::reset`] or
+/// [`make_databases`] (a case's reset through the lab's own sessions, a
+/// chaos or queue-chaos run's between its parts, the partition cases'
+/// servers, F14's and F18's primary, a run's `CREATE DATABASE`), so that
+/// none of them loads a schema another one loaded and nothing changed
+/// since. The benches and `lease-stores` load with [`reset_schema`] on
+/// their own, on purpose (fresh tables for every measurement); a load
+/// there changes the catalogs, so no record can then match.
 type Loads = Vec<((std::path::PathBuf, u16, String), Loaded)>;
 static LOADS: parking_lot::Mutex<Loads> = parking_lot::Mutex::new(Vec::new());
 
@@ -116,8 +121,11 @@ pub fn with_load_record<T>(server: &Endpoint, name: &str, work: impl FnOnce(&mut
         loads.iter().position(|(k, _)| *k == key).map(|at| loads.remove(at).1)
     };
     let done = work(&mut record);
+    let mut loads = LOADS.lock();
+    // One record per key, even if two resets of a database ever overlapped.
+    loads.retain(|(k, _)| *k != key);
     if let Some(loaded) = record {
-        LOADS.lock().push((key, loaded));
+        loads.push((key, loaded));
     }
     done
 }
@@ -133,7 +141,7 @@ fn reload(server: &Endpoint, name: &str, schema: &str) -> Result<()> {
     with_load_record(server, name, |record| emptying::reset(&mut *session(server, credentials::ROLE, name, "lab setup", None)?, schema, record))
 }
 
-/// Resets database `dbname` on `b3-26` to `schema`, as [`reload`] does:
+/// Resets database `dbname` on `b3-26` to `schema`, as `reload` does:
 /// for the runs that reset between their parts (each mode of a chaos run,
 /// each switch of the queue's), so that they, and the case after them,
 /// empty rather than load.
@@ -176,7 +184,7 @@ pub fn fresh_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<
 /// the lab's own beside `b3-26` that holds the lab's schemas alone) fresh
 /// copies of `databases` (name, schema), owned by `lab`: the role made if
 /// it is missing, each database made if it is missing, its schema reset
-/// ([`reload`]). Every run of such a case starts from an empty schema, as
+/// (`reload`). Every run of such a case starts from an empty schema, as
 /// every case does on `b3-26`.
 pub fn reloaded_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<()> {
     databases_on(server, databases, Existing::Reload)
