@@ -52,23 +52,32 @@ const PASSFILE: &str = "replication.pgpass";
 /// their removal (see [`FailoverPair::set_aside`]).
 const CLEARING: &str = "standby.clearing";
 
-/// The names of the old standbys this process set aside (see
-/// [`FailoverPair::set_aside`]); whatever else waits in [`CLEARING`] an
-/// earlier process left.
-static SET_ASIDE_HERE: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
+/// An old standby waiting in [`CLEARING`], named `standby.<pid>.<n>`:
+/// the process that set it aside, and its place in that process's order.
+struct Waiting {
+    /// The process that set it aside; 0 for a name without one (as an
+    /// earlier lab named them).
+    pid: u32,
+    /// Its number in that process, from 1.
+    number: u64,
+    /// Its name in the folder.
+    name: String,
+}
 
-/// The old standbys waiting in `clearing`, oldest first: each place's
-/// number and name (`standby.3`; a place with no number, as an earlier
-/// lab named them, counts as the oldest). The folder is the lab's own:
-/// only [`FailoverPair::set_aside`] puts places in it.
-fn waiting_in(clearing: &SafeDir) -> Result<Vec<(u64, String)>> {
+/// The old standbys waiting in `clearing`, read from their names. The
+/// folder is the lab's own: only [`FailoverPair::set_aside`] puts places
+/// in it.
+fn waiting_in(clearing: &SafeDir) -> Result<Vec<Waiting>> {
     let mut waiting = Vec::new();
     for entry in std::fs::read_dir(clearing.path())? {
         let name = entry?.file_name().to_string_lossy().into_owned();
-        let number = name.rsplit_once('.').and_then(|(_, n)| n.parse::<u64>().ok()).unwrap_or(0);
-        waiting.push((number, name));
+        let mut parts = name.split('.').skip(1).map(|p| p.parse::<u64>().ok());
+        let (pid, number) = match (parts.next().flatten(), parts.next().flatten()) {
+            (Some(pid), Some(number)) => (u32::try_from(pid).unwrap_or(0), number),
+            _ => (0, 0),
+        };
+        waiting.push(Waiting { pid, number, name });
     }
-    waiting.sort();
     Ok(waiting)
 }
 
@@ -213,29 +222,37 @@ impl FailoverPair {
     ///
     /// [`CLEARING`] is a folder beside the standby's place, in the lab's
     /// own place, this account's and open to nobody else: whatever is
-    /// inside was put there by the lab. What an earlier process left there
+    /// inside was put there by the lab, and its name says which process
+    /// set it aside (`standby.<pid>.<n>`). What an earlier process left there
     /// (one that built standbys without reaching F18's last premise check:
     /// F14 or `lease-stores` alone, a replay, a run cut short) goes at this
     /// process's first set-aside, so at most one process's old standbys
     /// wait at a time.
     fn set_aside(&self) -> Result<()> {
         let Some(old) = self.standby.existing_place()? else { return Ok(()) };
-        let (parent, name) = (self.standby.dir().parent().ok_or("the standby's place has no parent")?, self.standby.dir().file_name().ok_or("the standby's place has no name")?);
-        let beside = SafeDir::open(parent)?;
-        let clearing = beside.sub_dir(CLEARING, Account::me(), 0o700)?;
-        let mut here = SET_ASIDE_HERE.lock();
-        let mut waiting = waiting_in(&clearing)?;
-        for (_, left) in waiting.iter().filter(|(_, n)| !here.contains(n)) {
-            clearing.remove_tree(left)?;
+        let name = self.standby.dir().file_name().ok_or("the standby's place has no name")?;
+        let (beside, clearing) = self.clearing()?;
+        let me = std::process::id();
+        let mut number = 1;
+        for waiting in waiting_in(&clearing)? {
+            if waiting.pid == me {
+                number = number.max(waiting.number + 1);
+            } else {
+                clearing.remove_tree(&waiting.name)?;
+            }
         }
-        waiting.retain(|(_, n)| here.contains(n));
-        // Numbered after the newest, so the names sort oldest first.
-        let number = waiting.last().map_or(1, |(n, _)| n + 1);
         drop(old);
-        let to = format!("{}.{number}", name.to_string_lossy());
+        let to = format!("{}.{me}.{number}", name.to_string_lossy());
         nix::fcntl::renameat(beside.fd(), name, clearing.fd(), to.as_str()).with_context(|| format!("moving {} into {}", self.standby.dir().display(), clearing.path().display()))?;
-        here.push(to);
         Ok(())
+    }
+
+    /// The folder that holds the standby's place, and [`CLEARING`] in it
+    /// (made the first time: this account's, open to nobody else).
+    fn clearing(&self) -> Result<(SafeDir, SafeDir)> {
+        let beside = SafeDir::open(self.standby.dir().parent().ok_or("the standby's place has no parent")?)?;
+        let clearing = beside.sub_dir(CLEARING, Account::me(), 0o700)?;
+        Ok((beside, clearing))
     }
 
     /// Runs `wait` while every old standby set aside (see
@@ -244,17 +261,15 @@ impl FailoverPair {
     /// leaves the disk idle (F18's last premise check): there the removal
     /// costs nothing and slows no copy.
     pub fn clear_meanwhile<T>(&self, wait: impl FnOnce() -> T) -> Result<T> {
-        let parent = self.standby.dir().parent().ok_or("the standby's place has no parent")?;
-        let clearing = SafeDir::open(parent)?.sub_dir(CLEARING, Account::me(), 0o700)?;
+        let (_, clearing) = self.clearing()?;
         let removal = std::thread::spawn(move || -> Result<()> {
-            for (_, name) in waiting_in(&clearing)? {
-                clearing.remove_tree(&name)?;
+            for waiting in waiting_in(&clearing)? {
+                clearing.remove_tree(&waiting.name)?;
             }
             Ok(())
         });
         let done = wait();
         removal.join().map_err(|_| "the removal of the old standbys panicked")??;
-        SET_ASIDE_HERE.lock().clear();
         Ok(done)
     }
 

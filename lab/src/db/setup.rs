@@ -11,7 +11,7 @@
 //! program as the server's operating-system account.
 
 use super::emptying::{self, Loaded};
-use super::{connect_as, open, reset_schema, session, LEASE_DB, LEASE_SCHEMA, RES_DB, RES_SCHEMA};
+use super::{connect_as, open, session, LEASE_DB, LEASE_SCHEMA, RES_DB, RES_SCHEMA};
 use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
 use postgres::Client;
@@ -85,14 +85,13 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
         admin
             .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", credentials::ROLE))
             .with_context(|| format!("creating database {name} on {}", server.name))?;
-        let mut client = open(server, credentials::ROLE, name, "lab setup", None)?;
-        reset_schema(&mut client, schema)?;
-        // Recorded, so that the next reset (in a run of cases, the first
+        // A load (the new database has no record a reset could match),
+        // recorded, so that the next reset (in a run of cases, the first
         // case's) empties.
-        let loaded = Loaded::read(&mut client, schema)?;
+        let mut client = open(server, credentials::ROLE, name, "lab setup", None)?;
         with_load_record(server, name, |record| {
-            *record = Some(loaded);
-            Ok(())
+            *record = None;
+            emptying::reset(&mut client, schema, record)
         })?;
     }
     Ok(())
@@ -105,7 +104,7 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
 /// chaos or queue-chaos run's between its parts, the partition cases'
 /// servers, F14's and F18's primary, a run's `CREATE DATABASE`), so that
 /// none of them loads a schema another one loaded and nothing changed
-/// since. The benches and `lease-stores` load with [`reset_schema`] on
+/// since. The benches and `lease-stores` load with [`super::reset_schema`] on
 /// their own, on purpose (fresh tables for every measurement); a load
 /// there changes the catalogs, so no record can then match.
 type Loads = Vec<((std::path::PathBuf, u16, String), Loaded)>;
