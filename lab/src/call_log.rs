@@ -58,6 +58,22 @@ pub fn heard(process: u64, holder: &str, incarnation: u32, call: Call) {
     LOG.lock().push(Heard { at_ms: events::now_ms(), process, holder: holder.to_owned(), incarnation, call });
 }
 
+/// How many calls the last process of `holder` has started and not yet
+/// returned, as heard so far: what a case waits on when a holder's own
+/// thread (its renewer) may be inside a call.
+pub fn in_flight(holder: &str) -> usize {
+    let log = LOG.lock();
+    let Some(last) = log.iter().filter(|h| h.holder == holder).map(|h| h.process).max() else { return 0 };
+    let mut open = std::collections::BTreeSet::new();
+    for h in log.iter().filter(|h| h.process == last) {
+        match &h.call {
+            Call::Invoke { id, .. } => open.insert(*id),
+            Call::Return { id, .. } => open.remove(id),
+        };
+    }
+    open.len()
+}
+
 /// The log so far, and an empty one (and fresh counts of processes) from now on.
 pub fn take() -> Vec<Heard> {
     STARTED.lock().clear();

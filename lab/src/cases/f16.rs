@@ -52,6 +52,7 @@
 use super::common::{leader_text, lines_of, on_etcd, require, rest};
 use super::paused_holder::{self, LeaseSide, Reading};
 use super::{Case, Lab, Need};
+use crate::call_log;
 use crate::cluster::etcd::{EtcdCluster, ELECTION_TIMEOUT, HEARTBEAT, MEMBERS};
 use crate::error::Result;
 use crate::etcd_lease::{EtcdGrant, EtcdLeaseStore};
@@ -283,6 +284,13 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
     if let Some(wrongly) = refused {
         store.release(&wrongly)?;
     }
+    // A keep-alive that holder-c's renewer sent while the members were
+    // electing is answered only once the new leader serves leases (about
+    // half a second after the election, here): part of the leader change
+    // this timeline shows. Waited for on the calls holder-c reports, so
+    // that the release below does not wait on it.
+    let answered = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || Ok::<_, crate::error::Error>(call_log::in_flight("holder-c") == 0)))?;
+    require(answered, "holder-c's keep-alive from the election never returned")?;
     c.send_line("go")?;
     t.check_eq(
         format!("放行 holder-c：token={c_token} 的写入被接受；它的 keep-alive 经新 leader 续上，随后释放并退出"),
