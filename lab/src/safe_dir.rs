@@ -330,6 +330,24 @@ impl SafeDir {
         }
     }
 
+    /// The names in this folder (without `.` and `..`), each with whether
+    /// it is a folder (a link is not), read through the folder's own
+    /// descriptor.
+    pub fn entries(&self) -> Result<Vec<(String, bool)>> {
+        entries_of(&self.fd).with_context(|| format!("listing {}", self.path.display()))
+    }
+
+    /// Removes the entry `name` of this folder, and everything below it
+    /// when it is a folder, through descriptors alone: each folder below
+    /// is opened with `O_NOFOLLOW` from the one above, so no link is
+    /// followed and no path is looked up again. For a folder another
+    /// account owns, where [`Self::remove_tree`]'s path could be changed
+    /// under it.
+    pub fn remove_entry(&self, name: &str) -> Result<()> {
+        plain_name(name)?;
+        remove_at(&self.fd, name).with_context(|| format!("removing {}", self.path.join(name).display()))
+    }
+
     /// Removes this folder, which the lab made, and everything in it.
     pub fn remove(self) -> Result<()> {
         self.check_marker()?;
@@ -371,6 +389,44 @@ impl SafeDir {
         }
         Ok(())
     }
+}
+
+/// The entries of the folder open at `dir`: (name, is a folder).
+fn entries_of(dir: &OwnedFd) -> nix::Result<Vec<(String, bool)>> {
+    let mut listing = nix::dir::Dir::openat(dir, ".", OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())?;
+    let mut found = Vec::new();
+    for entry in listing.iter() {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "." || name == ".." {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            Some(kind) => kind == nix::dir::Type::Directory,
+            // A file system that does not say: ask, without following.
+            None => nix::sys::stat::fstatat(dir, name.as_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                .map(|st| SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFDIR)?,
+        };
+        found.push((name, is_dir));
+    }
+    Ok(found)
+}
+
+/// Removes `name` in the folder open at `dir`, a folder with everything
+/// below it: `unlinkat` never follows a link, and each folder is entered
+/// by `openat` with `O_NOFOLLOW` from its parent's descriptor.
+fn remove_at(dir: &OwnedFd, name: &str) -> nix::Result<()> {
+    match nix::unistd::unlinkat(dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(Errno::ENOENT) => return Ok(()),
+        // A folder (Linux says EISDIR); anything else is an error.
+        Err(Errno::EISDIR) => {}
+        Err(e) => return Err(e),
+    }
+    let below = openat(dir, name, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())?;
+    for (entry, _) in entries_of(&below)? {
+        remove_at(&below, &entry)?;
+    }
+    nix::unistd::unlinkat(dir, name, nix::unistd::UnlinkatFlags::RemoveDir)
 }
 
 /// `path`, absolute: a relative one is taken from the current folder
@@ -646,6 +702,32 @@ mod tests {
         assert!(err.contains("symbolic link"), "{err}");
         let err = dir.open_file("link/secret", OFlag::O_RDONLY, Account::me()).unwrap_err().to_string();
         assert!(err.contains("symbolic link"), "{err}");
+    }
+
+    /// `remove_entry` takes a folder with everything below it, a file, or
+    /// a link as a link: what a link points at stays, inside or outside.
+    #[test]
+    fn removal_by_descriptors_never_follows_a_link() {
+        let tmp = scratch();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("keep"), "x").unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir_all(data.join("base/1")).unwrap();
+        std::fs::write(data.join("base/1/1259"), "catalog").unwrap();
+        std::fs::write(data.join("old_wal"), "wal").unwrap();
+        symlink(&outside, data.join("base/1/link")).unwrap();
+        symlink(&outside, data.join("pg_tblspc")).unwrap();
+        let dir = SafeDir::open(&data).unwrap();
+        let mut names = dir.entries().unwrap();
+        names.sort();
+        assert_eq!(names, vec![("base".to_owned(), true), ("old_wal".to_owned(), false), ("pg_tblspc".to_owned(), false)]);
+        for name in ["base", "old_wal", "pg_tblspc", "missing"] {
+            dir.remove_entry(name).unwrap();
+        }
+        assert!(dir.entries().unwrap().is_empty());
+        assert_eq!(std::fs::read_to_string(outside.join("keep")).unwrap(), "x", "a link's target was touched");
+        assert!(dir.remove_entry("../outside").is_err());
     }
 
     /// A link of root's or of this account's on the way is followed, an

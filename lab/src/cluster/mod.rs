@@ -71,6 +71,7 @@
 
 mod access;
 mod binaries;
+mod copy_over;
 pub mod credentials;
 pub mod diagnose;
 pub mod etcd;

@@ -16,8 +16,9 @@
 //! `LAB_CLUSTER_DIR`, so a test's
 //! private cluster gets private replicas. The primary is made once, like
 //! `b3-26` (initdb with passwords), and kept between runs. The standby is
-//! made afresh for every timeline from a base backup of the primary: a
-//! standby that has been promoted has left the primary's history for good.
+//! made afresh for every timeline from a base backup of the primary (a
+//! standby that has been promoted has left the primary's history for
+//! good), written over the old standby's files ([`super::copy_over`]).
 //! The base backup and the standby's WAL receiver connect as the replication
 //! role [`credentials::REPLICATOR`] (LOGIN REPLICATION, no superuser), whose
 //! password only the server account can read on the standby's side. Each
@@ -33,53 +34,20 @@
 //! cut of the standby's link and every check are `db::replication`'s.
 
 use super::tied::{start_tied, stop_tied};
-use super::{credentials, diagnose, Cluster};
+use super::{copy_over, credentials, diagnose, Cluster};
 use crate::error::Result;
 use crate::hosts::Host;
 use crate::poll;
 use crate::error::ResultExt;
-use crate::safe_dir::Account;
 use crate::safe_dir::SafeDir;
 use nix::fcntl::OFlag;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The replication role's password file's name in the standby's place.
 const PASSFILE: &str = "replication.pgpass";
-
-/// The folder beside the standby's place where old standbys wait for
-/// their removal (see [`FailoverPair::set_aside`]).
-const CLEARING: &str = "standby.clearing";
-
-/// An old standby waiting in [`CLEARING`], named `standby.<pid>.<n>`:
-/// the process that set it aside, and its place in that process's order.
-struct Waiting {
-    /// The process that set it aside; 0 for a name without one (as an
-    /// earlier lab named them).
-    pid: u32,
-    /// Its number in that process, from 1.
-    number: u64,
-    /// Its name in the folder.
-    name: String,
-}
-
-/// The old standbys waiting in `clearing`, read from their names. The
-/// folder is the lab's own: only [`FailoverPair::set_aside`] puts places
-/// in it.
-fn waiting_in(clearing: &SafeDir) -> Result<Vec<Waiting>> {
-    let mut waiting = Vec::new();
-    for entry in std::fs::read_dir(clearing.path())? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        let mut parts = name.split('.').skip(1).map(|p| p.parse::<u64>().ok());
-        let (pid, number) = match (parts.next().flatten(), parts.next().flatten()) {
-            (Some(pid), Some(number)) => (u32::try_from(pid).unwrap_or(0), number),
-            _ => (0, 0),
-        };
-        waiting.push(Waiting { pid, number, name });
-    }
-    Ok(waiting)
-}
 
 /// How long a promotion may take, as `pg_ctl promote -t 60` allows.
 const PROMOTE_BOUND: Duration = Duration::from_secs(60);
@@ -136,44 +104,73 @@ impl FailoverPair {
     }
 
     // ANCHOR: build_standby
-    /// Makes a fresh standby of the running primary and starts it: the old
-    /// standby's folder is set aside, `pg_basebackup` copies the primary (as the
-    /// server account, connecting as the replication role) together with the
-    /// WAL written meanwhile, and the copy starts in standby mode, streaming
-    /// from the primary. Returns how long the base backup took.
+    /// Makes a fresh standby of the running primary and starts it:
+    /// `pg_basebackup` copies the primary (as the server account,
+    /// connecting as the replication role) with the WAL the copy needs,
+    /// as a tar stream that the lab writes over the old standby's files
+    /// (see [`super::copy_over`]), and the copy starts in standby mode,
+    /// streaming from the primary. `-X fetch` collects that WAL at the
+    /// end of the copy from the primary's `pg_wal`: the caller keeps it
+    /// there meanwhile (`db::replication::build_with` holds a temporary
+    /// replication slot). Returns how long the base backup took.
     pub fn build_standby(&self) -> Result<Duration> {
         let standby = &self.standby;
         stop_tied(standby, "immediate")?;
-        self.set_aside()?;
         let place = standby.make_folder()?;
         // Clients prove the same passwords on both: the roles are replicated.
         credentials::write_file(&place, &credentials::read_file(&self.primary.place()?)?)?;
         self.write_passfile(&place)?;
+        let (server, owner) = (standby.server_folder()?, standby.server_owner());
+        let data = server.sub_dir("data", owner, 0o700)?;
+        // The log of this standby alone, as a fresh folder's would be.
+        if server.entries()?.iter().any(|(name, _)| name == super::LOG_NAME) {
+            server.open_file(super::LOG_NAME, OFlag::O_WRONLY | OFlag::O_TRUNC, owner)?;
+        }
         let started = Instant::now();
         // On hosts, from the standby's machine, across the switch.
         let mut backup = standby.host_command("pg_basebackup")?;
         backup
-            .arg("-D")
-            .arg(standby.data_dir())
+            // -D - -Ft: the copy as one tar stream on stdout, for the lab
+            // to write in place; -X fetch: with the WAL written during the
+            // copy, so the copy is consistent on its own; -c fast: the
+            // backup's checkpoint at once, not spread; --no-manifest: no
+            // checksums of every file, which nobody reads; -w: never a
+            // prompt.
+            .args(["-D", "-", "-Ft", "-X", "fetch", "-c", "fast", "--no-manifest", "-w"])
             .args(["-h", &self.primary_addr(), "-p", &self.primary.port().to_string(), "-U", credentials::REPLICATOR])
-            // -X stream: the WAL written during the copy comes along, so the
-            // copy is consistent on its own; -c fast: the backup's checkpoint
-            // at once, not spread; --no-sync: a throw-away copy (F14 crashes
-            // the primary's processes, not the machine); -w: never a prompt.
-            .args(["-X", "stream", "-c", "fast", "--no-sync", "-w"])
-            .env("PGPASSFILE", self.passfile());
-        let out = backup.output()?;
-        let took = started.elapsed();
-        if !out.status.success() {
+            .env("PGPASSFILE", self.passfile())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = backup.spawn().context("starting pg_basebackup")?;
+        let mut stderr = child.stderr.take().expect("piped");
+        let said = std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = stderr.read_to_end(&mut text);
+            text
+        });
+        let stdout = child.stdout.take().expect("piped");
+        // A pipe of 1 MiB rather than 64 KiB, and reads of 256 KiB: the
+        // copy's sender does not wait on each file the lab compares.
+        let _ = nix::fcntl::fcntl(&stdout, nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
+        let written = copy_over::write_over(&data, owner, std::io::BufReader::with_capacity(256 << 10, stdout));
+        if written.is_err() {
+            // It may still be writing: nobody reads the rest.
+            let _ = child.kill();
+        }
+        let status = child.wait()?;
+        let out = Output { status, stdout: Vec::new(), stderr: said.join().map_err(|_| "the reader of pg_basebackup's stderr panicked")? };
+        if !status.success() {
             return Err(diagnose::command_error("pg_basebackup", &out, Some(&self.primary)).into());
         }
+        written.context("writing the base backup over the old standby")?;
+        let took = started.elapsed();
         // The copy is the server account's: written through descriptors.
         // A copy starts like a server that crashed, so before recovery it
         // makes every file of its folder durable: with one syncfs() as
         // every start of the lab's asks (`SYNC_AT_RECOVERY` in
         // lifecycle.rs), about 0.05 s against 0.14 s for an fsync of each
         // of a standby's ~1,600 files.
-        let (server, owner) = (standby.server_folder()?, standby.server_owner());
         let mut conf = server.open_file("data/postgresql.conf", OFlag::O_WRONLY | OFlag::O_APPEND, owner)?;
         writeln!(
             conf,
@@ -197,77 +194,6 @@ impl FailoverPair {
         Ok(took)
     }
     // ANCHOR_END: build_standby
-
-    /// Moves the old standby's place out of the way, into [`CLEARING`],
-    /// where it waits for [`Self::clear_meanwhile`].
-    ///
-    /// Removing an old standby is quick (about 25 ms for its ~1,600
-    /// files); what costs is making files soon after. On an ext4 without a
-    /// journal, as on the machine the lab is measured on, the inode
-    /// allocator skips every inode freed in the last minute or more
-    /// (`recently_deleted`), one lookup each, in the group the new files go
-    /// to, which is the group the old standby's files were freed in.
-    /// Measured in F18: a base backup made right after the last standby's
-    /// removal took 0.6–1.3 s, against 0.15–0.2 s with none removed before
-    /// it. So in a full run no old standby is removed before a build: the
-    /// last run's standby, F14's two and F18's first two wait, and F18
-    /// removes them all while its last premise check waits out its silent
-    /// connection attempts, after the run's last build. (Unless the last
-    /// process left some, see below: those go before this process's first
-    /// build.)
-    ///
-    /// [`CLEARING`] is a folder beside the standby's place, in the lab's
-    /// own place, this account's and open to nobody else: whatever is
-    /// inside was put there by the lab, and its name says which process
-    /// set it aside (`standby.<pid>.<n>`). What an earlier process left there
-    /// (one that built standbys without reaching F18's last premise check:
-    /// F14 or `lease-stores` alone, a replay, a run cut short) goes at this
-    /// process's first set-aside, so at most one process's old standbys
-    /// wait at a time.
-    fn set_aside(&self) -> Result<()> {
-        let Some(old) = self.standby.existing_place()? else { return Ok(()) };
-        let name = self.standby.dir().file_name().ok_or("the standby's place has no name")?;
-        let (beside, clearing) = self.clearing()?;
-        let me = std::process::id();
-        let mut number = 1;
-        for waiting in waiting_in(&clearing)? {
-            if waiting.pid == me {
-                number = number.max(waiting.number + 1);
-            } else {
-                clearing.remove_tree(&waiting.name)?;
-            }
-        }
-        drop(old);
-        let to = format!("{}.{me}.{number}", name.to_string_lossy());
-        nix::fcntl::renameat(beside.fd(), name, clearing.fd(), to.as_str()).with_context(|| format!("moving {} into {}", self.standby.dir().display(), clearing.path().display()))?;
-        Ok(())
-    }
-
-    /// The folder that holds the standby's place, and [`CLEARING`] in it
-    /// (made the first time: this account's, open to nobody else).
-    fn clearing(&self) -> Result<(SafeDir, SafeDir)> {
-        let beside = SafeDir::open(self.standby.dir().parent().ok_or("the standby's place has no parent")?)?;
-        let clearing = beside.sub_dir(CLEARING, Account::me(), 0o700)?;
-        Ok((beside, clearing))
-    }
-
-    /// Runs `wait` while every old standby set aside (see
-    /// `set_aside`) is removed on a thread, and finishes that
-    /// removal before returning. For a wait after the last build, that
-    /// leaves the disk idle (F18's last premise check): there the removal
-    /// costs nothing and slows no copy.
-    pub fn clear_meanwhile<T>(&self, wait: impl FnOnce() -> T) -> Result<T> {
-        let (_, clearing) = self.clearing()?;
-        let removal = std::thread::spawn(move || -> Result<()> {
-            for waiting in waiting_in(&clearing)? {
-                clearing.remove_tree(&waiting.name)?;
-            }
-            Ok(())
-        });
-        let done = wait();
-        removal.join().map_err(|_| "the removal of the old standbys panicked")??;
-        Ok(done)
-    }
 
     /// How the standby reaches its primary: the replication role, its
     /// password from a file only the server account reads, and the name the

@@ -82,6 +82,10 @@ pub fn build(pair: &FailoverPair, mode: Mode) -> Result<Duration> {
     build_with(pair, mode, &[(LEASE_DB, LEASE_SCHEMA)])
 }
 
+/// The temporary replication slot that keeps a base backup's WAL on the
+/// primary while the copy is made (see [`build_with`]).
+const BACKUP_SLOT: &str = "lab_base_backup";
+
 /// [`build`] with fresh copies of `databases` (name, schema) on the
 /// primary, copied to the standby by its base backup: F18 keeps the
 /// resource's `res26` on the lease store's own servers too, so that it
@@ -101,7 +105,15 @@ pub fn build_with(pair: &FailoverPair, mode: Mode, databases: &[(&str, &str)]) -
     make_databases(&mut admin, &primary, databases, Existing::Reload)?;
 
     end_stale_walsenders(&mut admin, pair)?;
+    // The base backup collects the WAL it needs from the primary's pg_wal
+    // at its end (`-X fetch`, see FailoverPair::build_standby). A
+    // temporary slot, reserving WAL from now and held by this session,
+    // keeps every segment from here on until the copy has it, whatever
+    // checkpoints come meanwhile; it goes with the session, or here.
+    admin.batch_execute(&format!("SELECT pg_create_physical_replication_slot({}, true, true)", literal(BACKUP_SLOT)))?;
     let base_backup = pair.build_standby()?;
+    // The copy has its WAL.
+    admin.batch_execute(&format!("SELECT pg_drop_replication_slot({})", literal(BACKUP_SLOT)))?;
     wait_for_walsender(&mut admin, pair, "streaming/async")?;
     if mode == Mode::Sync {
         // ANCHOR: make_synchronous
