@@ -258,25 +258,39 @@ impl SafeDir {
     /// Opens the file at `relative` (one or more names below this folder)
     /// with `flags`, never through a link and never outside this folder; it
     /// must be a regular file with one link, owned by `owner`. `O_CREAT`
-    /// in `flags` creates it when missing (then given to `owner`).
+    /// in `flags` creates it when missing (then given to `owner`);
+    /// `O_TRUNC` empties it, but only once it has passed that check.
     pub fn open_file(&self, relative: &str, flags: OFlag, owner: Account) -> Result<File> {
         let path = self.path.join(relative);
-        let mut how = OpenHow::new()
-            .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
-        if flags.contains(OFlag::O_CREAT) {
-            // openat2 takes a mode only with O_CREAT (EINVAL otherwise).
-            how = how.mode(Mode::from_bits_truncate(0o600));
-        }
-        let fd = openat2(&self.fd, relative, how).map_err(|e| refused_open(&path, e))?;
-        let mut stat = fstat(&fd)?;
-        if flags.contains(OFlag::O_CREAT) && stat.st_uid != owner.uid.as_raw() && stat.st_uid == Uid::effective().as_raw() && stat.st_size == 0 {
-            // Just made by this process, empty: give it to its owner.
+        let (create, truncate) = (flags.contains(OFlag::O_CREAT), flags.contains(OFlag::O_TRUNC));
+        let open = |flags: OFlag| {
+            let mut how = OpenHow::new()
+                .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+            if flags.contains(OFlag::O_CREAT) {
+                // openat2 takes a mode only with O_CREAT (EINVAL otherwise).
+                how = how.mode(Mode::from_bits_truncate(0o600));
+            }
+            openat2(&self.fd, relative, how)
+        };
+        // Made here (O_EXCL), or else opened as found: only a file this
+        // call made is given to `owner`, and nothing is done to any other
+        // (no chown, no truncation) before it has been checked.
+        let plain = flags - OFlag::O_CREAT - OFlag::O_TRUNC;
+        let (fd, made) = match open(if create { plain | OFlag::O_CREAT | OFlag::O_EXCL } else { plain }) {
+            Ok(fd) => (fd, create),
+            Err(Errno::EEXIST) if create => (open(plain).map_err(|e| refused_open(&path, e))?, false),
+            Err(e) => return Err(refused_open(&path, e)),
+        };
+        if made {
             fchown(&fd, Some(owner.uid), Some(owner.gid))?;
-            stat = fstat(&fd)?;
         }
-        check_file(&stat, &path, owner)?;
-        Ok(File::from(fd))
+        check_file(&fstat(&fd)?, &path, owner)?;
+        let file = File::from(fd);
+        if truncate {
+            file.set_len(0).with_context(|| format!("emptying {}", path.display()))?;
+        }
+        Ok(file)
     }
 
     /// The text of the file at `relative` (see [`Self::open_file`]), `None` when it does not exist.
@@ -397,7 +411,9 @@ fn entries_of(dir: &OwnedFd) -> nix::Result<Vec<(String, bool)>> {
     let mut found = Vec::new();
     for entry in listing.iter() {
         let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
+        // A name that is not UTF-8 is no name the lab could have made or
+        // could name again: refused, not mangled.
+        let name = entry.file_name().to_str().map_err(|_| Errno::EILSEQ)?.to_owned();
         if name == "." || name == ".." {
             continue;
         }
@@ -813,6 +829,19 @@ mod tests {
         let dir = SafeDir::open(tmp.path()).unwrap();
         let err = dir.open_file("b", OFlag::O_RDONLY, Account::me()).unwrap_err().to_string();
         assert!(err.contains("2 links"), "{err}");
+        // Asked to empty it, or to make it, the same: checked first, so
+        // the file behind the link keeps its bytes.
+        for flags in [OFlag::O_WRONLY | OFlag::O_TRUNC, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC] {
+            let err = dir.open_file("b", flags, Account::me()).unwrap_err().to_string();
+            assert!(err.contains("2 links"), "{err}");
+        }
+        assert_eq!(std::fs::read_to_string(tmp.path().join("a")).unwrap(), "x", "emptied before the check");
+        // A file that passes is emptied; one that is missing is made.
+        std::fs::write(tmp.path().join("c"), "old").unwrap();
+        dir.open_file("c", OFlag::O_WRONLY | OFlag::O_TRUNC, Account::me()).unwrap();
+        assert_eq!(std::fs::read_to_string(tmp.path().join("c")).unwrap(), "");
+        dir.open_file("d", OFlag::O_WRONLY | OFlag::O_CREAT, Account::me()).unwrap();
+        assert!(tmp.path().join("d").is_file());
     }
 
     /// Whole writes replace the file, and never follow a link in its place.

@@ -33,8 +33,9 @@
 //! truncated, and removal goes by descriptors ([`SafeDir::remove_entry`]).
 //! A name in the stream that is not a plain relative path, an entry of a
 //! kind a base backup does not hold here (a link: the lab makes no
-//! tablespaces), a damaged header or a stream that ends early is an
-//! error, never skipped.
+//! tablespaces), a damaged header, a stream that ends early or goes on
+//! after its end marker, and an old entry whose name is not UTF-8 are
+//! errors, never skipped.
 
 use crate::error::{Result, ResultExt};
 use crate::safe_dir::{plain_name, Account, SafeDir};
@@ -104,11 +105,16 @@ pub fn write_over(data: &SafeDir, owner: Account, mut tar: impl Read) -> Result<
                 // file of the server account's with one link, reached
                 // without a link.
                 let mut file = dir.open_file(plain_name(name)?, OFlag::O_RDWR | OFlag::O_CREAT, owner)?;
-                old.clear();
-                if file.metadata()?.len() == size {
+                // Compared only at the same length: an old file cut to an
+                // empty copy must be cut, not taken for the same.
+                let same = if file.metadata()?.len() == size {
+                    old.clear();
                     file.read_to_end(&mut old).with_context(|| format!("reading the old {path}"))?;
-                }
-                if old == incoming {
+                    old == incoming
+                } else {
+                    false
+                };
+                if same {
                     written.unchanged += 1;
                 } else {
                     file.write_all_at(&incoming, 0).with_context(|| format!("writing {path}"))?;
@@ -118,6 +124,13 @@ pub fn write_over(data: &SafeDir, owner: Account, mut tar: impl Read) -> Result<
                 }
             }
         }
+    }
+    // After the end, only the archive's zero padding: read to the end, so
+    // that pg_basebackup finishes its writing, and refuse anything else.
+    let mut rest = Vec::new();
+    tar.read_to_end(&mut rest).context("reading the end of the base backup")?;
+    if rest.iter().any(|&b| b != 0) {
+        return Err(format!("the base backup goes on after its end marker ({} more bytes)", rest.len()).into());
     }
     written.removed = remove_others(data, "", &kept, owner)?;
     Ok(written)
@@ -293,6 +306,11 @@ mod tests {
         assert_eq!(third, Written { files: 2, bytes: 12 + 1, unchanged: 3, removed: 0 });
         assert_eq!(read("base/1/16390"), "the NEW file");
         assert_eq!(read("pg_wal/000000010000000000000003"), "w");
+        // An empty file in the copy empties the old one.
+        let emptied = stream(&[("base/1/1259", Some("new catalog")), ("base/1/16390", Some("")), ("pg_wal/000000010000000000000003", Some("w")), ("backup_label", Some("START WAL LOCATION")), ("global/pg_control", Some("control")), ("pg_wal/archive_status/", None)]);
+        let fourth = write_over(&dir, Account::me(), emptied.as_slice()).unwrap();
+        assert_eq!(fourth, Written { files: 1, bytes: 0, unchanged: 4, removed: 0 });
+        assert_eq!(read("base/1/16390"), "");
     }
 
     /// A name that leaves the folder, a link, a damaged header, and a
@@ -321,5 +339,9 @@ mod tests {
         let err = write_over(&dir, Account::me(), &short[..BLOCK + 1]).unwrap_err().to_string();
         assert!(err.contains("ended inside PG_VERSION"), "{err}");
         assert!(!data.join("PG_VERSION").exists(), "a file was made from half a stream");
+        let mut trailing = stream(&[("PG_VERSION", Some("15\n"))]);
+        trailing.extend_from_slice(b"more");
+        let err = write_over(&dir, Account::me(), trailing.as_slice()).unwrap_err().to_string();
+        assert!(err.contains("after its end marker"), "{err}");
     }
 }

@@ -124,6 +124,7 @@ impl FailoverPair {
         let data = server.sub_dir("data", owner, 0o700)?;
         // The log of this standby alone, as a fresh folder's would be.
         if server.entries()?.iter().any(|(name, _)| name == super::LOG_NAME) {
+            // Emptied only once checked (see SafeDir::open_file).
             server.open_file(super::LOG_NAME, OFlag::O_WRONLY | OFlag::O_TRUNC, owner)?;
         }
         let started = Instant::now();
@@ -160,10 +161,14 @@ impl FailoverPair {
         }
         let status = child.wait()?;
         let out = Output { status, stdout: Vec::new(), stderr: said.join().map_err(|_| "the reader of pg_basebackup's stderr panicked")? };
+        if let Err(e) = written {
+            // The lab's own refusal first: it ended pg_basebackup.
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(e).with_context(|| format!("writing the base backup over the old standby (pg_basebackup said: {})", stderr.trim()));
+        }
         if !status.success() {
             return Err(diagnose::command_error("pg_basebackup", &out, Some(&self.primary)).into());
         }
-        written.context("writing the base backup over the old standby")?;
         let took = started.elapsed();
         // The copy is the server account's: written through descriptors.
         // A copy starts like a server that crashed, so before recovery it
