@@ -21,13 +21,12 @@ pub const CASE: Case = Case {
     needs: &[],
 };
 
-/// The racers of one round, each with its own connection.
+/// The racers, each with its own connection.
 type Racers = Vec<(String, LeaseStore)>;
 
-/// Connects the racers of one round. All rounds connect before the first
-/// starts: a failed connection is then an error here instead of a thread
-/// that never reaches the barrier, and round 2 follows round 1 within
-/// milliseconds, well inside the ttl.
+/// Connects the racers, once for all three rounds: a failed connection is
+/// then an error here instead of a thread that never reaches the barrier,
+/// and round 2 follows round 1 within milliseconds, well inside the ttl.
 fn connect(lab: &Lab, threads: usize) -> Result<Racers> {
     (1..=threads)
         .map(|i| {
@@ -37,18 +36,19 @@ fn connect(lab: &Lab, threads: usize) -> Result<Racers> {
         .collect()
 }
 
-/// One round: all racers wait at the barrier, then acquire at once.
-fn round(stores: Racers) -> Result<Vec<Option<Grant>>> {
+/// One round: all racers wait at the barrier, then acquire at once, each
+/// on its own connection.
+fn round(stores: &mut Racers) -> Result<Vec<Option<Grant>>> {
     let threads = stores.len();
     let barrier = Barrier::new(threads);
     std::thread::scope(|s| {
         let racers: Vec<_> = stores
-            .into_iter()
-            .map(|(holder, mut store)| {
+            .iter_mut()
+            .map(|(holder, store)| {
                 let barrier = &barrier;
                 s.spawn(move || {
                     barrier.wait();
-                    store.acquire(LEASE, &holder, TTL, margin(TTL))
+                    store.acquire(LEASE, holder, TTL, margin(TTL))
                 })
             })
             .collect();
@@ -63,17 +63,17 @@ fn winners(results: &[Option<Grant>]) -> Vec<&Grant> {
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let threads = lab.options.threads;
     let mut observer = lab.leases("lab observer")?;
-    let (racers1, racers2, racers3) = (connect(lab, threads)?, connect(lab, threads)?, connect(lab, threads)?);
+    let mut racers = connect(lab, threads)?;
     let mut attempts = 0;
 
-    let first = round(racers1)?;
+    let first = round(&mut racers)?;
     attempts += first.len();
     let won = winners(&first);
     t.check_eq_shown("新建一轮：恰好一个获胜者", 1, won.len());
     t.check_eq("获胜者拿到 token=1", "1".to_owned(), won.iter().map(|g| g.token.to_string()).collect::<Vec<_>>().join(","));
 
     let before = observer.row(LEASE)?.ok_or("no lease row after the first round")?;
-    let second = round(racers2)?;
+    let second = round(&mut racers)?;
     attempts += second.len();
     let after = observer.row(LEASE)?.ok_or("the lease row vanished")?;
     // The lease must have been valid from before the round until after it,
@@ -83,7 +83,7 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     t.check(after == before, format!("{threads} 次被拒的获取没有改动租约行（holder、token、expires_at 不变）"), || format!("{before} → {after}"));
 
     observer.wait_until_expired(LEASE)?;
-    let third = round(racers3)?;
+    let third = round(&mut racers)?;
     attempts += third.len();
     let won = winners(&third);
     t.check_eq_shown("过期后一轮：恰好一个获胜者", 1, won.len());

@@ -406,7 +406,7 @@ impl Cluster {
              # The Unix socket only; a start on a host of the lab's network adds its address.\n\
              listen_addresses = ''\n\
              unix_socket_directories = '{}'\n\
-             # F3 holds three rounds of racers' connections at once.\n\
+             # F3 holds a connection for each of its racers at once.\n\
              max_connections = 250\n",
             self.name,
             self.socket_dir().display()
