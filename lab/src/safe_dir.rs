@@ -276,13 +276,24 @@ impl SafeDir {
         // Made here (O_EXCL), or else opened as found: only a file this
         // call made is given to `owner`, and nothing is done to any other
         // (no chown, no truncation) before it has been checked.
+        debug_assert!(!flags.contains(OFlag::O_EXCL), "open_file makes with O_EXCL itself and opens what exists");
         let plain = flags - OFlag::O_CREAT - OFlag::O_TRUNC;
         let (fd, made) = match open(if create { plain | OFlag::O_CREAT | OFlag::O_EXCL } else { plain }) {
             Ok(fd) => (fd, create),
             Err(Errno::EEXIST) if create => (open(plain).map_err(|e| refused_open(&path, e))?, false),
             Err(e) => return Err(refused_open(&path, e)),
         };
-        if made {
+        let found = fstat(&fd)?;
+        // Made by this call, or made by an earlier one that stopped before
+        // giving it away (empty, this account's, a regular file with one
+        // link): given to `owner`.
+        let unfinished = !made
+            && create
+            && found.st_uid == Uid::effective().as_raw()
+            && found.st_size == 0
+            && found.st_nlink == 1
+            && SFlag::from_bits_truncate(found.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFREG;
+        if made || unfinished {
             fchown(&fd, Some(owner.uid), Some(owner.gid))?;
         }
         check_file(&fstat(&fd)?, &path, owner)?;
@@ -635,7 +646,7 @@ fn refused_open(path: &Path, errno: Errno) -> crate::error::Error {
 }
 
 /// Whether `err` (or its cause) says "no such file".
-fn is_not_found(err: &(dyn std::error::Error + 'static)) -> bool {
+pub(crate) fn is_not_found(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut at = Some(err);
     while let Some(e) = at {
         if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) {
@@ -743,6 +754,10 @@ mod tests {
         }
         assert!(dir.entries().unwrap().is_empty());
         assert_eq!(std::fs::read_to_string(outside.join("keep")).unwrap(), "x", "a link's target was touched");
+        // A name that is not UTF-8 is refused, not mangled into another.
+        use std::os::unix::ffi::OsStrExt;
+        std::fs::write(data.join(std::ffi::OsStr::from_bytes(b"odd\xff")), "x").unwrap();
+        assert!(dir.entries().is_err());
         assert!(dir.remove_entry("../outside").is_err());
     }
 

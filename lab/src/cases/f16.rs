@@ -285,10 +285,9 @@ fn leader_killed(lab: &Lab, t: &mut Transcript, cluster: &EtcdCluster, side: &mu
         store.release(&wrongly)?;
     }
     // A keep-alive that holder-c's renewer sent while the members were
-    // electing is answered only once the new leader serves leases, later
-    // than the election ends: part of the leader change this timeline
-    // shows. Waited for on the calls holder-c reports, so that the
-    // release below does not wait on it.
+    // electing comes back later than the election ends: part of the leader
+    // change this timeline shows. Waited for on the calls holder-c
+    // reports, so that the release below does not wait on it.
     let answered = poll::designed(|| poll::poll_until(poll::BOUND, poll::EVERY, || Ok::<_, crate::error::Error>(call_log::in_flight("holder-c") == 0)))?;
     require(answered, "holder-c's keep-alive from the election never returned")?;
     c.send_line("go")?;

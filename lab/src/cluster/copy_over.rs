@@ -29,8 +29,9 @@
 //! path that account could change: every folder is entered through its
 //! parent's descriptor ([`SafeDir::sub_dir`]), every file is opened
 //! beneath it with no link followed and checked (a regular file of that
-//! account's with one link, [`SafeDir::open_file`]) before it is
-//! truncated, and removal goes by descriptors ([`SafeDir::remove_entry`]).
+//! account's with one link, [`SafeDir::open_file`]) before it is read,
+//! written or cut, and removal goes by descriptors
+//! ([`SafeDir::remove_entry`]).
 //! A name in the stream that is not a plain relative path, an entry of a
 //! kind a base backup does not hold here (a link: the lab makes no
 //! tablespaces), a damaged header, a stream that ends early or goes on
@@ -104,10 +105,12 @@ pub fn write_over(data: &SafeDir, owner: Account, mut tar: impl Read) -> Result<
                 // Checked before anything is read or written: a regular
                 // file of the server account's with one link, reached
                 // without a link.
-                let mut file = dir.open_file(plain_name(name)?, OFlag::O_RDWR | OFlag::O_CREAT, owner)?;
+                let name = plain_name(name)?;
+                let existed = nix::sys::stat::fstatat(dir.fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok();
+                let mut file = dir.open_file(name, OFlag::O_RDWR | OFlag::O_CREAT, owner)?;
                 // Compared only at the same length: an old file cut to an
                 // empty copy must be cut, not taken for the same.
-                let same = if file.metadata()?.len() == size {
+                let same = if existed && file.metadata()?.len() == size {
                     old.clear();
                     file.read_to_end(&mut old).with_context(|| format!("reading the old {path}"))?;
                     old == incoming
@@ -191,6 +194,8 @@ fn parse_header(block: &[u8; BLOCK]) -> Result<Option<(String, Kind)>> {
         return Err(format!("the base backup names {whole:?}, which is not a plain path below the data folder").into());
     }
     let kind = match block[156] {
+        // A name ending in '/' is old tar's folder: never a file here.
+        b'0' | 0 if whole.ends_with('/') => return Err(format!("the base backup names {whole:?} a file and a folder at once").into()),
         b'0' | 0 => Kind::File(number(&block[124..136])?),
         b'5' => Kind::Folder,
         other => return Err(format!("the base backup holds {path:?} of tar type {:?}, which a standby's copy here never has (a link would be a tablespace)", other as char).into()),
@@ -331,6 +336,9 @@ mod tests {
         link[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
         let err = write_over(&dir, Account::me(), link.as_slice()).unwrap_err().to_string();
         assert!(err.contains("tar type '2'"), "{err}");
+        let folder_as_file = stream(&[("base/", Some(""))]);
+        let err = write_over(&dir, Account::me(), folder_as_file.as_slice()).unwrap_err().to_string();
+        assert!(err.contains("a file and a folder at once"), "{err}");
         let mut damaged = stream(&[("base", None)]);
         damaged[0] = b'c';
         let err = write_over(&dir, Account::me(), damaged.as_slice()).unwrap_err().to_string();

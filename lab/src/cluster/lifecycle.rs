@@ -24,7 +24,8 @@ static LIFECYCLE: Mutex<()> = Mutex::new(());
 /// each of its thousands of files. Timed in the lab's cluster's log
 /// ("database system was interrupted" to "redo starts"): about 0.1 s file
 /// by file on an idle machine, 6 s with ten busy loops and a writer that
-/// syncs beside it, time in which no client gets in. Nothing is less
+/// syncs beside it, time in which no client gets in; with syncfs, 0.26 s
+/// beside the same load. Nothing is less
 /// durable (Linux 5.8 and later report syncfs's write errors); syncfs also
 /// writes out whatever else on that filesystem waits.
 const SYNC_AT_RECOVERY: &str = "recovery_init_sync_method=syncfs";
@@ -406,7 +407,7 @@ impl Cluster {
              # The Unix socket only; a start on a host of the lab's network adds its address.\n\
              listen_addresses = ''\n\
              unix_socket_directories = '{}'\n\
-             # F3 holds a connection for each of its racers at once.\n\
+             # F3's racers and the bench's writers (up to 64 each) hold a connection each at once.\n\
              max_connections = 250\n",
             self.name,
             self.socket_dir().display()
