@@ -258,14 +258,23 @@ impl SafeDir {
     /// Opens the file at `relative` (one or more names below this folder)
     /// with `flags`, never through a link and never outside this folder; it
     /// must be a regular file with one link, owned by `owner`. `O_CREAT`
-    /// in `flags` creates it when missing (then given to `owner`);
-    /// `O_TRUNC` empties it, but only once it has passed that check.
+    /// in `flags` creates it when missing (then given to `owner`), and
+    /// gives `owner` an existing empty regular file of this account's with
+    /// one link too (left by a call cut short between its create and its
+    /// chown); `O_TRUNC` empties it, but only once it has passed the
+    /// check. `O_EXCL` is refused: this call uses it itself. Opened with
+    /// `O_NONBLOCK`, which does nothing to a regular file, so that a FIFO
+    /// put in the file's place cannot hold the lab until the check refuses
+    /// it.
     pub fn open_file(&self, relative: &str, flags: OFlag, owner: Account) -> Result<File> {
         let path = self.path.join(relative);
         let (create, truncate) = (flags.contains(OFlag::O_CREAT), flags.contains(OFlag::O_TRUNC));
+        if flags.contains(OFlag::O_EXCL) {
+            return Err(format!("opening {}: open_file makes a missing file with O_EXCL itself and opens one that exists", path.display()).into());
+        }
         let open = |flags: OFlag| {
             let mut how = OpenHow::new()
-                .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+                .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
                 .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
             if flags.contains(OFlag::O_CREAT) {
                 // openat2 takes a mode only with O_CREAT (EINVAL otherwise).
@@ -273,10 +282,10 @@ impl SafeDir {
             }
             openat2(&self.fd, relative, how)
         };
-        // Made here (O_EXCL), or else opened as found: only a file this
-        // call made is given to `owner`, and nothing is done to any other
-        // (no chown, no truncation) before it has been checked.
-        debug_assert!(!flags.contains(OFlag::O_EXCL), "open_file makes with O_EXCL itself and opens what exists");
+        // Made here (O_EXCL), or else opened as found. Given to `owner`
+        // only if this call made it or it is an earlier call's unfinished
+        // file (below); nothing else is chowned, and nothing is emptied,
+        // before the check.
         let plain = flags - OFlag::O_CREAT - OFlag::O_TRUNC;
         let (fd, made) = match open(if create { plain | OFlag::O_CREAT | OFlag::O_EXCL } else { plain }) {
             Ok(fd) => (fd, create),

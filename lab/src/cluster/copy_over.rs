@@ -106,7 +106,15 @@ pub fn write_over(data: &SafeDir, owner: Account, mut tar: impl Read) -> Result<
                 // file of the server account's with one link, reached
                 // without a link.
                 let name = plain_name(name)?;
-                let existed = nix::sys::stat::fstatat(dir.fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok();
+                let existed = match kind_of(dir, name) {
+                    // A folder where the copy has a file: replaced, as a
+                    // fresh folder would hold the file.
+                    Some(true) => {
+                        dir.remove_entry(name)?;
+                        false
+                    }
+                    found => found.is_some(),
+                };
                 let mut file = dir.open_file(name, OFlag::O_RDWR | OFlag::O_CREAT, owner)?;
                 // Compared only at the same length: an old file cut to an
                 // empty copy must be cut, not taken for the same.
@@ -146,11 +154,24 @@ fn folder<'a>(data: &'a SafeDir, folders: &'a mut BTreeMap<String, SafeDir>, nam
         let path = names[..n].join("/");
         if !folders.contains_key(&path) {
             let parent = if n == 1 { data } else { &folders[&names[..n - 1].join("/")] };
+            if kind_of(parent, names[n - 1]) == Some(false) {
+                // A file (or a link) where the copy has a folder: replaced.
+                parent.remove_entry(names[n - 1])?;
+            }
             let made = parent.sub_dir(names[n - 1], owner, 0o700)?;
             folders.insert(path, made);
         }
     }
     Ok(if names.is_empty() { data } else { &folders[&names.join("/")] })
+}
+
+/// Whether `name` in `dir` is a folder (`Some(true)`), something else
+/// (`Some(false)`: a file, a link), or missing (`None`), not following a
+/// link.
+fn kind_of(dir: &SafeDir, name: &str) -> Option<bool> {
+    nix::sys::stat::fstatat(dir.fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        .ok()
+        .map(|st| nix::sys::stat::SFlag::from_bits_truncate(st.st_mode & nix::sys::stat::SFlag::S_IFMT.bits()) == nix::sys::stat::SFlag::S_IFDIR)
 }
 
 /// Removes every entry below `dir` (at `path` in the copy) that the copy
@@ -316,6 +337,16 @@ mod tests {
         let fourth = write_over(&dir, Account::me(), emptied.as_slice()).unwrap();
         assert_eq!(fourth, Written { files: 1, bytes: 0, unchanged: 4, removed: 0 });
         assert_eq!(read("base/1/16390"), "");
+        // A new empty file is written, not taken for unchanged; a folder
+        // where the copy has a file, and a file where it has a folder, are
+        // replaced, as a fresh folder would hold them.
+        std::fs::DirBuilder::new().mode(0o700).create(data.join("base/1/16391")).unwrap();
+        std::fs::write(data.join("pg_notify"), "a file").unwrap();
+        let kinds = stream(&[("base/1/1259", Some("new catalog")), ("base/1/16390", Some("")), ("base/1/16391", Some("now a file")), ("pg_wal/000000010000000000000003", Some("w")), ("pg_wal/new", Some("")), ("backup_label", Some("START WAL LOCATION")), ("global/pg_control", Some("control")), ("pg_wal/archive_status/", None), ("pg_notify/", None)]);
+        let fifth = write_over(&dir, Account::me(), kinds.as_slice()).unwrap();
+        assert_eq!(fifth, Written { files: 2, bytes: 10, unchanged: 5, removed: 0 });
+        assert_eq!(read("base/1/16391"), "now a file");
+        assert!(data.join("pg_notify").is_dir() && data.join("pg_wal/new").is_file());
     }
 
     /// A name that leaves the folder, a link, a damaged header, and a
