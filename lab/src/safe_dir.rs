@@ -263,9 +263,9 @@ impl SafeDir {
     /// one link too (left by a call cut short between its create and its
     /// chown); `O_TRUNC` empties it, but only once it has passed the
     /// check. `O_EXCL` is refused: this call uses it itself. Opened with
-    /// `O_NONBLOCK`, which does nothing to a regular file, so that a FIFO
-    /// put in the file's place cannot hold the lab until the check refuses
-    /// it.
+    /// `O_NONBLOCK`, so that a FIFO put in the file's place cannot hold
+    /// the lab in its open (the open or the check then refuses it); the
+    /// flag is cleared again on the file returned.
     pub fn open_file(&self, relative: &str, flags: OFlag, owner: Account) -> Result<File> {
         let path = self.path.join(relative);
         let (create, truncate) = (flags.contains(OFlag::O_CREAT), flags.contains(OFlag::O_TRUNC));
@@ -306,6 +306,9 @@ impl SafeDir {
             fchown(&fd, Some(owner.uid), Some(owner.gid))?;
         }
         check_file(&fstat(&fd)?, &path, owner)?;
+        // A regular file: back to the flags the caller asked for.
+        let status = OFlag::from_bits_truncate(nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_GETFL)?);
+        nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(status - OFlag::O_NONBLOCK))?;
         let file = File::from(fd);
         if truncate {
             file.set_len(0).with_context(|| format!("emptying {}", path.display()))?;

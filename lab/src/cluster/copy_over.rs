@@ -41,7 +41,7 @@
 use crate::error::{Result, ResultExt};
 use crate::safe_dir::{plain_name, Account, SafeDir};
 use nix::fcntl::OFlag;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 
@@ -57,7 +57,8 @@ pub struct Written {
     pub bytes: u64,
     /// Files of the copy the old standby already held byte for byte.
     pub unchanged: usize,
-    /// Files and folders of the old standby the copy did not have, removed.
+    /// Files and folders of the old standby the copy did not have, or had
+    /// as the other kind (a file for a folder), removed.
     pub removed: usize,
 }
 
@@ -72,8 +73,9 @@ enum Kind {
 /// folders belong to `owner`; see the module's opening.
 pub fn write_over(data: &SafeDir, owner: Account, mut tar: impl Read) -> Result<Written> {
     let mut written = Written::default();
-    // Every path of the copy, folders included, relative to `data`.
-    let mut kept: BTreeSet<String> = BTreeSet::new();
+    // Every path of the copy, relative to `data`, and whether it is a
+    // folder: a path that comes back as the other kind is refused.
+    let mut kept: BTreeMap<String, bool> = BTreeMap::new();
     // The folders entered so far, by path: each opened once.
     let mut folders: BTreeMap<String, SafeDir> = BTreeMap::new();
     let mut header = [0u8; BLOCK];
@@ -84,15 +86,19 @@ pub fn write_over(data: &SafeDir, owner: Account, mut tar: impl Read) -> Result<
         let Some((path, kind)) = parse_header(&header)? else { break };
         let names: Vec<&str> = path.split('/').collect();
         for n in 1..=names.len() {
-            kept.insert(names[..n].join("/"));
+            let is_folder = n < names.len() || kind == Kind::Folder;
+            if *kept.entry(names[..n].join("/")).or_insert(is_folder) != is_folder {
+                return Err(format!("the base backup names {} both a file and a folder", names[..n].join("/")).into());
+            }
         }
         match kind {
             Kind::Folder => {
-                folder(data, &mut folders, &names, owner)?;
+                written.removed += folder(data, &mut folders, &names, owner)?.1;
             }
             Kind::File(size) => {
                 let (name, parent) = names.split_last().expect("a path has a name");
-                let dir = folder(data, &mut folders, parent, owner)?;
+                let (dir, replaced) = folder(data, &mut folders, parent, owner)?;
+                written.removed += replaced;
                 // read_to_end, not a zeroed buffer and read_exact: in the
                 // lab's unoptimised build, Vec::resize writes byte by byte.
                 incoming.clear();
@@ -102,19 +108,21 @@ pub fn write_over(data: &SafeDir, owner: Account, mut tar: impl Read) -> Result<
                 }
                 let padding = (BLOCK - (incoming.len() % BLOCK)) % BLOCK;
                 tar.read_exact(&mut header[..padding]).with_context(|| format!("reading the padding after {path}"))?;
-                // Checked before anything is read or written: a regular
-                // file of the server account's with one link, reached
-                // without a link.
                 let name = plain_name(name)?;
-                let existed = match kind_of(dir, name) {
+                let existed = match kind_of(dir, name)? {
                     // A folder where the copy has a file: replaced, as a
                     // fresh folder would hold the file.
                     Some(true) => {
                         dir.remove_entry(name)?;
+                        written.removed += 1;
                         false
                     }
                     found => found.is_some(),
                 };
+                // Checked before anything is read or written: a regular
+                // file of the server account's with one link, reached
+                // without a link. Anything else in its place (a link, a
+                // FIFO) is refused here, not replaced.
                 let mut file = dir.open_file(name, OFlag::O_RDWR | OFlag::O_CREAT, owner)?;
                 // Compared only at the same length: an old file cut to an
                 // empty copy must be cut, not taken for the same.
@@ -143,44 +151,50 @@ pub fn write_over(data: &SafeDir, owner: Account, mut tar: impl Read) -> Result<
     if rest.iter().any(|&b| b != 0) {
         return Err(format!("the base backup goes on after its end marker ({} more bytes)", rest.len()).into());
     }
-    written.removed = remove_others(data, "", &kept, owner)?;
+    written.removed += remove_others(data, "", &kept, owner)?;
     Ok(written)
 }
 
 /// The folder `names` below `data`, made (for `owner`, mode 0700) where
-/// missing, entered through its parent's descriptor.
-fn folder<'a>(data: &'a SafeDir, folders: &'a mut BTreeMap<String, SafeDir>, names: &[&str], owner: Account) -> Result<&'a SafeDir> {
+/// missing, entered through its parent's descriptor; with how many old
+/// entries in the way were replaced.
+fn folder<'a>(data: &'a SafeDir, folders: &'a mut BTreeMap<String, SafeDir>, names: &[&str], owner: Account) -> Result<(&'a SafeDir, usize)> {
+    let mut replaced = 0;
     for n in 1..=names.len() {
         let path = names[..n].join("/");
         if !folders.contains_key(&path) {
             let parent = if n == 1 { data } else { &folders[&names[..n - 1].join("/")] };
-            if kind_of(parent, names[n - 1]) == Some(false) {
-                // A file (or a link) where the copy has a folder: replaced.
+            if kind_of(parent, names[n - 1])? == Some(false) {
+                // Anything but a folder where the copy has one (a file, a
+                // link, a FIFO): removed, never followed, and replaced.
                 parent.remove_entry(names[n - 1])?;
+                replaced += 1;
             }
             let made = parent.sub_dir(names[n - 1], owner, 0o700)?;
             folders.insert(path, made);
         }
     }
-    Ok(if names.is_empty() { data } else { &folders[&names.join("/")] })
+    Ok((if names.is_empty() { data } else { &folders[&names.join("/")] }, replaced))
 }
 
-/// Whether `name` in `dir` is a folder (`Some(true)`), something else
-/// (`Some(false)`: a file, a link), or missing (`None`), not following a
-/// link.
-fn kind_of(dir: &SafeDir, name: &str) -> Option<bool> {
-    nix::sys::stat::fstatat(dir.fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-        .ok()
-        .map(|st| nix::sys::stat::SFlag::from_bits_truncate(st.st_mode & nix::sys::stat::SFlag::S_IFMT.bits()) == nix::sys::stat::SFlag::S_IFDIR)
+/// Whether `name` in `dir` is a folder (`Some(true)`), anything else
+/// (`Some(false)`: a file, a link, a FIFO) or missing (`None`), not
+/// following a link; any other failure to look is an error.
+fn kind_of(dir: &SafeDir, name: &str) -> Result<Option<bool>> {
+    match nix::sys::stat::fstatat(dir.fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(nix::sys::stat::SFlag::from_bits_truncate(st.st_mode & nix::sys::stat::SFlag::S_IFMT.bits()) == nix::sys::stat::SFlag::S_IFDIR)),
+        Err(nix::errno::Errno::ENOENT) => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("looking at {}", dir.path().join(name).display())),
+    }
 }
 
 /// Removes every entry below `dir` (at `path` in the copy) that the copy
 /// did not have; returns how many.
-fn remove_others(dir: &SafeDir, path: &str, kept: &BTreeSet<String>, owner: Account) -> Result<usize> {
+fn remove_others(dir: &SafeDir, path: &str, kept: &BTreeMap<String, bool>, owner: Account) -> Result<usize> {
     let mut removed = 0;
     for (name, is_folder) in dir.entries()? {
         let below = if path.is_empty() { name.clone() } else { format!("{path}/{name}") };
-        if !kept.contains(&below) {
+        if !kept.contains_key(&below) {
             dir.remove_entry(&name)?;
             removed += 1;
         } else if is_folder {
@@ -344,7 +358,7 @@ mod tests {
         std::fs::write(data.join("pg_notify"), "a file").unwrap();
         let kinds = stream(&[("base/1/1259", Some("new catalog")), ("base/1/16390", Some("")), ("base/1/16391", Some("now a file")), ("pg_wal/000000010000000000000003", Some("w")), ("pg_wal/new", Some("")), ("backup_label", Some("START WAL LOCATION")), ("global/pg_control", Some("control")), ("pg_wal/archive_status/", None), ("pg_notify/", None)]);
         let fifth = write_over(&dir, Account::me(), kinds.as_slice()).unwrap();
-        assert_eq!(fifth, Written { files: 2, bytes: 10, unchanged: 5, removed: 0 });
+        assert_eq!(fifth, Written { files: 2, bytes: 10, unchanged: 5, removed: 2 });
         assert_eq!(read("base/1/16391"), "now a file");
         assert!(data.join("pg_notify").is_dir() && data.join("pg_wal/new").is_file());
     }
@@ -367,6 +381,10 @@ mod tests {
         link[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
         let err = write_over(&dir, Account::me(), link.as_slice()).unwrap_err().to_string();
         assert!(err.contains("tar type '2'"), "{err}");
+        for both in [stream(&[("a/b", Some("x")), ("a", Some("y"))]), stream(&[("a", Some("y")), ("a/b", Some("x"))]), stream(&[("a/", None), ("a", Some("y"))])] {
+            let err = write_over(&dir, Account::me(), both.as_slice()).unwrap_err().to_string();
+            assert!(err.contains("both a file and a folder"), "{err}");
+        }
         let folder_as_file = stream(&[("base/", Some(""))]);
         let err = write_over(&dir, Account::me(), folder_as_file.as_slice()).unwrap_err().to_string();
         assert!(err.contains("a file and a folder at once"), "{err}");

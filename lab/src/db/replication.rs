@@ -19,10 +19,11 @@
 //!   their state is not), the wait event of its own role's sessions, and
 //!   may cancel them (`pg_cancel_backend`).
 //!
-//! No replication slot: the standby is started right after its base
-//! backup, which carries the WAL written during the copy, and it is thrown
-//! away at the end of its timeline; a slot would only outlive it on the
-//! primary and hold WAL for a standby that never comes back.
+//! No lasting replication slot: the standby is started right after its
+//! base backup, which carries the WAL written during the copy, and it is
+//! thrown away at the end of its timeline; a slot would only outlive it on
+//! the primary and hold WAL for a standby that never comes back. Only the
+//! copy itself holds a temporary one (see [`build_with`]).
 
 use super::setup::{admin_on, ensure_login_role, make_databases, Existing, LAB_ROLE};
 use super::{open, LEASE_DB, LEASE_SCHEMA};
@@ -107,7 +108,8 @@ pub fn build_with(pair: &FailoverPair, mode: Mode, databases: &[(&str, &str)]) -
     end_stale_walsenders(&mut admin, pair)?;
     // The base backup collects the WAL it needs from the primary's pg_wal
     // at its end (`-X fetch`, see FailoverPair::build_standby). A
-    // temporary slot, reserving WAL from now and held by this session,
+    // temporary slot, reserving WAL from the last checkpoint's redo point
+    // (before the copy's own checkpoint) and held by this session,
     // keeps every segment from here on until the copy has it, whatever
     // checkpoints come meanwhile; it goes with the session, or here.
     admin.batch_execute(&format!("SELECT pg_create_physical_replication_slot({}, true, true)", literal(BACKUP_SLOT)))?;
