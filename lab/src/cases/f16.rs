@@ -116,7 +116,11 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     paused_holder::timeline_on(lab, t, FenceMode::FencedScope, false, &mut side)?;
     leader_killed(lab, t, &cluster, &mut side)?;
 
-    let median = median_acquire_ms(&mut store.another_session("lab")?, ETCD_TTL)?;
+    // The timed acquires are the measurement this line reports, as F14's
+    // are (its whole run is counted so): the experiment's time, not the
+    // lab's overhead.
+    let mut probe = store.another_session("lab")?;
+    let median = poll::designed(|| median_acquire_ms(&mut probe, ETCD_TTL))?;
     t.figure("acquire_median_ms", median);
     t.note(format!("etcd 上一次获取（lease grant + txn：两次经 raft 的提交）的延迟中位数（{SAMPLES} 次）：{median:.1}ms"));
 
