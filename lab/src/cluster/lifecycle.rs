@@ -346,6 +346,22 @@ impl Cluster {
         place.remove_tree(SERVER_FOLDER)
     }
 
+    /// Whether the server's data was made with WAL segments of another
+    /// size than it asks for ([`Cluster::with_wal_segment_mb`]); if so its
+    /// server folder is removed (it is not running: the start checked),
+    /// to be made again. It holds nothing worth keeping: every run makes
+    /// its databases again, and its standby is copied from it.
+    fn made_with_another_wal_segment(&self) -> Result<bool> {
+        let Some(mb) = self.wal_segment_mb else { return Ok(false) };
+        let bytes: u64 = self.control_field("Bytes per WAL segment")?.parse().context("reading pg_controldata's WAL segment size")?;
+        if bytes == u64::from(mb) << 20 {
+            return Ok(false);
+        }
+        eprintln!("lab: {} was made with WAL segments of {} MB; making it again with {mb} MB ones", self.name, bytes >> 20);
+        self.place()?.remove_tree(SERVER_FOLDER)?;
+        Ok(true)
+    }
+
     fn ensure_initialized(&self) -> Result<()> {
         if let Some(version) = self.read_server_file("data/PG_VERSION")? {
             let made_by: u32 = version.trim().parse().with_context(|| format!("{}/PG_VERSION says {version:?}", self.data_dir().display()))?;
@@ -359,7 +375,9 @@ impl Cluster {
                 )
                 .into());
             }
-            return Ok(());
+            if !self.made_with_another_wal_segment()? {
+                return Ok(());
+            }
         }
         let socket = self.socket_dir().join(format!(".s.PGSQL.{}", self.port));
         // sun_path holds 108 bytes, terminator included.
@@ -393,6 +411,7 @@ impl Cluster {
             // than initdb's default `trust`, so that not even that file
             // lets anyone in without a password.
             .args(["-U", credentials::ADMIN, "-A", "scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync"])
+            .args(self.wal_segment_mb.map(|mb| format!("--wal-segsize={mb}")))
             .output();
         place.remove_file(pwfile)?;
         let out = out?;

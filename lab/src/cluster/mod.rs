@@ -211,6 +211,9 @@ pub struct Cluster {
     /// servers), listening on that host's address as well as its Unix
     /// socket; `None`: this machine, its Unix socket only.
     host: Option<Host>,
+    /// The size of its WAL segments in MB, when not initdb's default of 16
+    /// (see [`Cluster::with_wal_segment_mb`]).
+    wal_segment_mb: Option<u32>,
 }
 
 impl Cluster {
@@ -226,7 +229,7 @@ impl Cluster {
         } else {
             None
         };
-        Ok(Cluster { name: NAME.into(), dir: paths::cluster_dir(), bin, major, run_as, port: port()?, host: None })
+        Ok(Cluster { name: NAME.into(), dir: paths::cluster_dir(), bin, major, run_as, port: port()?, host: None, wal_segment_mb: None })
     }
 
     /// The server's name: `b3-26`, `b3-26-primary`, `b3-26-standby`.
@@ -347,15 +350,21 @@ impl Cluster {
     /// `Database cluster state` from `pg_controldata`: `in production` while
     /// running or after a crash, `shut down` after a clean stop.
     pub fn control_state(&self) -> Result<String> {
+        self.control_field("Database cluster state")
+    }
+
+    /// One field of `pg_controldata`'s report (its untranslated label,
+    /// without the colon), trimmed; a report without it is an error.
+    pub(super) fn control_field(&self, label: &str) -> Result<String> {
         let out = self.server_command("pg_controldata").arg(self.data_dir()).output()?;
         if !out.status.success() {
             return Err(diagnose::command_error("pg_controldata", &out, None).into());
         }
         let text = String::from_utf8_lossy(&out.stdout);
         text.lines()
-            .find_map(|l| l.strip_prefix("Database cluster state:"))
+            .find_map(|l| l.strip_prefix(label)?.strip_prefix(':'))
             .map(|s| s.trim().to_owned())
-            .ok_or_else(|| "pg_controldata printed no cluster state".into())
+            .ok_or_else(|| format!("pg_controldata printed no {label:?}").into())
     }
 
     /// The server log, opened through descriptors (it is in the server

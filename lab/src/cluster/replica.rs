@@ -52,6 +52,13 @@ const PASSFILE: &str = "replication.pgpass";
 /// How long a promotion may take, as `pg_ctl promote -t 60` allows.
 const PROMOTE_BOUND: Duration = Duration::from_secs(60);
 
+/// The primary's WAL segment size, in MB (initdb's default is 16). Each
+/// standby is a base backup that carries the WAL written during the copy,
+/// at least one whole segment: with 16 MB segments that one segment was
+/// about a quarter of every copy F14 and F18 make (five a run); with 1 MB,
+/// a few percent. Nothing the cases read depends on the size.
+const WAL_SEGMENT_MB: u32 = 1;
+
 /// F14's lease store: a primary and its streaming standby.
 pub struct FailoverPair {
     /// `b3-26-primary`, on `LAB_PORT` + 1.
@@ -64,14 +71,14 @@ pub struct FailoverPair {
 impl FailoverPair {
     /// The pair's places beside `cluster` (nothing is started yet).
     pub fn beside(cluster: &Cluster) -> Result<FailoverPair> {
-        Ok(FailoverPair { primary: cluster.sibling("primary", 1)?, standby: cluster.sibling("standby", 2)? })
+        Ok(FailoverPair { primary: cluster.sibling("primary", 1)?.with_wal_segment_mb(WAL_SEGMENT_MB), standby: cluster.sibling("standby", 2)? })
     }
 
     /// The same pair with the primary on `primary` and the standby on
     /// `standby`, two hosts of the lab's network (F18).
     pub fn on_hosts(cluster: &Cluster, primary: &Host, standby: &Host) -> Result<FailoverPair> {
         Ok(FailoverPair {
-            primary: cluster.sibling("primary", 1)?.on_host(primary),
+            primary: cluster.sibling("primary", 1)?.with_wal_segment_mb(WAL_SEGMENT_MB).on_host(primary),
             standby: cluster.sibling("standby", 2)?.on_host(standby),
         })
     }

@@ -41,6 +41,15 @@ impl Cluster {
         Ok(Cluster { name: format!("{NAME}-{role}"), dir: self.dir.join(role), port, ..self.clone() })
     }
 
+    /// The same server, made (by initdb) with WAL segments of `mb` MB
+    /// rather than 16: F14's and F18's primary, whose standby is copied
+    /// from it again and again, and whose copy carries the WAL written
+    /// during it, at least one whole segment. A server found made with
+    /// another size is made again at its next start.
+    pub fn with_wal_segment_mb(self, mb: u32) -> Cluster {
+        Cluster { wal_segment_mb: Some(mb), ..self }
+    }
+
     /// The same server, run on `host` of the lab's network.
     pub fn on_host(self, host: &Host) -> Cluster {
         Cluster { host: Some(host.clone()), ..self }
