@@ -23,6 +23,7 @@
 use super::common::require;
 use super::partitioned::{self, holder_on, on_servers, show_reach, Probe, LEASE_OFFSET};
 use super::{Case, Lab, Need};
+use crate::cluster::tied::drop_together;
 use crate::cluster::tied::TiedServer;
 use crate::db;
 use crate::error::Result;
@@ -62,14 +63,16 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
         resource.server().name()
     ));
     for check in [true, false] {
-        db::setup::reloaded_databases(&lease.server().endpoint(), &[(db::LEASE_DB, db::LEASE_SCHEMA)])?;
-        partitioned::fresh_resource(&resource)?;
+        // Both stores from an empty schema, the two resets at once.
+        partitioned::at_once(|| partitioned::fresh_resource(&resource), || db::setup::reloaded_databases(&lease.server().endpoint(), &[(db::LEASE_DB, db::LEASE_SCHEMA)]))?;
         let cut = cut_off(lab, t, &net, &lease, &resource, check);
         // Whatever happened, the next half (and the case's end) starts healed.
         net.heal()?;
         partitioned::keep_for_timeline(&[lease.server()], &[resource.server()]);
         cut?;
     }
+    // The two servers stop at once; the network goes after them.
+    drop_together(lease, resource);
     Ok(())
 }
 

@@ -41,7 +41,7 @@ use super::common::{acquire, replayed, require, rest};
 use super::partitioned::{self, holder_on, on_servers, show_reach, Probe, RESOURCE_OFFSET};
 use super::{Case, Lab, Need};
 use crate::cluster::replica::FailoverPair;
-use crate::cluster::tied::TiedServer;
+use crate::cluster::tied::{drop_together, TiedServer};
 use crate::db::replication::{self, Mode, ReplicationView};
 use crate::db::{LEASE_DB, LEASE_SCHEMA, RES_DB, RES_SCHEMA};
 use crate::error::Result;
@@ -138,6 +138,8 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
             o.lost
         ));
     }
+    // The pair and the resource stop at once; the network goes after them.
+    drop_together(pair, resource);
     Ok(())
 }
 
@@ -148,8 +150,9 @@ fn two_primaries(lab: &Lab, t: &mut Transcript, net: &Network, pair: &FailoverPa
     t.note(config.label);
     let (separate, sync) = (config.fence == Fence::Separate, config.mode == Mode::Sync);
     let databases: &[(&str, &str)] = if separate { &[(LEASE_DB, LEASE_SCHEMA)] } else { &[(LEASE_DB, LEASE_SCHEMA), (RES_DB, RES_SCHEMA)] };
-    replication::build_with(pair, config.mode, databases)?;
-    partitioned::fresh_resource(resource)?;
+    // The pair made on this thread (it starts the servers), the separate
+    // resource's reset at the same time on another.
+    partitioned::at_once(|| partitioned::fresh_resource(resource), || replication::build_with(pair, config.mode, databases))?;
     let wanted = if sync { "streaming/sync" } else { "streaming/async" };
     t.check_eq_shown("lease-p 的 pg_stat_replication 中备库的 state/sync_state", wanted.to_owned(), replication::walsender_state(pair)?);
 

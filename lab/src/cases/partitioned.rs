@@ -44,6 +44,20 @@ pub fn fresh_resource(resource: &TiedServer) -> Result<()> {
     db::setup::reloaded_databases(&resource.server().endpoint(), &[(db::RES_DB, db::RES_SCHEMA)])
 }
 
+/// Runs `there` on a thread of its own and `here` on this one, at once;
+/// both results, or an error of either (`there`'s when both fail). `here` is the one that may start
+/// a server: a tied server's postmaster ends with the thread that started
+/// it (see [`crate::cluster::tied`]), which must be the case's own.
+/// `there` is SQL on another server (a reset), nothing that starts one.
+pub fn at_once<A: Send, B>(there: impl FnOnce() -> Result<A> + Send, here: impl FnOnce() -> Result<B>) -> Result<(A, B)> {
+    std::thread::scope(|threads| {
+        let there = threads.spawn(there);
+        let here = here();
+        let there = there.join().map_err(|_| "a step run at once with another panicked")?;
+        Ok((there?, here?))
+    })
+}
+
 /// A holder on `host`, its lease store and resource named by the servers'
 /// network addresses (it reaches them across the switch, as the host it
 /// runs on does).

@@ -12,11 +12,15 @@ use crate::hosts::Host;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use parking_lot::Mutex;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Serialises start and stop, so that Ctrl-C arriving during a start waits
-/// for it and then stops the server, instead of racing it.
-static LIFECYCLE: Mutex<()> = Mutex::new(());
+/// Serialises each server's start and stop, so that Ctrl-C arriving during
+/// a start waits for it and then stops the server, instead of racing it.
+/// One lock per server (by its folder): different servers start and stop
+/// at once (a partition case's servers at its end).
+static LIFECYCLE: Mutex<Vec<(PathBuf, Arc<Mutex<()>>)>> = Mutex::new(Vec::new());
 
 /// How a server that starts after a crash (F8's restart, the queue crates'
 /// restart, a standby's first start from its base backup) makes its folder
@@ -64,6 +68,17 @@ impl Cluster {
         }
     }
 
+    /// This server's lifecycle lock (see [`LIFECYCLE`]).
+    fn lifecycle(&self) -> Arc<Mutex<()>> {
+        let mut all = LIFECYCLE.lock();
+        if let Some((_, lock)) = all.iter().find(|(dir, _)| *dir == self.dir) {
+            return Arc::clone(lock);
+        }
+        let lock = Arc::new(Mutex::new(()));
+        all.push((self.dir.clone(), Arc::clone(&lock)));
+        lock
+    }
+
     /// Starts the server, initialising the cluster first if needed. On this
     /// machine the server has only its Unix socket, in a folder of its own
     /// that no other account can enter, so no port can be in its way; a
@@ -78,7 +93,8 @@ impl Cluster {
     /// when it is this process's child (`Launch::Tied`), `None` when it is
     /// pg_ctl's daemon or was running already.
     pub(super) fn start_as(&self, launch: Launch) -> Result<Option<Child>> {
-        let _lifecycle = LIFECYCLE.lock();
+        let lifecycle = self.lifecycle();
+        let _lifecycle = lifecycle.lock();
         self.start_locked(launch, &[])
     }
 
@@ -87,7 +103,8 @@ impl Cluster {
     /// way, and restarts again with none. The run's ownership of the server
     /// is unchanged.
     pub fn restart_with(&self, env: &[(String, String)]) -> Result<()> {
-        let _lifecycle = LIFECYCLE.lock();
+        let lifecycle = self.lifecycle();
+        let _lifecycle = lifecycle.lock();
         self.stop_locked("fast", false)?;
         self.start_locked(Launch::Daemon, env).map(drop)
     }
@@ -255,7 +272,8 @@ impl Cluster {
     }
 
     pub(super) fn stop_with(&self, mode: &str) -> Result<()> {
-        let _lifecycle = LIFECYCLE.lock();
+        let lifecycle = self.lifecycle();
+        let _lifecycle = lifecycle.lock();
         // A crash-stop (F8) is followed by a start within the same run: the
         // owner stays. A clean stop ends the server's life: nobody owns it.
         self.stop_locked(mode, mode == "fast")

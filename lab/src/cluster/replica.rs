@@ -33,7 +33,7 @@
 //! Nothing here speaks SQL: the replication role, the lease database, the
 //! cut of the standby's link and every check are `db::replication`'s.
 
-use super::tied::{start_tied, stop_tied};
+use super::tied::{start_tied, stop_tied, stop_tied_together};
 use super::{copy_over, credentials, diagnose, Cluster};
 use crate::error::Result;
 use crate::hosts::Host;
@@ -295,11 +295,8 @@ impl Drop for FailoverPair {
     fn drop(&mut self) {
         // The standby is rebuilt by every run; the primary is kept, so it is
         // stopped cleanly, and the next run starts it without a recovery.
-        for (server, mode) in [(&self.standby, "immediate"), (&self.primary, "fast")] {
-            if let Err(e) = stop_tied(server, mode) {
-                eprintln!("lab: could not stop {}: {}", server.name(), crate::error::chain(e.as_ref()));
-            }
-        }
+        // The two at once.
+        stop_tied_together(&[(&self.standby, "immediate"), (&self.primary, "fast")]);
     }
 }
 

@@ -127,6 +127,32 @@ pub(super) fn stop_tied(server: &Cluster, mode: &str) -> Result<()> {
     stopped
 }
 
+/// Stops each of `servers` with its mode, all at once, each on a thread of
+/// its own (a clean stop waits for a checkpoint and for the postmaster to
+/// end, and the servers do not wait for each other); a server that would
+/// not stop is named on stderr, as a drop does.
+pub(super) fn stop_tied_together(servers: &[(&Cluster, &str)]) {
+    std::thread::scope(|threads| {
+        for (server, mode) in servers {
+            threads.spawn(move || {
+                if let Err(e) = stop_tied(server, mode) {
+                    eprintln!("lab: could not stop {}: {}", server.name(), crate::error::chain(e.as_ref()));
+                }
+            });
+        }
+    });
+}
+
+/// Ends `a` and `b` at once: each dropped on a thread of its own (for a
+/// case's servers at its end: the partition cases' lease store and
+/// resource, F18's pair and resource).
+pub fn drop_together<A: Send, B: Send>(a: A, b: B) {
+    std::thread::scope(|threads| {
+        threads.spawn(move || drop(a));
+        drop(b);
+    });
+}
+
 /// Stops every server this process started as its child (Ctrl-C).
 fn stop_all() {
     let all: Vec<(Cluster, Child)> = std::mem::take(&mut *TIED.lock());
