@@ -53,8 +53,10 @@ const HOSTS: [&str; 4] = ["holder-a", "holder-b", "lease", "resource"];
 
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let net = Network::create(&HOSTS)?;
-    let lease = partitioned::start_server(lab, "lease", LEASE_OFFSET, net.host("lease"))?;
+    // The lease store boots while the resource starts.
+    let lease = partitioned::launch_server(lab, "lease", LEASE_OFFSET, net.host("lease"))?;
     let resource = partitioned::start_server(lab, "resource", partitioned::RESOURCE_OFFSET, net.host("resource"))?;
+    let lease = lease.ready()?;
     let hosts: Vec<String> = net.hosts().iter().map(|h| format!("{} {}", h.name(), h.addr())).collect();
     t.note(format!(
         "四台主机，各是一个网络命名空间，插在同一台虚拟交换机上：{}；租约库 {} 在 lease 上，资源库 {} 在 resource 上",

@@ -110,7 +110,10 @@ struct Outcome {
 fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     let net = Network::create(&HOSTS)?;
     let pair = FailoverPair::on_hosts(&lab.cluster, net.host("lease-p"), net.host("lease-s"))?;
-    let resource = partitioned::start_server(lab, "resource", RESOURCE_OFFSET, net.host("resource"))?;
+    // The resource boots while the pair's primary starts.
+    let resource = partitioned::launch_server(lab, "resource", RESOURCE_OFFSET, net.host("resource"))?;
+    pair.start_primary()?;
+    let resource = resource.ready()?;
     let hosts: Vec<String> = net.hosts().iter().map(|h| format!("{} {}", h.name(), h.addr())).collect();
     t.note(format!(
         "五台主机插在同一台虚拟交换机上：{}；租约库主库 {} 在 lease-p 上，备库 {} 在 lease-s 上，从主库的地址流复制；独立的资源库 {} 在 resource 上",

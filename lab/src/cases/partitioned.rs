@@ -11,13 +11,13 @@
 //! it, as a fence on a store of its own would be reached.
 
 use super::Lab;
-use crate::cluster::tied::TiedServer;
+use crate::cluster::tied::{Starting, TiedServer};
 use crate::cluster::{Cluster, Endpoint};
 use crate::db;
 use crate::error::Result;
 use crate::holder::HolderArgs;
 use crate::holder_guard::HolderGuard;
-use crate::hosts::{Host, Network, Reach};
+use crate::hosts::{Host, Reach};
 use crate::{poll, timeline};
 use crate::transcript::Transcript;
 
@@ -32,11 +32,10 @@ pub fn start_server(lab: &Lab, role: &str, offset: u16, host: &Host) -> Result<T
     TiedServer::start(lab.cluster.sibling(role, offset)?.on_host(host))
 }
 
-/// The resource server on the network's host `resource`, with a fresh `res26`.
-pub fn start_resource(lab: &Lab, net: &Network) -> Result<TiedServer> {
-    let resource = start_server(lab, "resource", RESOURCE_OFFSET, net.host("resource"))?;
-    fresh_resource(&resource)?;
-    Ok(resource)
+/// Launches the sibling server `role` on `host` and returns while it boots
+/// (see [`TiedServer::launch`]): the case starts something else meanwhile.
+pub fn launch_server(lab: &Lab, role: &str, offset: u16, host: &Host) -> Result<Starting> {
+    TiedServer::launch(lab.cluster.sibling(role, offset)?.on_host(host))
 }
 
 /// A fresh `res26` on `resource`: every timeline starts from floor 0.

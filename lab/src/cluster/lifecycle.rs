@@ -98,6 +98,32 @@ impl Cluster {
         self.start_locked(launch, &[])
     }
 
+    /// The first half of a tied start: the postmaster launched as this
+    /// process's child, not yet waited for (see [`Cluster::await_launched`]);
+    /// `None` when the server was running already. Between the halves
+    /// the caller may do other work, a second server's start among it,
+    /// while this one boots. Each half holds the lifecycle lock; between
+    /// them a Ctrl-C finds nothing to stop, as during a whole start, and
+    /// the process's exit ends the postmaster (the parent-death signal).
+    pub(super) fn launch(&self) -> Result<Option<Child>> {
+        let lifecycle = self.lifecycle();
+        let _lifecycle = lifecycle.lock();
+        if !self.prepare_start()? {
+            return Ok(None);
+        }
+        self.spawn_tied().map(Some)
+    }
+
+    /// The second half: waits until the launched postmaster takes
+    /// connections, then gives the roles new passwords; on failure the
+    /// postmaster is ended and reaped.
+    pub(super) fn await_launched(&self, child: Child) -> Result<Child> {
+        let lifecycle = self.lifecycle();
+        let _lifecycle = lifecycle.lock();
+        let child = self.await_ready(child)?;
+        self.ready_tied(child)
+    }
+
     /// Restarts the server (a clean stop, then a start) with extra variables
     /// in the server processes' environment — F13 preloads a fake clock this
     /// way, and restarts again with none. The run's ownership of the server
@@ -112,30 +138,9 @@ impl Cluster {
     /// The start itself, under the lifecycle lock; `env` goes into the
     /// server processes' environment (pg_ctl's daemon only).
     fn start_locked(&self, launch: Launch, env: &[(String, String)]) -> Result<Option<Child>> {
-        // Checked under the lifecycle lock: after Ctrl-C nothing starts again.
-        if interrupt::requested() {
-            return Err("interrupted".into());
-        }
-        if self.is_running()? {
+        if !self.prepare_start()? {
             return Ok(None);
         }
-        // A server on a host: its port there first, so that a port held by
-        // something else ends the start before anything is written to disk.
-        // (On this machine a server has only its socket, in its own folder.)
-        if let Some(host) = &self.host {
-            self.check_port_free(host)?;
-        }
-        if let Some(moved) = &paths::cluster_place().moved {
-            // Once per process: F8's crash-restart is not news.
-            static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| eprintln!("lab: {moved}"));
-        }
-        self.replace_unknown_server()?;
-        self.ensure_initialized()?;
-        self.write_access_rules()?;
-        // Checked at every start, not only the first: the server's account
-        // may have put something else in the socket folder's place since.
-        self.server_folder()?.sub_dir("socket", self.server_owner(), 0o700)?;
         match launch {
             Launch::Daemon => {
                 let out = self
@@ -157,18 +162,53 @@ impl Cluster {
                 Ok(None)
             }
             Launch::Tied => {
-                let child = self.launch_tied()?;
-                // The child is this process's: an error from here on stops it
-                // with the others (drop, Ctrl-C, the parent-death signal).
-                if let Err(e) = self.rotate_unless_standby() {
-                    let mut child = child;
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(e);
-                }
-                Ok(Some(child))
+                let child = self.spawn_tied()?;
+                let child = self.await_ready(child)?;
+                self.ready_tied(child).map(Some)
             }
         }
+    }
+
+    /// What every start does before it launches anything, under the
+    /// lifecycle lock; `false` when the server runs already (nothing to
+    /// start).
+    fn prepare_start(&self) -> Result<bool> {
+        // Checked under the lifecycle lock: after Ctrl-C nothing starts again.
+        if interrupt::requested() {
+            return Err("interrupted".into());
+        }
+        if self.is_running()? {
+            return Ok(false);
+        }
+        // A server on a host: its port there first, so that a port held by
+        // something else ends the start before anything is written to disk.
+        // (On this machine a server has only its socket, in its own folder.)
+        if let Some(host) = &self.host {
+            self.check_port_free(host)?;
+        }
+        if let Some(moved) = &paths::cluster_place().moved {
+            // Once per process: F8's crash-restart is not news.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("lab: {moved}"));
+        }
+        self.replace_unknown_server()?;
+        self.ensure_initialized()?;
+        self.write_access_rules()?;
+        // Checked at every start, not only the first: the server's account
+        // may have put something else in the socket folder's place since.
+        self.server_folder()?.sub_dir("socket", self.server_owner(), 0o700)?;
+        Ok(true)
+    }
+
+    /// A tied postmaster that is ready: its roles get new passwords. The
+    /// child is this process's: on an error here it is ended and reaped.
+    fn ready_tied(&self, mut child: Child) -> Result<Child> {
+        if let Err(e) = self.rotate_unless_standby() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+        Ok(child)
     }
 
     /// New passwords (see `access.rs`), except on a standby, which takes
@@ -186,7 +226,7 @@ impl Cluster {
     /// SIGQUIT, PostgreSQL's immediate shutdown, when the thread that
     /// started it ends. A run killed with SIGKILL cannot clean up, so its
     /// servers end with it instead of waiting for the next run.
-    fn launch_tied(&self) -> Result<Child> {
+    fn spawn_tied(&self) -> Result<Child> {
         // Mode 0600, like the log pg_ctl makes; opened through the server
         // folder's descriptor (a link there is refused), the server
         // account's file.
@@ -207,7 +247,12 @@ impl Cluster {
         // SIGQUIT is the postmaster's immediate shutdown: a run killed
         // without its cleanup takes its servers with it.
         interrupt::tie_to_lab(&mut cmd, Signal::SIGQUIT);
-        let mut child = cmd.spawn().with_context(|| format!("starting the postmaster of {}", self.name))?;
+        cmd.spawn().with_context(|| format!("starting the postmaster of {}", self.name))
+    }
+
+    /// Waits for the postmaster `child` that [`Cluster::spawn_tied`]
+    /// started; on failure it is ended and reaped.
+    fn await_ready(&self, mut child: Child) -> Result<Child> {
         // Ready when the postmaster's pid file says so, as `pg_ctl start -w`
         // waits: `ready` once it takes connections (read-only ones on a hot
         // standby), `standby` for a standby that takes none.

@@ -75,9 +75,56 @@ impl TiedServer {
         Ok(TiedServer { server })
     }
 
+    /// Launches `server` as this process's child and returns at once,
+    /// while it boots: [`Starting::ready`] waits for it. In between, the
+    /// case's thread may start another server or wait for something else
+    /// (both from the thread that runs the case: see the module's
+    /// opening).
+    pub fn launch(server: Cluster) -> Result<Starting> {
+        if TIED.lock().iter().any(|(s, _)| s.dir() == server.dir()) {
+            return Err(format!("{} is already this run's", server.name()).into());
+        }
+        stop_leftover(&server)?;
+        interrupt::on_stop(stop_all);
+        let child = server.launch()?;
+        Ok(Starting { server, child })
+    }
+
     /// The server.
     pub fn server(&self) -> &Cluster {
         &self.server
+    }
+}
+
+/// A server launched by [`TiedServer::launch`], not yet ready.
+pub struct Starting {
+    /// The server.
+    server: Cluster,
+    /// Its postmaster; `None` once handed on (or when it was running
+    /// already, which `launch` rules out: a leftover is stopped first).
+    child: Option<Child>,
+}
+
+impl Starting {
+    /// Waits until the server takes connections: then it is this run's,
+    /// stopped when the returned server is dropped.
+    pub fn ready(mut self) -> Result<TiedServer> {
+        if let Some(child) = self.child.take() {
+            let child = self.server.await_launched(child)?;
+            TIED.lock().push((self.server.clone(), child));
+        }
+        Ok(TiedServer { server: self.server.clone() })
+    }
+}
+
+impl Drop for Starting {
+    /// Never waited for (an error came first): its postmaster is ended
+    /// and reaped here.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -95,15 +142,23 @@ pub(super) fn start_tied(server: &Cluster) -> Result<()> {
     if tied {
         return Ok(());
     }
-    if server.is_running()? {
-        eprintln!("lab: {} ({}) was left running by a lab run that died; stopping it", server.name(), server.data_dir().display());
-        server.stop_with("immediate")?;
-    }
+    stop_leftover(server)?;
     // Registered first: Ctrl-C during the start finds nothing to stop yet,
     // and the process's exit then ends the new server (parent-death signal).
     interrupt::on_stop(stop_all);
     if let Some(child) = server.start_as(Launch::Tied)? {
         TIED.lock().push((server.clone(), child));
+    }
+    Ok(())
+}
+
+/// A server found running in a tied server's place before its start can
+/// only be a leftover of a run that died (see the module's opening): it is
+/// stopped, with a line on stderr.
+fn stop_leftover(server: &Cluster) -> Result<()> {
+    if server.is_running()? {
+        eprintln!("lab: {} ({}) was left running by a lab run that died; stopping it", server.name(), server.data_dir().display());
+        server.stop_with("immediate")?;
     }
     Ok(())
 }
