@@ -44,16 +44,21 @@ pub fn fresh_resource(resource: &TiedServer) -> Result<()> {
 }
 
 /// Runs `there` on a thread of its own and `here` on this one, at once;
-/// both results, or an error of either (`there`'s when both fail). `here` is the one that may start
-/// a server: a tied server's postmaster ends with the thread that started
-/// it (see [`crate::cluster::tied`]), which must be the case's own.
-/// `there` is SQL on another server (a reset), nothing that starts one.
+/// both results, or the error of either (when both fail, `here`'s, with
+/// `there`'s after it). `here` is the one that may start a server: a tied
+/// server's postmaster ends with the thread that started it (see
+/// [`crate::cluster::tied`]), which must be the case's own. `there` is
+/// SQL on another server (a reset), nothing that starts one.
 pub fn at_once<A: Send, B>(there: impl FnOnce() -> Result<A> + Send, here: impl FnOnce() -> Result<B>) -> Result<(A, B)> {
     std::thread::scope(|threads| {
         let there = threads.spawn(there);
         let here = here();
-        let there = there.join().map_err(|_| "a step run at once with another panicked")?;
-        Ok((there?, here?))
+        let there = there.join().unwrap_or_else(|_| Err("a step run at once with another panicked".into()));
+        match (there, here) {
+            (Ok(a), Ok(b)) => Ok((a, b)),
+            (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
+            (Err(other), Err(e)) => Err(format!("{}; and at the same time: {}", crate::error::chain(e.as_ref()), crate::error::chain(other.as_ref())).into()),
+        }
     })
 }
 
@@ -119,4 +124,28 @@ pub fn show_reach(t: &mut Transcript, what: &str, probes: &[Probe]) -> Result<bo
 pub fn keep_for_timeline(leases: &[&Cluster], resources: &[&Cluster]) {
     let endpoints = |servers: &[&Cluster]| servers.iter().map(|s| s.endpoint()).collect::<Vec<_>>();
     timeline::stash_from(&endpoints(leases), &endpoints(resources));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fails(what: &'static str) -> Result<u8> {
+        Err(what.into())
+    }
+
+    #[test]
+    fn at_once_returns_both_results_or_every_error() {
+        assert_eq!(at_once(|| Ok(1), || Ok(2)).unwrap(), (1, 2));
+        assert_eq!(at_once(|| fails("there"), || Ok(2)).unwrap_err().to_string(), "there");
+        assert_eq!(at_once(|| Ok(1), || fails("here")).unwrap_err().to_string(), "here");
+        // Both failed: the case thread's own error first, the other kept.
+        assert_eq!(at_once(|| fails("there"), || fails("here")).unwrap_err().to_string(), "here; and at the same time: there");
+    }
+
+    #[test]
+    fn a_panic_on_the_other_thread_is_an_error() {
+        let e = at_once(|| -> Result<u8> { panic!("reset exploded") }, || Ok(2)).unwrap_err();
+        assert!(e.to_string().contains("panicked"), "{e}");
+    }
 }

@@ -16,10 +16,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Serialises each server's start and stop, so that Ctrl-C arriving during
-/// a start waits for it and then stops the server, instead of racing it.
-/// One lock per server (by its folder): different servers start and stop
-/// at once (a partition case's servers at its end).
+/// Serialises each server's start and stop, so that a stop (Ctrl-C's among
+/// them) arriving during a start of the same server waits for it and then
+/// stops the server, instead of racing it. One lock per server (by its
+/// folder): different servers start and stop at once (a partition case's
+/// servers at its end).
 static LIFECYCLE: Mutex<Vec<(PathBuf, Arc<Mutex<()>>)>> = Mutex::new(Vec::new());
 
 /// How a server that starts after a crash (F8's restart, the queue crates'
@@ -48,8 +49,9 @@ pub(super) enum Launch {
     /// reader may keep running; a killed run's server is taken over by the
     /// next run, see [`crate::owner`]).
     Daemon,
-    /// The lab's own child, which the kernel stops when the lab dies (F14's
-    /// servers, which only a run of F14 ever uses).
+    /// The lab's own child, which the kernel stops when the lab dies: the
+    /// servers a run starts beside `b3-26` for itself (F14's pair, the
+    /// partition cases' servers, `lab lease-stores`'s), see `tied.rs`.
     Tied,
 }
 
@@ -102,9 +104,8 @@ impl Cluster {
     /// process's child, not yet waited for (see [`Cluster::await_launched`]);
     /// `None` when the server was running already. Between the halves
     /// the caller may do other work, a second server's start among it,
-    /// while this one boots. Each half holds the lifecycle lock; between
-    /// them a Ctrl-C finds nothing to stop, as during a whole start, and
-    /// the process's exit ends the postmaster (the parent-death signal).
+    /// while this one boots. Each half holds the lifecycle lock (the
+    /// caller registers the child where Ctrl-C finds it: `tied.rs`).
     pub(super) fn launch(&self) -> Result<Option<Child>> {
         let lifecycle = self.lifecycle();
         let _lifecycle = lifecycle.lock();
@@ -220,7 +221,7 @@ impl Cluster {
         self.rotate_passwords().with_context(|| format!("giving the roles of {} new passwords", self.name))
     }
 
-    // ANCHOR: launch_tied
+    // ANCHOR: spawn_tied
     /// Runs the postmaster as this process's own child, as pg_ctl would
     /// (same data, port and log), with one difference: the kernel sends it
     /// SIGQUIT, PostgreSQL's immediate shutdown, when the thread that
@@ -263,7 +264,15 @@ impl Cluster {
                 return Ok(true);
             }
             Ok(self.pid_file_status(child.id()).is_some_and(|s| s == "ready" || s == "standby"))
-        })?;
+        });
+        let ready = match ready {
+            Ok(ready) => ready,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
         if let Some(status) = exited {
             return Err(format!("the postmaster of {} exited while starting ({status}); its log {}:{}", self.name, self.log_path().display(), self.log_tail(8)).into());
         }
@@ -274,7 +283,7 @@ impl Cluster {
         }
         Ok(child)
     }
-    // ANCHOR_END: launch_tied
+    // ANCHOR_END: spawn_tied
 
     /// The running postmaster, from the first line of `postmaster.pid`:
     /// its pid and start time (with the pid, one process, never a later

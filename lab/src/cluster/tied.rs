@@ -75,19 +75,23 @@ impl TiedServer {
         Ok(TiedServer { server })
     }
 
-    /// Launches `server` as this process's child and returns at once,
-    /// while it boots: [`Starting::ready`] waits for it. In between, the
-    /// case's thread may start another server or wait for something else
-    /// (both from the thread that runs the case: see the module's
-    /// opening).
+    /// Launches `server` as this process's child and returns as soon as
+    /// its postmaster is spawned (after the checks every start makes, and
+    /// initdb on a first start), while it boots: [`Starting::ready`] waits
+    /// for it. In between, the case's thread may start another server or
+    /// wait for something else (both from the thread that runs the case:
+    /// see the module's opening). The booting postmaster is registered at
+    /// once: Ctrl-C in between stops it with the others.
     pub fn launch(server: Cluster) -> Result<Starting> {
         if TIED.lock().iter().any(|(s, _)| s.dir() == server.dir()) {
             return Err(format!("{} is already this run's", server.name()).into());
         }
         stop_leftover(&server)?;
         interrupt::on_stop(stop_all);
-        let child = server.launch()?;
-        Ok(Starting { server, child })
+        if let Some(child) = server.launch()? {
+            TIED.lock().push((server.clone(), child));
+        }
+        Ok(Starting { server: Some(server) })
     }
 
     /// The server.
@@ -96,36 +100,52 @@ impl TiedServer {
     }
 }
 
-/// A server launched by [`TiedServer::launch`], not yet ready.
+/// A server launched by [`TiedServer::launch`], not yet ready; its
+/// postmaster is in the registry of tied children meanwhile.
 pub struct Starting {
-    /// The server.
-    server: Cluster,
-    /// Its postmaster; `None` once handed on (or when it was running
-    /// already, which `launch` rules out: a leftover is stopped first).
-    child: Option<Child>,
+    /// The server; `None` once handed on to a [`TiedServer`].
+    server: Option<Cluster>,
 }
 
 impl Starting {
     /// Waits until the server takes connections: then it is this run's,
     /// stopped when the returned server is dropped.
     pub fn ready(mut self) -> Result<TiedServer> {
-        if let Some(child) = self.child.take() {
-            let child = self.server.await_launched(child)?;
-            TIED.lock().push((self.server.clone(), child));
-        }
-        Ok(TiedServer { server: self.server.clone() })
+        let server = self.server.take().expect("a Starting is readied once");
+        // Out of the registry while it is waited for (the wait needs the
+        // child itself), back in once ready; gone already if Ctrl-C
+        // stopped it meanwhile.
+        let child = take_tied(&server).ok_or("interrupted: the server was stopped while it started")?;
+        let child = server.await_launched(child)?;
+        TIED.lock().push((server.clone(), child));
+        Ok(TiedServer { server })
     }
 }
 
 impl Drop for Starting {
-    /// Never waited for (an error came first): its postmaster is ended
-    /// and reaped here.
+    /// Never waited for (an error came first): its postmaster gets
+    /// SIGQUIT, PostgreSQL's immediate shutdown, which takes its own
+    /// processes with it, and is reaped.
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(mut child) = self.server.as_ref().and_then(take_tied) {
+            end_booting(&mut child);
         }
     }
+}
+
+/// Takes `server`'s postmaster out of the registry, if it is there.
+fn take_tied(server: &Cluster) -> Option<Child> {
+    let mut tied = TIED.lock();
+    tied.iter().position(|(s, _)| s.dir() == server.dir()).map(|at| tied.remove(at).1)
+}
+
+/// Ends a postmaster that may still be booting (no pid file yet for `pg_ctl
+/// stop` to act on): SIGQUIT, its immediate shutdown, then waits for it.
+fn end_booting(child: &mut Child) {
+    if matches!(child.try_wait(), Ok(None)) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGQUIT);
+    }
+    let _ = child.wait();
 }
 
 impl Drop for TiedServer {
@@ -166,10 +186,7 @@ fn stop_leftover(server: &Cluster) -> Result<()> {
 /// Stops `server` with `pg_ctl stop -m <mode>` if it runs, and reaps its
 /// postmaster if it was this process's child.
 pub(super) fn stop_tied(server: &Cluster, mode: &str) -> Result<()> {
-    let child = {
-        let mut tied = TIED.lock();
-        tied.iter().position(|(s, _)| s.dir() == server.dir()).map(|at| tied.remove(at).1)
-    };
+    let child = take_tied(server);
     let stopped = server.stop_with(mode);
     if let Some(mut child) = child {
         if stopped.is_err() {
@@ -198,9 +215,9 @@ pub(super) fn stop_tied_together(servers: &[(&Cluster, &str)]) {
     });
 }
 
-/// Ends `a` and `b` at once: each dropped on a thread of its own (for a
-/// case's servers at its end: the partition cases' lease store and
-/// resource, F18's pair and resource).
+/// Ends `a` and `b` at once: `a` dropped on a thread of its own, `b` on
+/// this one (for a case's servers at its end: the partition cases' lease
+/// store and resource, F18's pair and resource).
 pub fn drop_together<A: Send, B: Send>(a: A, b: B) {
     std::thread::scope(|threads| {
         threads.spawn(move || drop(a));
@@ -212,9 +229,15 @@ pub fn drop_together<A: Send, B: Send>(a: A, b: B) {
 fn stop_all() {
     let all: Vec<(Cluster, Child)> = std::mem::take(&mut *TIED.lock());
     for (server, mut child) in all {
-        if server.stop_with("immediate").is_err() {
-            let _ = child.kill();
+        match server.stop_with("immediate") {
+            // A server that would not stop: its postmaster goes.
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            // Stopped; or still booting, launched and not yet ready, with
+            // no pid file for pg_ctl to act on (TiedServer::launch).
+            Ok(()) => end_booting(&mut child),
         }
-        let _ = child.wait();
     }
 }
