@@ -284,7 +284,7 @@ fn fail_over(t: &mut Transcript, pair: &FailoverPair) -> Result<()> {
         "故障切换：主库 pg_ctl stop -m immediate（所有服务器进程立即退出，不做检查点）；备库 pg_ctl promote，用时 {:.1}ms；客户端改连提升后的服务器",
         ms(promote)
     ));
-    t.check_eq("主库已停止（pg_ctl status）", false, pair.primary().is_running()?);
+    t.check_eq("主库已停止（pg_ctl status）", false, pair.primary().pg_ctl_status()?);
     t.check_eq_shown("提升后备库的 pg_is_in_recovery()", false, ReplicationView::connect(&pair.standby().endpoint())?.in_recovery()?);
     Ok(())
 }

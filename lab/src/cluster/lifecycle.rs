@@ -56,8 +56,20 @@ pub(super) enum Launch {
 }
 
 impl Cluster {
-    /// Whether the server of this data directory is running (`pg_ctl status`).
+    /// Whether the server of this data directory is running: `pg_ctl
+    /// status`, asked only when there is a `postmaster.pid` (without one,
+    /// pg_ctl says "no server running" too, and the lab spares a process:
+    /// each start and stop asks).
     pub fn is_running(&self) -> Result<bool> {
+        if self.read_server_file("data/postmaster.pid")?.is_none() {
+            return Ok(false);
+        }
+        self.pg_ctl_status()
+    }
+
+    /// What `pg_ctl status` says of this data directory, always asked of
+    /// it (F14's check line names it).
+    pub fn pg_ctl_status(&self) -> Result<bool> {
         if self.read_server_file("data/PG_VERSION")?.is_none() {
             return Ok(false);
         }
