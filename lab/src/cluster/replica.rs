@@ -57,7 +57,7 @@ const PROMOTE_BOUND: Duration = Duration::from_secs(60);
 /// at least one whole segment: with 16 MB segments that one segment was
 /// about a quarter of every copy F14 and F18 make (five a run); with 1 MB,
 /// a few percent. Nothing the cases read depends on the size.
-const WAL_SEGMENT_MB: u32 = 1;
+pub const WAL_SEGMENT_MB: u32 = 1;
 
 /// F14's lease store: a primary and its streaming standby.
 pub struct FailoverPair {

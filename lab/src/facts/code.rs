@@ -191,6 +191,7 @@ pub(super) fn code_facts() -> Vec<Fact> {
     f.add("redaction-tokens", listed(&REDACTIONS.iter().map(|(_, with)| format!("`{with}`")).collect::<Vec<_>>()));
     f.add("etcd-election-timeout", format!("{} ms", ELECTION_TIMEOUT.as_millis()));
     f.add("lease-store-samples", lease_stores::SAMPLES);
+    f.add("pair-wal-segment", format!("{} MB", crate::cluster::replica::WAL_SEGMENT_MB));
     f.0
 }
 
