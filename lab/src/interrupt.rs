@@ -216,15 +216,22 @@ fn stop_cleaning_children_within(bound: std::time::Duration) {
 /// cleanup (SIGKILL, a crash), the kernel sends the child `signal`. If the
 /// lab is already gone by the time the child could ask for that (it died
 /// between fork and prctl), no signal would ever come, so the child does
-/// not start at all (the spawn fails; its caller names the child).
+/// not start at all (the spawn fails; its caller names the child). The
+/// child starts with `signal`'s default action: an ignored signal stays
+/// ignored across exec (a shell's `&` ignores SIGINT and SIGQUIT), and
+/// then neither the kernel's nor the lab's would end it.
 pub fn tie_to_lab(cmd: &mut Command, signal: Signal) {
     let parent = nix::unistd::getpid();
     // SAFETY: the closure runs in the forked child before exec (after std
     // has switched the child's account, if the command asks for one, so the
-    // setting survives it) and calls only prctl(2) and getppid(2), both
-    // async-signal-safe, and allocates only on the way out.
+    // setting survives it) and calls only sigaction(2), prctl(2) and
+    // getppid(2), all async-signal-safe, and allocates only on the way out.
     unsafe {
         cmd.pre_exec(move || {
+            // SIGKILL has no action to set (and needs none).
+            if signal != Signal::SIGKILL {
+                nix::sys::signal::signal(signal, nix::sys::signal::SigHandler::SigDfl)?;
+            }
             nix::sys::prctl::set_pdeathsig(signal)?;
             if nix::unistd::getppid() != parent {
                 return Err(std::io::Error::other("the lab exited while starting it"));

@@ -61,7 +61,10 @@ impl Cluster {
     /// pg_ctl says "no server running" too, and the lab spares a process:
     /// each start and stop asks).
     pub fn is_running(&self) -> Result<bool> {
-        if self.read_server_file("data/postmaster.pid")?.is_none() {
+        // Only a plain "no such file" decides here; anything else (the
+        // postmaster removing the file between the open and the check of
+        // its links, say) is pg_ctl's to answer.
+        if matches!(self.read_server_file("data/postmaster.pid"), Ok(None)) {
             return Ok(false);
         }
         self.pg_ctl_status()
@@ -217,8 +220,7 @@ impl Cluster {
     /// child is this process's: on an error here it is ended and reaped.
     fn ready_tied(&self, mut child: Child) -> Result<Child> {
         if let Err(e) = self.rotate_unless_standby() {
-            let _ = child.kill();
-            let _ = child.wait();
+            end_postmaster(&mut child);
             return Err(e);
         }
         Ok(child)
@@ -280,8 +282,7 @@ impl Cluster {
         let ready = match ready {
             Ok(ready) => ready,
             Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                end_postmaster(&mut child);
                 return Err(e);
             }
         };
@@ -289,8 +290,7 @@ impl Cluster {
             return Err(format!("the postmaster of {} exited while starting ({status}); its log {}:{}", self.name, self.log_path().display(), self.log_tail(8)).into());
         }
         if !ready {
-            let _ = child.kill();
-            let _ = child.wait();
+            end_postmaster(&mut child);
             return Err(format!("{} did not become ready within {START_BOUND:?}; its log {}:{}", self.name, self.log_path().display(), self.log_tail(8)).into());
         }
         Ok(child)
@@ -610,4 +610,26 @@ impl Cluster {
         cmd.env("LC_ALL", "C");
         cmd
     }
+}
+
+/// Ends a postmaster that is this process's child, in whatever state (still
+/// booting, with no pid file for `pg_ctl stop` to act on, or running), and
+/// reaps it: SIGQUIT, PostgreSQL's immediate shutdown, which also ends the
+/// postmaster's own processes and leaves its pid file whole, sent again
+/// every few milliseconds in case it came before the postmaster installed
+/// its handler; SIGKILL only if it has not ended within [`STOP_BOUND`].
+pub(super) fn end_postmaster(child: &mut Child) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // The child is not reaped until it has ended, so its pid is still its own.
+    let ended = poll::poll_until(STOP_BOUND, poll::EVERY, || -> std::io::Result<bool> {
+        if child.try_wait()?.is_some() {
+            return Ok(true);
+        }
+        let _ = nix::sys::signal::kill(pid, Signal::SIGQUIT);
+        Ok(false)
+    });
+    if !matches!(ended, Ok(true)) {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
 }

@@ -21,7 +21,7 @@
 //! loopback, and lets the lab's subnet in (`pg_hba.conf`; see
 //! [`super::lifecycle`]).
 
-use super::lifecycle::Launch;
+use super::lifecycle::{end_postmaster, Launch};
 use super::{Cluster, NAME};
 use crate::error::Result;
 use crate::hosts::Host;
@@ -81,16 +81,15 @@ impl TiedServer {
     /// for it. In between, the case's thread may start another server or
     /// wait for something else (both from the thread that runs the case:
     /// see the module's opening). The booting postmaster is registered at
-    /// once: Ctrl-C in between stops it with the others.
+    /// once: a Ctrl-C before `ready` stops it with the others.
     pub fn launch(server: Cluster) -> Result<Starting> {
         if TIED.lock().iter().any(|(s, _)| s.dir() == server.dir()) {
             return Err(format!("{} is already this run's", server.name()).into());
         }
         stop_leftover(&server)?;
         interrupt::on_stop(stop_all);
-        if let Some(child) = server.launch()? {
-            TIED.lock().push((server.clone(), child));
-        }
+        let child = server.launch()?.ok_or_else(|| format!("{} still runs after the leftover found in its place was stopped", server.name()))?;
+        TIED.lock().push((server.clone(), child));
         Ok(Starting { server: Some(server) })
     }
 
@@ -101,7 +100,9 @@ impl TiedServer {
 }
 
 /// A server launched by [`TiedServer::launch`], not yet ready; its
-/// postmaster is in the registry of tied children meanwhile.
+/// postmaster is in the registry of tied children meanwhile, except while
+/// [`Starting::ready`] waits for it (then, as during a whole start, a
+/// Ctrl-C leaves it to the parent-death signal at the lab's exit).
 pub struct Starting {
     /// The server; `None` once handed on to a [`TiedServer`].
     server: Option<Cluster>,
@@ -128,7 +129,7 @@ impl Drop for Starting {
     /// processes with it, and is reaped.
     fn drop(&mut self) {
         if let Some(mut child) = self.server.as_ref().and_then(take_tied) {
-            end_booting(&mut child);
+            end_postmaster(&mut child);
         }
     }
 }
@@ -139,14 +140,7 @@ fn take_tied(server: &Cluster) -> Option<Child> {
     tied.iter().position(|(s, _)| s.dir() == server.dir()).map(|at| tied.remove(at).1)
 }
 
-/// Ends a postmaster that may still be booting (no pid file yet for `pg_ctl
-/// stop` to act on): SIGQUIT, its immediate shutdown, then waits for it.
-fn end_booting(child: &mut Child) {
-    if matches!(child.try_wait(), Ok(None)) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGQUIT);
-    }
-    let _ = child.wait();
-}
+
 
 impl Drop for TiedServer {
     fn drop(&mut self) {
@@ -189,12 +183,8 @@ pub(super) fn stop_tied(server: &Cluster, mode: &str) -> Result<()> {
     let child = take_tied(server);
     let stopped = server.stop_with(mode);
     if let Some(mut child) = child {
-        if stopped.is_err() {
-            // A server that would not stop: its postmaster goes, and the
-            // other server processes follow once they notice it is gone.
-            let _ = child.kill();
-        }
-        let _ = child.wait();
+        // Reaped; a server that would not stop is ended first.
+        end_postmaster(&mut child);
     }
     stopped
 }
@@ -229,15 +219,10 @@ pub fn drop_together<A: Send, B: Send>(a: A, b: B) {
 fn stop_all() {
     let all: Vec<(Cluster, Child)> = std::mem::take(&mut *TIED.lock());
     for (server, mut child) in all {
-        match server.stop_with("immediate") {
-            // A server that would not stop: its postmaster goes.
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-            // Stopped; or still booting, launched and not yet ready, with
-            // no pid file for pg_ctl to act on (TiedServer::launch).
-            Ok(()) => end_booting(&mut child),
-        }
+        // Stopped, then only reaped below; or still booting, launched and
+        // not yet ready, with no pid file for pg_ctl to act on
+        // (TiedServer::launch); or a server that would not stop: ended there.
+        let _ = server.stop_with("immediate");
+        end_postmaster(&mut child);
     }
 }
