@@ -3,6 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# Every checkout builds into its own target/, whatever the reader's
+# environment says: with a CARGO_TARGET_DIR pointing elsewhere, `cargo
+# build` would put the lab there and every command here would miss it, and
+# the copies the tests build (each checkout copy of the book's commands)
+# would all build into one folder. The builds that want another folder
+# (the book's tools, the queue crates, a mutant's scratch copy) name it.
+unset CARGO_TARGET_DIR
 LAB=target/debug/lab
 MDBOOK_VERSION=0.5.4
 MERMAID_VERSION=0.17.1
@@ -411,7 +418,8 @@ ensure_hosts_for() {
 
 build() {
   ensure_rust
-  cargo build --bins --quiet
+  # --target-dir: also past a build.target-dir in the reader's cargo config.
+  cargo build --bins --quiet --target-dir target
 }
 
 # Safety net under the lab's own cleanup: if this script's run leaves the

@@ -128,7 +128,7 @@ fn checkout_copy(name: &str) -> PathBuf {
     // The incidents' `./run.sh F14   # 一分钟内`, first in its chapter and
     // started beside chapter 22, once paid that build, 82 s beside two
     // busy loops.
-    let build = Command::new("cargo").args(["build", "--bins", "--quiet"]).current_dir(&copy).output().unwrap();
+    let build = Command::new("cargo").args(["build", "--bins", "--quiet", "--target-dir", "target"]).current_dir(&copy).output().unwrap();
     assert!(build.status.success(), "cargo build in {}: {}", copy.display(), String::from_utf8_lossy(&build.stderr));
     copy
 }
