@@ -4,12 +4,14 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Every checkout builds into its own target/, whatever the reader's
-# environment says: with a CARGO_TARGET_DIR pointing elsewhere, `cargo
-# build` would put the lab there and every command here would miss it, and
-# the copies the tests build (each checkout copy of the book's commands)
-# would all build into one folder. The builds that want another folder
-# (the book's tools, the queue crates, a mutant's scratch copy) name it.
-unset CARGO_TARGET_DIR
+# environment says: with a CARGO_TARGET_DIR (or CARGO_BUILD_TARGET_DIR)
+# pointing elsewhere, `cargo build` would put the lab there and every
+# command here would miss it, and the copies the tests build (each checkout
+# copy of the book's commands) would all build into one folder. The builds
+# that want another folder (the book's tools, the queue crates, s3probe, a
+# mutant's scratch copy) name it; the lab's own builds here also say
+# --target-dir target, which outranks a build.target-dir in cargo's config.
+unset CARGO_TARGET_DIR CARGO_BUILD_TARGET_DIR
 LAB=target/debug/lab
 MDBOOK_VERSION=0.5.4
 MERMAID_VERSION=0.17.1
@@ -506,7 +508,7 @@ case "$cmd" in
     if [ "$client" = debug ]; then
       build; "$LAB" bench "$@"
     else
-      cargo build --release --quiet --bin lab; target/release/lab bench "$@"
+      cargo build --release --quiet --bin lab --target-dir target; target/release/lab bench "$@"
     fi
     ;;
   accept)
@@ -551,7 +553,7 @@ case "$cmd" in
       # (Any other value is the debug build's to judge and refuse.)
       ensure_rust
       echo "run.sh: building an optimised lab for the larger model (the first build takes a few minutes)…" >&2
-      cargo build --release --quiet --bin lab
+      cargo build --release --quiet --bin lab --target-dir target
       exec target/release/lab model "$@"
     else
       build
