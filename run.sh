@@ -9,8 +9,9 @@ cd "$(dirname "$0")"
 # command here would miss it, and the copies the tests build (each checkout
 # copy of the book's commands) would all build into one folder. The builds
 # that want another folder (the book's tools, the queue crates, s3probe, a
-# mutant's scratch copy) name it; the lab's own builds here also say
-# --target-dir target, which outranks a build.target-dir in cargo's config.
+# mutant's scratch copy) name it; the lab's builds here (and accept's test
+# build) also say --target-dir target, which outranks a build.target-dir in
+# cargo's config.
 unset CARGO_TARGET_DIR CARGO_BUILD_TARGET_DIR
 LAB=target/debug/lab
 MDBOOK_VERSION=0.5.4
@@ -456,8 +457,12 @@ case "$cmd" in
     ensure_postgres; ensure_faketime_for "$@"; ensure_etcd_for "$@"; ensure_hosts_for "$@"; guard_cluster
     "$LAB" run "$@"
     ;;
+  help|-h|--help)
+    usage
+    ;;
   -*)
-    # Flags without a case: run them against every case.
+    # Flags without a case (after -h and --help above): run them against
+    # every case.
     ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts; guard_cluster
     "$LAB" run all "$@"
     ;;
@@ -514,7 +519,7 @@ case "$cmd" in
   accept)
     [ "${CI:-}" != true ] || die "accept re-locks the evidence and is not for CI"
     ensure_postgres; ensure_faketime; ensure_etcd; ensure_hosts; guard_cluster
-    INSTA_UPDATE=always cargo test --quiet --test cases
+    INSTA_UPDATE=always cargo test --quiet --test cases --target-dir target
     "$LAB" mutants --accept
     echo "run.sh: snapshots re-locked (cases, variants, broken runs); review with git diff evidence/26/"
     ;;
@@ -619,9 +624,6 @@ case "$cmd" in
     trap 'rm -rf "$probe_dir"; exit 130' INT
     trap 'rm -rf "$probe_dir"; exit 143' TERM
     target/s3probe/release/s3probe --dir "$probe_dir" "$@"
-    ;;
-  help|-h|--help)
-    usage
     ;;
   *)
     echo "run.sh: unknown command '$cmd'" >&2
