@@ -42,19 +42,6 @@ const START_BOUND: Duration = Duration::from_secs(60);
 /// has only to finish exiting.
 const STOP_BOUND: Duration = Duration::from_secs(10);
 
-/// Who runs the postmaster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Launch {
-    /// `pg_ctl start`: a daemon that outlives the lab (`b3-26`, which the
-    /// reader may keep running; a killed run's server is taken over by the
-    /// next run, see [`crate::owner`]).
-    Daemon,
-    /// The lab's own child, which the kernel stops when the lab dies: the
-    /// servers a run starts beside `b3-26` for itself (F14's pair, the
-    /// partition cases' servers, `lab lease-stores`'s), see `tied.rs`.
-    Tied,
-}
-
 impl Cluster {
     /// Whether the server of this data directory is running: `pg_ctl
     /// status`, asked only when there is a `postmaster.pid` (without one,
@@ -102,20 +89,20 @@ impl Cluster {
     /// server on a host of the lab's network refuses to start when its port
     /// there is held by anything else. The lab never touches a cluster that
     /// is not its own.
+    /// It runs as `pg_ctl`'s daemon, which outlives the lab (`b3-26`, which
+    /// the reader may keep running; a killed run's server is taken over by
+    /// the next run, see [`crate::owner`]). The servers a run starts for
+    /// itself beside `b3-26` are its own children instead, which the kernel
+    /// stops when the lab dies: [`Cluster::launch`], see `tied.rs`.
     pub fn start(&self) -> Result<()> {
-        self.start_as(Launch::Daemon).map(drop)
-    }
-
-    /// Starts the server the way `launch` says; the postmaster's process
-    /// when it is this process's child (`Launch::Tied`), `None` when it is
-    /// pg_ctl's daemon or was running already.
-    pub(super) fn start_as(&self, launch: Launch) -> Result<Option<Child>> {
         let lifecycle = self.lifecycle();
         let _lifecycle = lifecycle.lock();
-        self.start_locked(launch, &[])
+        self.start_locked(&[])
     }
 
-    /// The first half of a tied start: the postmaster launched as this
+    /// The first half of a tied start (the servers a run starts beside
+    /// `b3-26` for itself: F14's pair, the partition cases' servers, `lab
+    /// lease-stores`'s): the postmaster launched as this
     /// process's child, not yet waited for (see [`Cluster::await_launched`]);
     /// `None` when the server was running already. Between the halves
     /// the caller may do other work, a second server's start among it,
@@ -148,41 +135,31 @@ impl Cluster {
         let lifecycle = self.lifecycle();
         let _lifecycle = lifecycle.lock();
         self.stop_locked("fast", false)?;
-        self.start_locked(Launch::Daemon, env).map(drop)
+        self.start_locked(env)
     }
 
-    /// The start itself, under the lifecycle lock; `env` goes into the
-    /// server processes' environment (pg_ctl's daemon only).
-    fn start_locked(&self, launch: Launch, env: &[(String, String)]) -> Result<Option<Child>> {
+    /// The daemon's start itself, under the lifecycle lock; `env` goes into
+    /// the server processes' environment.
+    fn start_locked(&self, env: &[(String, String)]) -> Result<()> {
         if !self.prepare_start()? {
-            return Ok(None);
+            return Ok(());
         }
-        match launch {
-            Launch::Daemon => {
-                let out = self
-                    .host_command("pg_ctl")?
-                    .args(["start", "-w", "-t", "60", "-s", "-D"])
-                    .arg(self.data_dir())
-                    .arg("-l")
-                    .arg(self.log_path())
-                    .arg("-o")
-                    // The Unix socket only (pg_ctl runs this line through
-                    // the shell, which makes '' an empty value).
-                    .arg(format!("-p {} -c listen_addresses='' -c {SYNC_AT_RECOVERY}", self.port))
-                    .envs(env.iter().map(|(k, v)| (k, v)))
-                    .output()?;
-                if !out.status.success() {
-                    return Err(diagnose::command_error("pg_ctl start", &out, Some(self)).into());
-                }
-                self.rotate_unless_standby()?;
-                Ok(None)
-            }
-            Launch::Tied => {
-                let child = self.spawn_tied()?;
-                let child = self.await_ready(child)?;
-                self.ready_tied(child).map(Some)
-            }
+        let out = self
+            .host_command("pg_ctl")?
+            .args(["start", "-w", "-t", "60", "-s", "-D"])
+            .arg(self.data_dir())
+            .arg("-l")
+            .arg(self.log_path())
+            .arg("-o")
+            // The Unix socket only (pg_ctl runs this line through
+            // the shell, which makes '' an empty value).
+            .arg(format!("-p {} -c listen_addresses='' -c {SYNC_AT_RECOVERY}", self.port))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()?;
+        if !out.status.success() {
+            return Err(diagnose::command_error("pg_ctl start", &out, Some(self)).into());
         }
+        self.rotate_unless_standby()
     }
 
     /// What every start does before it launches anything, under the

@@ -5,7 +5,7 @@
 //! Each lives in a place of its own inside `b3-26`'s place (a *sibling*:
 //! `<place>/<role>`, on `LAB_PORT` + an offset), made once and kept between
 //! runs like `b3-26`'s, and lives exactly as long as the run that started
-//! it. Its postmaster is this process's child ([`Launch::Tied`]), with
+//! it. Its postmaster is this process's child ([`Cluster::launch`]), with
 //! three nets, as for the holders: its owner's drop stops it (an error, a
 //! failed check, a panic); the interrupt handler stops it on Ctrl-C; and
 //! when the run is killed outright (SIGKILL), the kernel's parent-death
@@ -21,7 +21,7 @@
 //! loopback, and lets the lab's subnet in (`pg_hba.conf`; see
 //! [`super::lifecycle`]).
 
-use super::lifecycle::{end_postmaster, Launch};
+use super::lifecycle::end_postmaster;
 use super::{Cluster, NAME};
 use crate::error::Result;
 use crate::hosts::Host;
@@ -83,13 +83,10 @@ impl TiedServer {
     /// see the module's opening). The booting postmaster is registered at
     /// once: a Ctrl-C before `ready` stops it with the others.
     pub fn launch(server: Cluster) -> Result<Starting> {
-        if TIED.lock().iter().any(|(s, _)| s.dir() == server.dir()) {
+        if is_tied(&server) {
             return Err(format!("{} is already this run's", server.name()).into());
         }
-        stop_leftover(&server)?;
-        interrupt::on_stop(stop_all);
-        let child = server.launch()?.ok_or_else(|| format!("{} still runs after the leftover found in its place was stopped", server.name()))?;
-        TIED.lock().push((server.clone(), child));
+        launch_tied(&server)?;
         Ok(Starting { server: Some(server) })
     }
 
@@ -113,12 +110,7 @@ impl Starting {
     /// stopped when the returned server is dropped.
     pub fn ready(mut self) -> Result<TiedServer> {
         let server = self.server.take().expect("a Starting is readied once");
-        // Out of the registry while it is waited for (the wait needs the
-        // child itself), back in once ready; gone already if Ctrl-C
-        // stopped it meanwhile.
-        let child = take_tied(&server).ok_or("interrupted: the server was stopped while it started")?;
-        let child = server.await_launched(child)?;
-        TIED.lock().push((server.clone(), child));
+        await_tied(&server)?;
         Ok(TiedServer { server })
     }
 }
@@ -150,19 +142,40 @@ impl Drop for TiedServer {
     }
 }
 
-/// Starts `server` as this process's child, unless it already is one.
+/// Starts `server` as this process's child, unless it already is one: a
+/// launch and its wait, one right after the other.
 pub(super) fn start_tied(server: &Cluster) -> Result<()> {
-    let tied = TIED.lock().iter().any(|(s, _)| s.dir() == server.dir());
-    if tied {
+    if is_tied(server) {
         return Ok(());
     }
+    launch_tied(server)?;
+    await_tied(server)
+}
+
+/// Whether `server` is one of this process's tied children already.
+fn is_tied(server: &Cluster) -> bool {
+    TIED.lock().iter().any(|(s, _)| s.dir() == server.dir())
+}
+
+/// Launches `server`'s postmaster (a leftover in its place stopped first)
+/// and registers it at once: a Ctrl-C from here on stops it with the
+/// others.
+fn launch_tied(server: &Cluster) -> Result<()> {
     stop_leftover(server)?;
-    // Registered first: Ctrl-C during the start finds nothing to stop yet,
-    // and the process's exit then ends the new server (parent-death signal).
     interrupt::on_stop(stop_all);
-    if let Some(child) = server.start_as(Launch::Tied)? {
-        TIED.lock().push((server.clone(), child));
-    }
+    let child = server.launch()?.ok_or_else(|| format!("{} still runs after the leftover found in its place was stopped", server.name()))?;
+    TIED.lock().push((server.clone(), child));
+    Ok(())
+}
+
+/// Waits until `server`'s launched postmaster is ready. It is out of the
+/// registry while it is waited for (the wait needs the child itself; a
+/// Ctrl-C meanwhile leaves it to the parent-death signal at the lab's
+/// exit), back in once ready; gone already if Ctrl-C stopped it before.
+fn await_tied(server: &Cluster) -> Result<()> {
+    let child = take_tied(server).ok_or("interrupted: the server was stopped while it started")?;
+    let child = server.await_launched(child)?;
+    TIED.lock().push((server.clone(), child));
     Ok(())
 }
 
