@@ -18,7 +18,8 @@ use std::time::Duration;
 
 /// Serialises each server's start and stop, so that a stop (Ctrl-C's among
 /// them) arriving during a start of the same server waits for it and then
-/// stops the server, instead of racing it. One lock per server (by its
+/// stops the server, instead of racing it (a tied server being waited for
+/// is out of Ctrl-C's reach meanwhile: see `tied.rs`, `await_tied`). One lock per server (by its
 /// folder): different servers start and stop at once (a partition case's
 /// servers at its end).
 static LIFECYCLE: Mutex<Vec<(PathBuf, Arc<Mutex<()>>)>> = Mutex::new(Vec::new());
@@ -89,6 +90,7 @@ impl Cluster {
     /// server on a host of the lab's network refuses to start when its port
     /// there is held by anything else. The lab never touches a cluster that
     /// is not its own.
+    ///
     /// It runs as `pg_ctl`'s daemon, which outlives the lab (`b3-26`, which
     /// the reader may keep running; a killed run's server is taken over by
     /// the next run, see [`crate::owner`]). The servers a run starts for
@@ -102,8 +104,8 @@ impl Cluster {
 
     /// The first half of a tied start (the servers a run starts beside
     /// `b3-26` for itself: F14's pair, the partition cases' servers, `lab
-    /// lease-stores`'s): the postmaster launched as this
-    /// process's child, not yet waited for (see [`Cluster::await_launched`]);
+    /// lease-stores`'s): the postmaster launched as this process's child,
+    /// not yet waited for (see [`Cluster::await_launched`]);
     /// `None` when the server was running already. Between the halves
     /// the caller may do other work, a second server's start among it,
     /// while this one boots. Each half holds the lifecycle lock (the

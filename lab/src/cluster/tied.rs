@@ -98,8 +98,8 @@ impl TiedServer {
 
 /// A server launched by [`TiedServer::launch`], not yet ready; its
 /// postmaster is in the registry of tied children meanwhile, except while
-/// [`Starting::ready`] waits for it (then, as during a whole start, a
-/// Ctrl-C leaves it to the parent-death signal at the lab's exit).
+/// [`Starting::ready`] waits for it (then a Ctrl-C leaves it to the
+/// parent-death signal at the lab's exit).
 pub struct Starting {
     /// The server; `None` once handed on to a [`TiedServer`].
     server: Option<Cluster>,
@@ -158,8 +158,8 @@ fn is_tied(server: &Cluster) -> bool {
 }
 
 /// Launches `server`'s postmaster (a leftover in its place stopped first)
-/// and registers it at once: a Ctrl-C from here on stops it with the
-/// others.
+/// and registers it: a Ctrl-C before [`await_tied`] takes it out stops it
+/// with the others.
 fn launch_tied(server: &Cluster) -> Result<()> {
     stop_leftover(server)?;
     interrupt::on_stop(stop_all);
@@ -234,7 +234,7 @@ fn stop_all() {
     for (server, mut child) in all {
         // Stopped, then only reaped below; or still booting, launched and
         // not yet ready, with no pid file for pg_ctl to act on
-        // (TiedServer::launch); or a server that would not stop: ended there.
+        // (launch_tied); or a server that would not stop: ended there.
         let _ = server.stop_with("immediate");
         end_postmaster(&mut child);
     }
