@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One row of `job_event`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct JobEvent {
     /// `job_event.id`: the order of recording.
     pub id: i64,
@@ -44,6 +44,8 @@ pub struct JobEvent {
     pub holder: Option<String>,
     /// For a rescue or release: whether the lease it took back still ran.
     pub live: Option<bool>,
+    /// When it was recorded, in seconds after the record's first event.
+    pub at: f64,
 }
 
 /// One side effect as the resource recorded it (`write_attempt` of scope
@@ -131,8 +133,7 @@ pub fn judge(record: &QueueRecord) -> QueueCounts {
                 if e.live == Some(true) {
                     counts.live_taken_back += 1;
                 }
-                let owner = e.holder.clone().unwrap_or_default();
-                if !record.disturbed.contains(&(e.job, owner)) {
+                if from_healthy(record, e) {
                     counts.healthy_taken_back += 1;
                 }
             }
@@ -160,12 +161,38 @@ pub fn judge(record: &QueueRecord) -> QueueCounts {
     counts
 }
 
+/// Whether take-back `e` took the claim of a worker process the nemesis
+/// never disturbed on that job.
+fn from_healthy(record: &QueueRecord, e: &JobEvent) -> bool {
+    let owner = e.holder.clone().unwrap_or_default();
+    !record.disturbed.contains(&(e.job, owner))
+}
+
+/// For each claim taken back from a healthy worker process, its story as
+/// the record has it: when it was claimed, when its heartbeats were
+/// accepted, when and by whom it was taken back. A fixed queue should
+/// have none; if it does, this says whether the heartbeats stopped or
+/// never began.
+pub fn healthy_stories(record: &QueueRecord) -> Vec<String> {
+    let taken = record.events.iter().filter(|e| matches!(e.kind.as_str(), "rescue" | "release") && e.accepted && from_healthy(record, e));
+    taken
+        .map(|t| {
+            let owner = t.holder.as_deref().unwrap_or("nobody");
+            let before = || record.events.iter().filter(|e| e.job == t.job && e.incarnation == owner && e.id < t.id);
+            let claimed = before().filter(|e| e.kind == "claim").map(|e| format!("{:.3}s", e.at)).last().unwrap_or_else(|| "never".into());
+            let beats: Vec<String> = before().filter(|e| e.kind == "heartbeat" && e.accepted).map(|e| format!("{:.3}s", e.at)).collect();
+            let beats = if beats.is_empty() { "none".to_owned() } else { beats.join(", ") };
+            format!("job {} of {owner}: claimed at {claimed}, heartbeats accepted at {beats}, taken back by the {} at {:.3}s", t.job, t.incarnation, t.at)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn event(id: i64, kind: &str, who: &str, token: i64, accepted: bool, holder: &str) -> JobEvent {
-        JobEvent { id, job: 1, kind: kind.into(), incarnation: who.into(), token: Some(token), accepted, holder: Some(holder.into()), live: None }
+        JobEvent { id, job: 1, kind: kind.into(), incarnation: who.into(), token: Some(token), accepted, holder: Some(holder.into()), live: None, at: id as f64 / 10.0 }
     }
 
     fn effect(id: i64, writer: &str, token: i64, accepted: bool) -> Effect {
@@ -224,6 +251,16 @@ mod tests {
         let mut r = fixed_takeover();
         r.disturbed.clear();
         assert_eq!(judge(&r).healthy_taken_back, 1);
+    }
+
+    /// A healthy worker's claim taken back is told with its timeline; a
+    /// disturbed one is not told.
+    #[test]
+    fn a_healthy_take_back_is_told() {
+        let mut r = fixed_takeover();
+        assert!(healthy_stories(&r).is_empty());
+        r.disturbed.clear();
+        assert_eq!(healthy_stories(&r), ["job 1 of w-1#0: claimed at 0.100s, heartbeats accepted at 0.200s, taken back by the rescuer at 0.300s"]);
     }
 
     /// An empty record counts nothing (the run refuses it as nothing to judge).

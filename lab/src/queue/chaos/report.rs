@@ -133,6 +133,12 @@ pub fn run(options: &QueueChaosOptions) -> Result<bool> {
         let run = run_switch(config, bug)?;
         let row = SwitchData::of(&run);
         eprintln!("queue-chaos: {name} done in {:.0}s: {} claims, harm {}", run.took.as_secs_f64(), row.counts.claims, row.counts.harm());
+        // Only where it is not expected: there the stories say why.
+        if row.fixed() {
+            for story in &run.healthy_stories {
+                eprintln!("queue-chaos: {name}: taken back from a healthy worker: {story}");
+            }
+        }
         rows.push(row);
     }
     drop(session);

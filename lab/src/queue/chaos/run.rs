@@ -107,6 +107,9 @@ pub struct QueueRun {
     pub faults: BTreeMap<QueueFault, FaultCount>,
     /// How long the run took, the record's reading included.
     pub took: Duration,
+    /// Each claim taken back from a healthy worker process, told
+    /// ([`judge::healthy_stories`]).
+    pub healthy_stories: Vec<String>,
 }
 
 /// How many jobs a run of `workers` for `duration` enqueues: more than
@@ -174,12 +177,15 @@ pub fn run_switch(config: &QueueConfig, bug: Option<Bug>) -> Result<QueueRun> {
         return Err(format!("the queue's run broke down: {why}").into());
     }
     let record = QueueRecord { events: read_events()?, effects: read_effects()?, disturbed: shared.disturbed.lock().clone() };
-    Ok(QueueRun { bug, counts: judge::judge(&record), faults: shared.nemesis.tally(), took: began.elapsed() })
+    Ok(QueueRun { bug, counts: judge::judge(&record), faults: shared.nemesis.tally(), took: began.elapsed(), healthy_stories: judge::healthy_stories(&record) })
 }
 
 // ANCHOR: record_sql
 /// Every operation the queue recorded, in order.
-const EVENTS: &str = "SELECT id, job, kind, incarnation, token, accepted, holder, live FROM job_event ORDER BY id";
+const EVENTS: &str = "
+    SELECT id, job, kind, incarnation, token, accepted, holder, live,
+           extract(epoch FROM at - min(at) OVER ())::float8
+      FROM job_event ORDER BY id";
 /// Every side effect the resource judged, in order (for the fenced scope,
 /// the order of acceptance).
 const EFFECTS: &str = "SELECT id, substr(scope, 5)::bigint, writer, token, accepted FROM write_attempt WHERE scope LIKE 'job-%' ORDER BY id";
@@ -189,7 +195,7 @@ fn read_events() -> Result<Vec<JobEvent>> {
     let rows = db::connect(db::LEASE_DB, "lab queue-chaos judge")?.query(EVENTS, &[])?;
     Ok(rows
         .iter()
-        .map(|r| JobEvent { id: r.get(0), job: r.get(1), kind: r.get(2), incarnation: r.get(3), token: r.get(4), accepted: r.get(5), holder: r.get(6), live: r.get(7) })
+        .map(|r| JobEvent { id: r.get(0), job: r.get(1), kind: r.get(2), incarnation: r.get(3), token: r.get(4), accepted: r.get(5), holder: r.get(6), live: r.get(7), at: r.get(8) })
         .collect())
 }
 

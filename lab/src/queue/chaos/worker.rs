@@ -175,6 +175,9 @@ struct Process {
     /// The work's session (and, with the bug starved-heartbeat, the
     /// heartbeat's).
     work: Arc<Mutex<Queue>>,
+    /// The heartbeat's session, opened with the process: a claim's lease
+    /// never waits for a login (the work's own, with starved-heartbeat).
+    beat: Arc<Mutex<Queue>>,
     resource: ResourceStore,
     /// The nemesis's own session, to watch the job while the worker is
     /// paused: never the worker's.
@@ -185,10 +188,17 @@ struct Process {
 impl Process {
     fn start(shared: &Arc<Shared>, index: usize, incarnation: u32) -> Result<Process> {
         let worker = Worker::new(&worker_name(index), incarnation);
+        let work = Arc::new(Mutex::new(Queue::connect(&worker.incarnation, shared.bug, shared.ttl)?));
+        let beat = if shared.bug == Some(Bug::StarvedHeartbeat) {
+            work.clone()
+        } else {
+            Arc::new(Mutex::new(Queue::connect(&format!("{} heartbeat", worker.incarnation), shared.bug, shared.ttl)?))
+        };
         Ok(Process {
             shared: shared.clone(),
             index,
-            work: Arc::new(Mutex::new(Queue::connect(&worker.incarnation, shared.bug, shared.ttl)?)),
+            work,
+            beat,
             resource: ResourceStore::connect(FenceMode::FencedScope, &worker.incarnation)?,
             watcher: crate::db::connect(crate::db::LEASE_DB, "queue nemesis")?,
             rng: SplitMix64::stream(shared.seed, 1000 + 100 * index as u64 + incarnation as u64),
@@ -279,12 +289,7 @@ impl Process {
     fn hold(&mut self, claim: &Claim) -> Result<Next> {
         let strike = self.shared.nemesis.at_claim();
         let freeze = Arc::new(Freeze::default());
-        let beat_queue = if self.shared.bug == Some(Bug::StarvedHeartbeat) {
-            self.work.clone()
-        } else {
-            Arc::new(Mutex::new(Queue::connect(&format!("{} heartbeat", self.worker.incarnation), self.shared.bug, self.shared.ttl)?))
-        };
-        let beat = Beat::start(beat_queue, claim.clone(), freeze.clone(), self.shared.clone());
+        let beat = Beat::start(self.beat.clone(), claim.clone(), freeze.clone(), self.shared.clone());
         let next = self.steps(claim, strike, &freeze, &beat);
         // Stopped on every way out; a pause never outlives its claim.
         freeze.set(false);
