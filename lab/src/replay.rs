@@ -470,28 +470,26 @@ fn failover(lab: &Lab, t: &mut Transcript, path: &Path<State, Action>) -> Result
     require(actions == [Action::Acquire(0), Action::Promote, Action::Acquire(1)], "the async counterexample is not acquire, promote, acquire")?;
     lab.reset()?;
     let pair = FailoverPair::beside(&lab.cluster)?;
-    crate::poll::designed(|| -> Result<()> {
-        replication::build(&pair, replication::Mode::Async)?;
-        replication::cut_standby(&pair)?;
-        let (primary, standby) = (pair.primary().endpoint(), pair.standby().endpoint());
-        let mut a_leases = LeaseStore::connect_to(&primary, "holder-a")?;
-        let a = a_leases.acquire(LEASE, "holder-a", CRASH_TTL, margin(CRASH_TTL))?.ok_or("holder-a did not acquire")?;
-        t.note(format!("步 1：备库的 primary_conninfo 改为不存在的地址（它收不到这次提交）；holder-a 在主库获取 token={}", a.token));
-        pair.crash_primary()?;
-        pair.promote_standby()?;
-        t.note("步 2：主库 pg_ctl stop -m immediate，备库 pg_ctl promote；客户端改连提升后的服务器");
-        let mut b_leases = LeaseStore::connect_to(&standby, "holder-b")?;
-        let b = b_leases.acquire(LEASE, "holder-b", TTL, margin(TTL))?.ok_or("holder-b did not acquire")?;
-        t.exposes(a.token == b.token, format!("步 3：holder-b 在提升后的备库获取 token={}，与 holder-a 的相同（I2）", b.token), || format!("A {} B {}", a.token, b.token));
-        let (mut a_store, mut b_store) = (lab.store(FenceMode::FencedScope, "holder-a")?, lab.store(FenceMode::FencedScope, "holder-b")?);
-        let b_ok = b_store.write(&part_write(&b, "summary", "rows=201(B)"))?;
-        let a_ok = a_store.write(&part_write(&a, "detail", "rows=200(A)"))?;
-        let history = lab.view()?.attempts_on(SCOPE)?;
-        t.note(format!("write_attempt（按 id）：{}", shown(&history)));
-        let both = history.iter().filter(|w| w.accepted && w.token == a.token).count();
-        t.exposes(a_ok && b_ok && both == 2, format!("FENCED_SCOPE 分不出两个相同的 token：token={} 的两次写入都被接受", a.token), || format!("A {a_ok} B {b_ok}, {both} accepted"));
-        Ok(())
-    })
+    replication::build(&pair, replication::Mode::Async)?;
+    replication::cut_standby(&pair)?;
+    let (primary, standby) = (pair.primary().endpoint(), pair.standby().endpoint());
+    let mut a_leases = LeaseStore::connect_to(&primary, "holder-a")?;
+    let a = a_leases.acquire(LEASE, "holder-a", CRASH_TTL, margin(CRASH_TTL))?.ok_or("holder-a did not acquire")?;
+    t.note(format!("步 1：备库的 primary_conninfo 改为不存在的地址（它收不到这次提交）；holder-a 在主库获取 token={}", a.token));
+    pair.crash_primary()?;
+    pair.promote_standby()?;
+    t.note("步 2：主库 pg_ctl stop -m immediate，备库 pg_ctl promote；客户端改连提升后的服务器");
+    let mut b_leases = LeaseStore::connect_to(&standby, "holder-b")?;
+    let b = b_leases.acquire(LEASE, "holder-b", TTL, margin(TTL))?.ok_or("holder-b did not acquire")?;
+    t.exposes(a.token == b.token, format!("步 3：holder-b 在提升后的备库获取 token={}，与 holder-a 的相同（I2）", b.token), || format!("A {} B {}", a.token, b.token));
+    let (mut a_store, mut b_store) = (lab.store(FenceMode::FencedScope, "holder-a")?, lab.store(FenceMode::FencedScope, "holder-b")?);
+    let b_ok = b_store.write(&part_write(&b, "summary", "rows=201(B)"))?;
+    let a_ok = a_store.write(&part_write(&a, "detail", "rows=200(A)"))?;
+    let history = lab.view()?.attempts_on(SCOPE)?;
+    t.note(format!("write_attempt（按 id）：{}", shown(&history)));
+    let both = history.iter().filter(|w| w.accepted && w.token == a.token).count();
+    t.exposes(a_ok && b_ok && both == 2, format!("FENCED_SCOPE 分不出两个相同的 token：token={} 的两次写入都被接受", a.token), || format!("A {a_ok} B {b_ok}, {both} accepted"));
+    Ok(())
 }
 // ANCHOR_END: failover
 

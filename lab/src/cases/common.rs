@@ -64,9 +64,12 @@ pub fn renew_and_release_refused(leases: &mut LeaseStore, grant: &Grant, watched
 /// standby's own answer.
 pub fn replayed(on_standby: &mut LeaseStore, wanted: &str) -> Result<String> {
     let mut seen = String::new();
-    poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
-        seen = LeaseRow::brief(on_standby.row(LEASE)?.as_ref());
-        Ok(seen == wanted)
+    // By design: the experiment waits for the standby's replay.
+    poll::designed(|| {
+        poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+            seen = LeaseRow::brief(on_standby.row(LEASE)?.as_ref());
+            Ok(seen == wanted)
+        })
     })?;
     Ok(seen)
 }

@@ -244,7 +244,8 @@ impl FailoverPair {
     /// SIGQUIT, and every server process exits at once, without a
     /// checkpoint and without sending the standby anything more.
     pub fn crash_primary(&self) -> Result<()> {
-        stop_tied(&self.primary, "immediate")
+        // By design: the crash is the experiment's fault (see poll::designed).
+        crate::poll::designed(|| stop_tied(&self.primary, "immediate"))
     }
 
     /// Promotes the standby: `pg_ctl promote` asks it to end recovery with
@@ -253,6 +254,11 @@ impl FailoverPair {
     /// milliseconds (`pg_ctl promote -w` asks the same, but only every
     /// 100 ms, which would be most of what it measured).
     pub fn promote_standby(&self) -> Result<Duration> {
+        // By design: the promotion is the experiment's step (see poll::designed).
+        crate::poll::designed(|| self.promote())
+    }
+
+    fn promote(&self) -> Result<Duration> {
         let started = Instant::now();
         let out = self.standby.server_command("pg_ctl").args(["promote", "-W", "-s", "-D"]).arg(self.standby.data_dir()).output()?;
         if !out.status.success() {

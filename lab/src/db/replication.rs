@@ -113,20 +113,30 @@ pub fn build_with(pair: &FailoverPair, mode: Mode, databases: &[(&str, &str)]) -
     // keeps every segment from here on until the copy has it, whatever
     // checkpoints come meanwhile; it goes with the session, or here.
     admin.batch_execute(&format!("SELECT pg_create_physical_replication_slot({}, true, true)", literal(BACKUP_SLOT)))?;
-    let base_backup = pair.build_standby()?;
-    // The copy has its WAL.
-    admin.batch_execute(&format!("SELECT pg_drop_replication_slot({})", literal(BACKUP_SLOT)))?;
-    wait_for_walsender(&mut admin, pair, "streaming/async")?;
-    if mode == Mode::Sync {
-        // ANCHOR: make_synchronous
-        let names = synchronous_standby_names(pair);
-        admin.batch_execute(&format!("ALTER SYSTEM SET synchronous_standby_names = {}", literal(&names)))?;
-        admin.batch_execute(&format!("ALTER SYSTEM SET synchronous_commit = {}", literal(SYNCHRONOUS_COMMIT)))?;
-        // ANCHOR_END: make_synchronous
-        reload_and_wait(&mut admin, &primary, &names, SYNCHRONOUS_COMMIT)?;
-        wait_for_walsender(&mut admin, pair, "streaming/sync")?;
-    }
-    Ok(base_backup)
+    // By design: the standby a failover needs, copied, started, streaming
+    // and, when asked, synchronous, is the experiment's own step.
+    poll::designed(|| {
+        let base_backup = pair.build_standby()?;
+        // The copy has its WAL.
+        admin.batch_execute(&format!("SELECT pg_drop_replication_slot({})", literal(BACKUP_SLOT)))?;
+        wait_for_walsender(&mut admin, pair, "streaming/async")?;
+        if mode == Mode::Sync {
+            make_synchronous(&mut admin, pair, &primary)?;
+        }
+        Ok(base_backup)
+    })
+}
+
+/// Switches the primary to commits that wait for the standby, and waits
+/// until its walsender serves the standby as synchronous.
+fn make_synchronous(admin: &mut Client, pair: &FailoverPair, primary: &Endpoint) -> Result<()> {
+    // ANCHOR: make_synchronous
+    let names = synchronous_standby_names(pair);
+    admin.batch_execute(&format!("ALTER SYSTEM SET synchronous_standby_names = {}", literal(&names)))?;
+    admin.batch_execute(&format!("ALTER SYSTEM SET synchronous_commit = {}", literal(SYNCHRONOUS_COMMIT)))?;
+    // ANCHOR_END: make_synchronous
+    reload_and_wait(admin, primary, &names, SYNCHRONOUS_COMMIT)?;
+    wait_for_walsender(admin, pair, "streaming/sync")
 }
 
 /// Ends every walsender on the primary that still serves a standby of the
@@ -213,8 +223,11 @@ pub fn cut_standby(pair: &FailoverPair) -> Result<()> {
     admin.batch_execute("SELECT pg_reload_conf()")?;
     let mut primary = ReplicationView::connect(&pair.primary().endpoint())?;
     let mut standby = ReplicationView::connect(&pair.standby().endpoint())?;
-    let gone = poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
-        Ok(primary.walsenders(pair.standby().name())? == 0 && standby.wal_receivers()? == 0)
+    // By design: the experiment waits for the cut to show on both servers.
+    let gone = poll::designed(|| {
+        poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+            Ok(primary.walsenders(pair.standby().name())? == 0 && standby.wal_receivers()? == 0)
+        })
     })?;
     if !gone {
         return Err(format!("{} still streams from {} {:?} after its primary_conninfo was cut", pair.standby().name(), pair.primary().name(), poll::BOUND).into());
@@ -231,7 +244,9 @@ pub fn mend_standby(pair: &FailoverPair, wanted: &str) -> Result<()> {
     let mut admin = admin_on(&pair.standby().endpoint())?;
     admin.batch_execute("ALTER SYSTEM RESET primary_conninfo")?;
     admin.batch_execute("SELECT pg_reload_conf()")?;
-    wait_for_walsender(&mut *admin_on(&pair.primary().endpoint())?, pair, wanted)
+    let mut primary = admin_on(&pair.primary().endpoint())?;
+    // By design: the experiment waits for the standby to catch up.
+    poll::designed(|| wait_for_walsender(&mut primary, pair, wanted))
 }
 
 /// A SQL string literal (ALTER SYSTEM takes no bind parameters).
