@@ -156,7 +156,7 @@ fn cut_off(lab: &Lab, t: &mut Transcript, net: &Network, lease: &TiedServer, res
         );
     }
     net.heal()?;
-    t.note("恢复：交换机删掉这张表。A 卡在路上的续租（被丢弃的 TCP 段，内核一直在重传）这才到达租约库");
+    t.note("恢复：交换机换上一个没有切口的分区。A 卡在路上的续租（被丢弃的 TCP 段，内核一直在重传）这才到达租约库");
     // A's stuck renewals arrive when the kernel next retransmits their
     // dropped segments, on TCP's own backing-off timer: by design too.
     let (a_rest, a_exit) = poll::designed(|| a.rest_of_output())?;

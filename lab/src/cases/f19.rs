@@ -157,7 +157,7 @@ fn minority_leader(lab: &Lab, t: &mut Transcript, net: &Network, cluster: &EtcdC
         Steps(vec![a.next_step()?]),
     );
     net.heal()?;
-    t.note("恢复：交换机删掉这张表；旧 leader 重新连上多数派");
+    t.note("恢复：交换机换上一个没有切口的分区；旧 leader 重新连上多数派");
     // A's keep-alive went to the old leader before the heal. That member,
     // without a leader, holds it (etcd waits for one before it forwards a
     // keep-alive), and A's client asks again after each attempt timeout;

@@ -136,8 +136,9 @@ pub struct Network {
     switch: Arc<Netns>,
     /// The hosts, in the order asked for.
     hosts: Vec<Host>,
-    /// The pairs of hosts cut apart now.
-    cuts: Mutex<Vec<(String, String)>>,
+    /// The pairs of hosts cut apart now, and how many partitions (heals
+    /// included) the switch has had.
+    cuts: Mutex<(Vec<(String, String)>, u32)>,
 }
 
 impl Network {
@@ -160,7 +161,7 @@ impl Network {
         // forwards frames between them. STP is off (Linux's default), so a
         // port forwards as soon as it is up.
         ip_batch(&switch, &["link add switch type bridge".into(), "link set switch up".into()], vec![])?;
-        let mut network = Network { switch, hosts: Vec::new(), cuts: Mutex::new(Vec::new()) };
+        let mut network = Network { switch, hosts: Vec::new(), cuts: Mutex::new((Vec::new(), 0)) };
         for (i, name) in names.iter().enumerate() {
             let netns = Arc::new(Netns::make(space)?);
             let addr = Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], i as u8 + 1);
@@ -186,8 +187,8 @@ impl Network {
             ip_batch(&netns, &["link set lo up".into(), format!("addr add {addr}/24 dev eth0"), "link set eth0 up".into()], vec![])?;
             network.hosts.push(Host { name: (*name).to_owned(), addr, netns });
         }
-        // An empty partition, loaded once: the switch can filter frames.
-        partition::apply(&network.switch, &partition::ruleset(&[])).map_err(|e| {
+        // The partitions' table, loaded once: the switch can filter frames.
+        partition::apply(&network.switch, &partition::switch_table()).map_err(|e| {
             format!("the kernel or nft cannot filter bridged frames (nftables' bridge family): {}", crate::error::chain(e.as_ref()))
         })?;
         Ok(network)
@@ -234,16 +235,18 @@ impl Network {
 
     /// The pairs cut apart now.
     pub fn cuts(&self) -> Vec<(String, String)> {
-        self.cuts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.cuts.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
     }
 
     fn apply(&self, cuts: Vec<(String, String)>) -> Result<()> {
-        let mut current = self.cuts.lock().unwrap_or_else(|p| p.into_inner());
-        partition::apply(&self.switch, &partition::ruleset(&cuts))?;
+        let mut guard = self.cuts.lock().unwrap_or_else(|p| p.into_inner());
+        let (current, generation) = &mut *guard;
+        partition::apply(&self.switch, &partition::ruleset(*generation + 1, &cuts))?;
+        *generation += 1;
         // The pictures of a run mark when each host was cut off and healed.
         let touched = |pairs: &[(String, String)], host: &str| pairs.iter().any(|(a, b)| a == host || b == host);
         for host in &self.hosts {
-            match (touched(&current, &host.name), touched(&cuts, &host.name)) {
+            match (touched(current, &host.name), touched(&cuts, &host.name)) {
                 (false, true) => events::record(&host.name, Act::Cut),
                 (true, false) => events::record(&host.name, Act::Heal),
                 _ => {}
