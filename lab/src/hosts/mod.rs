@@ -157,14 +157,14 @@ impl Network {
             return Err("interrupted: no network is made after a stop signal".into());
         }
         let switch = Arc::new(Netns::make(space).map_err(|e| namespace_refused(space, e))?);
+        let mut hosts = Vec::new();
         // A bridge is the switch: it learns which port each host is on and
         // forwards frames between them. STP is off (Linux's default), so a
         // port forwards as soon as it is up.
-        ip_batch(&switch, &["link add switch type bridge".into(), "link set switch up".into()], vec![])?;
-        let mut network = Network { switch, hosts: Vec::new(), cuts: Mutex::new((Vec::new(), 0)) };
+        let mut switch_side: Vec<String> = vec!["link add switch type bridge".into(), "link set switch up".into()];
+        let mut host_namespaces = Vec::new();
         for (i, name) in names.iter().enumerate() {
             let netns = Arc::new(Netns::make(space)?);
-            let addr = Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], i as u8 + 1);
             let port = partition::port(name);
             // The cable: a veth pair made inside the switch, its other end
             // (`eth0`) moved straight into the host as it is made (named by
@@ -172,21 +172,23 @@ impl Network {
             // never holds a link of the lab's.
             let host_ns = netns.duplicate().context("holding a host's namespace for ip")?;
             let named = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&host_ns));
-            ip_batch(
-                &network.switch,
-                &[
-                    format!("link add {port} type veth peer name eth0 netns {named}"),
-                    format!("link set {port} master switch"),
-                    format!("link set {port} up"),
-                ],
-                vec![host_ns],
-            )?;
+            switch_side.push(format!("link add {port} type veth peer name eth0 netns {named}"));
+            switch_side.push(format!("link set {port} master switch"));
+            switch_side.push(format!("link set {port} up"));
+            host_namespaces.push(host_ns);
+            let addr = Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], i as u8 + 1);
+            hosts.push(Host { name: (*name).to_owned(), addr, netns });
+        }
+        // Every cable and port in one `ip -batch`, before any host's side
+        // (a host's link comes up to a port already up and forwarding).
+        ip_batch(&switch, &switch_side, host_namespaces)?;
+        for host in &hosts {
             // The host's side: loopback (each namespace has its own, down at
             // first), its address on the subnet, the link up. The /24 gives
             // it a route to every other host through eth0, and nothing else.
-            ip_batch(&netns, &["link set lo up".into(), format!("addr add {addr}/24 dev eth0"), "link set eth0 up".into()], vec![])?;
-            network.hosts.push(Host { name: (*name).to_owned(), addr, netns });
+            ip_batch(&host.netns, &["link set lo up".into(), format!("addr add {}/24 dev eth0", host.addr), "link set eth0 up".into()], vec![])?;
         }
+        let network = Network { switch, hosts, cuts: Mutex::new((Vec::new(), 0)) };
         // The partitions' table, loaded once: the switch can filter frames.
         partition::apply(&network.switch, &partition::switch_table()).map_err(|e| {
             format!("the kernel or nft cannot filter bridged frames (nftables' bridge family): {}", crate::error::chain(e.as_ref()))
