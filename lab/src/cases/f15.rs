@@ -20,12 +20,13 @@
 use crate::chaos::workload::Fate;
 use super::{Case, Lab, Need};
 use crate::vocabulary::FaultKind;
-use crate::chaos::{run_mode, Config, ModeRun, Schedule};
+use crate::chaos::{network, run_mode, Config, ModeRun, Schedule};
 use crate::vocabulary::Gap;
 use crate::error::Result;
 use crate::vocabulary::FenceMode;
 use crate::transcript::Transcript;
 use std::time::Duration;
+use crate::hosts::Network;
 
 /// The case.
 pub const CASE: Case = Case {
@@ -63,14 +64,16 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
     t.note(format!("故障计划只由种子决定：{schedule}"));
     t.note("注入方式：暂停是发给持有者进程的真实 SIGSTOP 和 SIGCONT，kill 是真实的 SIGKILL（槽位随即启动新的一代），延迟发生在每个槽位自己的 TCP 代理上；每个槽位在自己的网络主机上，分区是虚拟交换机把一台（partition-isolate）或几台（partition-split）槽位主机与其余主机隔开，到时再恢复");
 
-    let fenced = chaos_run(lab, t, &config, &schedule, FenceMode::FencedScope)?;
+    // One network for both modes.
+    let net = network(&config)?;
+    let fenced = chaos_run(lab, t, &config, &schedule, FenceMode::FencedScope, &net)?;
     let v = &fenced.verdict;
     t.check_eq("FENCED_SCOPE：被接受的过期写入 0（I3：同一作用域的接受顺序里 token 从不变小）", 0, v.stale_accepted);
     t.check_eq("FENCED_SCOPE：重复发出的 token 0（I2：没有两次持有拿到同一个 token）", 0, v.tokens_reused);
     t.check_eq("FENCED_SCOPE：floor 倒退 0（I3：按 id 顺序，每次尝试看到的 floor 从不变小）", 0, v.floor_regressions);
     t.check_eq("FENCED_SCOPE：丢失的写入 0（被接受的写入都还在，或被更大的 token 覆盖）", 0, v.lost_writes);
 
-    let unfenced = chaos_run(lab, t, &config, &schedule, FenceMode::Unfenced)?;
+    let unfenced = chaos_run(lab, t, &config, &schedule, FenceMode::Unfenced, &net)?;
     let v = &unfenced.verdict;
     t.exposes(
         v.stale_accepted > 0,
@@ -83,8 +86,8 @@ fn run(lab: &Lab, t: &mut Transcript) -> Result<()> {
 
 /// One mode's run, its counts in a note, and the checks that the history
 /// has something to judge.
-fn chaos_run(lab: &Lab, t: &mut Transcript, config: &Config, schedule: &Schedule, mode: FenceMode) -> Result<ModeRun> {
-    let run = run_mode(&lab.cluster, config, schedule, mode, &mut |_| {})?;
+fn chaos_run(lab: &Lab, t: &mut Transcript, config: &Config, schedule: &Schedule, mode: FenceMode, net: &Network) -> Result<ModeRun> {
+    let run = run_mode(&lab.cluster, config, schedule, mode, net, &mut |_| {})?;
     // The mode's history, beside the other cases' (F15-fenced-scope.html …).
     crate::chaos::command::save_history(&crate::history::dir(), &run)?;
     let v = &run.verdict;

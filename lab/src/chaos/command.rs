@@ -42,9 +42,10 @@ pub fn run(options: &ChaosOptions) -> Result<bool> {
     println!("chaos: {schedule}");
     println!("chaos: {} holders, each mode {}s; replay with the same --seed", config.holders, config.duration.as_secs_f64());
     let mut runs = Vec::new();
+    let net = super::network(config)?;
     for &mode in &options.modes {
         eprintln!("chaos: {mode} for {}s…", config.duration.as_secs_f64());
-        let run = run_mode(session.cluster(), config, &schedule, mode, &mut |line| eprintln!("{line}"))?;
+        let run = run_mode(session.cluster(), config, &schedule, mode, &net, &mut |line| eprintln!("{line}"))?;
         eprintln!(
             "chaos: {mode} done in {:.0}s: {} faults injected, verdict {}",
             run.took.as_secs_f64(),
@@ -56,6 +57,7 @@ pub fn run(options: &ChaosOptions) -> Result<bool> {
         }
         runs.push(run);
     }
+    drop(net);
     drop(session);
     let data = super::results::ChaosData::of(config, &schedule, &runs, &machine)?;
     println!("{}", report::table(&data));

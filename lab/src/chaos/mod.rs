@@ -42,5 +42,5 @@ pub mod schedule;
 pub mod workload;
 
 pub use checker::{check, Fault, GrantRecord, CheckerInput};
-pub use run::{run_mode, Config, ModeRun};
+pub use run::{network, run_mode, Config, ModeRun};
 pub use schedule::Schedule;

@@ -130,10 +130,26 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 const HOLDER_SESSIONS: &str = "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'holder-%'";
 // ANCHOR_END: holder_sessions_sql
 
-/// Runs `schedule` against `mode` and judges the history; `progress` gets
-/// a line every [`PROGRESS_EVERY`].
-pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: FenceMode, progress: &mut dyn FnMut(String)) -> Result<ModeRun> {
+/// The network a run's modes share: each slot on a host of its own, and
+/// the server's address on `db`, all on the switch the nemesis's
+/// partitions cut. One for every mode of a run: making it costs a
+/// namespace and an `ip` process a host, and a mode leaves it as it found
+/// it (the nemesis heals on its way out, every holder is reaped).
+pub fn network(config: &Config) -> Result<Network> {
+    let mut names = vec![SERVER_HOST.to_owned()];
+    names.extend((0..config.holders).map(holder_name));
+    Network::create(&names.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Runs `schedule` against `mode` on `net` (made by [`network`] for this
+/// `config`) and judges the history; `progress` gets a line every
+/// [`PROGRESS_EVERY`].
+pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: FenceMode, net: &Network, progress: &mut dyn FnMut(String)) -> Result<ModeRun> {
     let began = Instant::now();
+    // Every mode starts with every host reaching every other.
+    if !net.cuts().is_empty() {
+        net.heal()?;
+    }
     // Fresh tables for every mode: token 1 first, an empty history.
     db::setup::reset_database(db::LEASE_DB, db::LEASE_SCHEMA)?;
     db::setup::reset_database(db::RES_DB, db::RES_SCHEMA)?;
@@ -147,21 +163,15 @@ pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: F
         server: cluster.socket_path(),
         trace: config.trace,
     };
-    // Each slot on a host of its own, and the server's address on `db`:
-    // the network the nemesis's partitions cut. Declared before the
-    // workload, so it is dropped after every holder in it has ended.
-    let mut names = vec![SERVER_HOST.to_owned()];
-    names.extend((0..config.holders).map(holder_name));
-    let net = Network::create(&names.iter().map(String::as_str).collect::<Vec<_>>())?;
     // The calls of whatever ran before are not this run's.
     call_log::take();
     let (start, t0_unix_ms) = (Instant::now(), events::now_ms());
-    let workload = Workload::start(config.holders, &plan, &net, &log, &tally, start)?;
+    let workload = Workload::start(config.holders, &plan, net, &log, &tally, start)?;
     let stop_nemesis = AtomicBool::new(false);
     let injected = std::thread::scope(|scope| {
         let nemesis = std::thread::Builder::new()
             .name("nemesis".into())
-            .spawn_scoped(scope, || nemesis::run(schedule, workload.slots(), cluster, &net, &log, &stop_nemesis, start))
+            .spawn_scoped(scope, || nemesis::run(schedule, workload.slots(), cluster, net, &log, &stop_nemesis, start))
             .context("starting the nemesis")?;
         let end = start + config.duration;
         let mut report_at = start + PROGRESS_EVERY;
