@@ -261,33 +261,43 @@ impl Queue {
     /// app-clock reads; `limit` is the run time after which the bug
     /// elapsed-rescue takes a job back.
     pub fn rescue(&mut self, gap: impl FnOnce() -> Result<()>, app_clock: SystemTime, limit: Duration) -> Result<Vec<i64>> {
-        let rows = match self.bug {
+        let limit_ms = limit.as_secs_f64() * 1000.0;
+        match self.bug {
             Some(Bug::RescueOverwrites) => {
                 let seen: Vec<i64> = self.client.query(RESCUE_SELECT, &[])?.iter().map(|r| r.get(0)).collect();
                 gap()?;
-                self.client.query(RESCUE_BY_ID, &[&seen])?
+                self.taken_back("rescue", "rescuer", |tx| Ok(tx.query(RESCUE_BY_ID, &[&seen])?))
             }
             bug => {
                 gap()?;
-                match bug {
-                    Some(Bug::TokenGivenBack) => self.client.query(RESCUE_GIVES_BACK, &[])?,
-                    Some(Bug::ElapsedRescue) => self.client.query(RESCUE_ELAPSED, &[&(limit.as_secs_f64() * 1000.0)])?,
-                    Some(Bug::AppClock) => self.client.query(RESCUE_APP_CLOCK, &[&app_clock])?,
-                    _ => self.client.query(RESCUE, &[])?,
-                }
+                self.taken_back("rescue", "rescuer", |tx| {
+                    Ok(match bug {
+                        Some(Bug::TokenGivenBack) => tx.query(RESCUE_GIVES_BACK, &[])?,
+                        Some(Bug::ElapsedRescue) => tx.query(RESCUE_ELAPSED, &[&limit_ms])?,
+                        Some(Bug::AppClock) => tx.query(RESCUE_APP_CLOCK, &[&app_clock])?,
+                        _ => tx.query(RESCUE, &[])?,
+                    })
+                })
             }
-        };
-        self.taken_back(&rows, "rescue", "rescuer")
+        }
     }
 
-    /// Records each claim a rescue or release took back; returns the jobs.
-    fn taken_back(&mut self, rows: &[postgres::Row], kind: &str, who: &str) -> Result<Vec<i64>> {
+    /// Takes claims back with `take` (a rescue's or a release's statement)
+    /// and records each in the same transaction; returns the jobs. In one
+    /// transaction, each record's holder is the claim taken back: its row
+    /// stays locked until the records commit, so no claimer (who skips
+    /// locked rows) can claim the job between the two and be recorded as
+    /// the one it was taken from.
+    fn taken_back(&mut self, kind: &str, who: &str, take: impl FnOnce(&mut postgres::Transaction) -> Result<Vec<postgres::Row>>) -> Result<Vec<i64>> {
+        let mut tx = self.client.transaction()?;
+        let rows = take(&mut tx)?;
         let mut jobs = Vec::new();
-        for row in rows {
+        for row in &rows {
             let (job, token, live): (i64, i64, bool) = (row.get(0), row.get(1), row.get(2));
-            self.client.execute(RECORD, &[&job, &kind, &who, &token, &true, &Some(live)])?;
+            tx.execute(RECORD, &[&job, &kind, &who, &token, &true, &Some(live)])?;
             jobs.push(job);
         }
+        tx.commit()?;
         Ok(jobs)
     }
 
@@ -304,8 +314,7 @@ impl Queue {
         let release = if self.bug == Some(Bug::PrunedWhileAlive) { RELEASE_BY_REGISTRY } else { RELEASE };
         let mut released = Vec::new();
         for name in pruned {
-            let rows = self.client.query(release, &[&name])?;
-            released.extend(self.taken_back(&rows, "release", "pruner")?);
+            released.extend(self.taken_back("release", "pruner", |tx| Ok(tx.query(release, &[&name])?))?);
         }
         Ok(released)
     }

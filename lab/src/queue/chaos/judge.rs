@@ -179,8 +179,12 @@ pub fn healthy_stories(record: &QueueRecord) -> Vec<String> {
         .map(|t| {
             let owner = t.holder.as_deref().unwrap_or("nobody");
             let before = || record.events.iter().filter(|e| e.job == t.job && e.incarnation == owner && e.id < t.id);
-            let claimed = before().filter(|e| e.kind == "claim").map(|e| format!("{:.3}s", e.at)).last().unwrap_or_else(|| "never".into());
-            let beats: Vec<String> = before().filter(|e| e.kind == "heartbeat" && e.accepted).map(|e| format!("{:.3}s", e.at)).collect();
+            // The claim taken back is the owner's last claim of the job;
+            // its heartbeats are the ones after it.
+            let claim = before().filter(|e| e.kind == "claim").last();
+            let claimed = claim.map_or_else(|| "never".into(), |e| format!("{:.3}s", e.at));
+            let since = claim.map_or(0, |e| e.id);
+            let beats: Vec<String> = before().filter(|e| e.kind == "heartbeat" && e.accepted && e.id > since).map(|e| format!("{:.3}s", e.at)).collect();
             let beats = if beats.is_empty() { "none".to_owned() } else { beats.join(", ") };
             format!("job {} of {owner}: claimed at {claimed}, heartbeats accepted at {beats}, taken back by the {} at {:.3}s", t.job, t.incarnation, t.at)
         })
