@@ -133,8 +133,9 @@ const HOLDER_SESSIONS: &str = "SELECT count(*) FROM pg_stat_activity WHERE appli
 /// The network a run's modes share: each slot on a host of its own, and
 /// the server's address on `db`, all on the switch the nemesis's
 /// partitions cut. One for every mode of a run: making it costs a
-/// namespace and an `ip` process a host, and a mode leaves it as it found
-/// it (the nemesis heals on its way out, every holder is reaped).
+/// namespace and an `ip` process a host, and a mode leaves every host
+/// reaching every other (the nemesis heals on its way out) and no holder
+/// on it (every one is reaped before the mode returns).
 pub fn network(config: &Config) -> Result<Network> {
     let mut names = vec![SERVER_HOST.to_owned()];
     names.extend((0..config.holders).map(holder_name));
@@ -146,10 +147,6 @@ pub fn network(config: &Config) -> Result<Network> {
 /// [`PROGRESS_EVERY`].
 pub fn run_mode(cluster: &Cluster, config: &Config, schedule: &Schedule, mode: FenceMode, net: &Network, progress: &mut dyn FnMut(String)) -> Result<ModeRun> {
     let began = Instant::now();
-    // Every mode starts with every host reaching every other.
-    if !net.cuts().is_empty() {
-        net.heal()?;
-    }
     // Fresh tables for every mode: token 1 first, an empty history.
     db::setup::reset_database(db::LEASE_DB, db::LEASE_SCHEMA)?;
     db::setup::reset_database(db::RES_DB, db::RES_SCHEMA)?;

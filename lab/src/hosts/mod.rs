@@ -143,7 +143,8 @@ pub struct Network {
 
 impl Network {
     /// Makes a switch and one host per name, plugged in and addressed, and
-    /// checks that the switch can filter (by loading an empty partition).
+    /// checks that the switch can filter (by loading the partitions' table and
+    /// its forward chain, `partition::switch_table`).
     pub fn create(names: &[&str]) -> Result<Network> {
         if let Some(bad) = names.iter().find(|n| n.is_empty() || n.len() > 13 || !n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')) {
             // The switch port `p-<host>` must fit an interface name (15 bytes).
@@ -243,8 +244,14 @@ impl Network {
     fn apply(&self, cuts: Vec<(String, String)>) -> Result<()> {
         let mut guard = self.cuts.lock().unwrap_or_else(|p| p.into_inner());
         let (current, generation) = &mut *guard;
-        partition::apply(&self.switch, &partition::ruleset(*generation + 1, &cuts))?;
+        // Healing a switch with no cut changes nothing: no chain is added.
+        if cuts.is_empty() && current.is_empty() {
+            return Ok(());
+        }
+        // A number never used again, whatever becomes of this one: a chain
+        // by the same name would take the new rules after its `accept`.
         *generation += 1;
+        partition::apply(&self.switch, &partition::ruleset(*generation, &cuts))?;
         // The pictures of a run mark when each host was cut off and healed.
         let touched = |pairs: &[(String, String)], host: &str| pairs.iter().any(|(a, b)| a == host || b == host);
         for host in &self.hosts {

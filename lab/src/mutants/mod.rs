@@ -373,7 +373,7 @@ pub const MUTATIONS: &[Mutation] = &[
         group: Group::Faults,
         guards: "the partition is real: the switch's nft table drops the frames between the cut hosts (F17–F19, the chaos run)",
         killer: &["F17"],
-        question: "交换机收到的 nft 脚本只删表、不加规则：分区“做了”，网络却照常。F17 里 A 的续租还到得了租约库吗？哪一行先失败？",
+        question: "交换机收到的 nft 脚本只加一条放行一切的新链、一条 drop 规则也没有：分区“做了”，网络却照常。F17 里 A 的续租还到得了租约库吗？哪一行先失败？",
     },
     Mutation {
         name: "standby-left-connected",
