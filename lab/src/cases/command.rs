@@ -150,7 +150,7 @@ fn print_times(times: &[(&str, CaseTime)], run: Duration) {
     }
     eprintln!("{:<6} {:>7.2}s {:>8.2}s {:>8.2}s", "cases", secs(elapsed), secs(designed), secs(elapsed.saturating_sub(designed)));
     eprintln!("run    {:>7.2}s {:>8.2}s {:>8.2}s   (cases plus starting, resetting and stopping the cluster)", secs(run), secs(designed), secs(run.saturating_sub(designed)));
-    eprintln!("designed: waits for a clock or a state an experiment watches, and the server events it performs as steps (a crash, a restart, a failover's standby and promotion, etcd's election); overhead: the rest");
+    eprintln!("designed: waits for a clock or a state an experiment watches, the timed acquires of a median, and the server events an experiment performs as steps (a crash, a restart, a failover's standby and promotion, etcd's election); overhead: the rest");
 }
 
 /// `lab stress`: one case `runs` times on one cluster, in `mode` when given

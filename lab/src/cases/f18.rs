@@ -287,9 +287,12 @@ fn old_side_grants(t: &mut Transcript, a: &mut HolderGuard) -> Result<i64> {
 fn old_side_waits(t: &mut Transcript, pair: &FailoverPair) -> Result<Option<i64>> {
     let mut view = ReplicationView::connect(&pair.primary().endpoint())?;
     let mut seen = None;
-    poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
-        seen = view.wait_event_of("holder-a")?;
-        Ok(seen.as_deref() == Some("IPC/SyncRep"))
+    // By design: the experiment waits for the commit's wait to show, as F14 does.
+    poll::designed(|| {
+        poll::poll_until(poll::BOUND, poll::EVERY, || -> Result<bool> {
+            seen = view.wait_event_of("holder-a")?;
+            Ok(seen.as_deref() == Some("IPC/SyncRep"))
+        })
     })?;
     t.check_eq_shown(
         "holder-a 在 lease-p 上的获取没有返回：它的提交在等备库确认（pg_stat_activity），旧的一侧发不出授予",
