@@ -136,8 +136,8 @@ pub struct Network {
     switch: Arc<Netns>,
     /// The hosts, in the order asked for.
     hosts: Vec<Host>,
-    /// The pairs of hosts cut apart now, and how many partitions (heals
-    /// included) the switch has had.
+    /// The pairs of hosts cut apart now, and the number given to the last
+    /// partition's chain (a heal with nothing cut takes none).
     cuts: Mutex<(Vec<(String, String)>, u32)>,
 }
 
@@ -250,6 +250,8 @@ impl Network {
         }
         // A number never used again, whatever becomes of this one: a chain
         // by the same name would take the new rules after its `accept`.
+        // (`nft -f` loads a script as one transaction, all or nothing: after
+        // an error the switch still holds the partition in `current`.)
         *generation += 1;
         partition::apply(&self.switch, &partition::ruleset(*generation, &cuts))?;
         // The pictures of a run mark when each host was cut off and healed.
