@@ -137,7 +137,8 @@ pub struct Network {
     /// The hosts, in the order asked for.
     hosts: Vec<Host>,
     /// The pairs of hosts cut apart now, and the number given to the last
-    /// partition's chain (a heal with nothing cut takes none).
+    /// partition's chain tried (0 before any; a heal with nothing cut
+    /// takes none).
     cuts: Mutex<(Vec<(String, String)>, u32)>,
 }
 
@@ -251,7 +252,7 @@ impl Network {
         // A number never used again, whatever becomes of this one: a chain
         // by the same name would take the new rules after its `accept`.
         // (`nft -f` loads a script as one transaction, all or nothing: after
-        // an error the switch still holds the partition in `current`.)
+        // an error nft reports, nothing of the script is in the switch.)
         *generation += 1;
         partition::apply(&self.switch, &partition::ruleset(*generation, &cuts))?;
         // The pictures of a run mark when each host was cut off and healed.

@@ -265,12 +265,20 @@ mod tests {
         assert!(healthy_stories(&r).is_empty());
         r.disturbed.clear();
         assert_eq!(healthy_stories(&r), ["job 1 of w-1#0: claimed at 0.100s, heartbeats accepted at 0.200s, taken back by the rescuer at 0.300s"]);
-        // The same worker claims the job again and loses it again: the
-        // second story has only the second claim's heartbeats.
-        let mut again = event(11, "rescue", "rescuer", 3, true, "w-1#0");
+        // The same worker claims the job again once it is available, and
+        // loses it again: the second story has only the second claim's
+        // heartbeats (its late one, after the take-back, refused).
+        r.events.truncate(3);
+        let mut again = event(6, "rescue", "rescuer", 2, true, "w-1#0");
         again.live = Some(false);
-        r.events.extend([event(8, "claim", "w-1#0", 3, true, "w-1#0"), event(9, "heartbeat", "w-1#0", 3, true, "w-1#0"), event(10, "heartbeat", "w-1#0", 3, false, "w-1#0"), again]);
-        assert_eq!(healthy_stories(&r)[1], "job 1 of w-1#0: claimed at 0.800s, heartbeats accepted at 0.900s, taken back by the rescuer at 1.100s");
+        r.events.extend([event(4, "claim", "w-1#0", 2, true, "w-1#0"), event(5, "heartbeat", "w-1#0", 2, true, "w-1#0"), again, event(7, "heartbeat", "w-1#0", 2, false, "w-1#0")]);
+        assert_eq!(
+            healthy_stories(&r),
+            [
+                "job 1 of w-1#0: claimed at 0.100s, heartbeats accepted at 0.200s, taken back by the rescuer at 0.300s",
+                "job 1 of w-1#0: claimed at 0.400s, heartbeats accepted at 0.500s, taken back by the rescuer at 0.600s"
+            ]
+        );
     }
 
     /// An empty record counts nothing (the run refuses it as nothing to judge).
