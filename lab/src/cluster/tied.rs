@@ -132,8 +132,6 @@ fn take_tied(server: &Cluster) -> Option<Child> {
     tied.iter().position(|(s, _)| s.dir() == server.dir()).map(|at| tied.remove(at).1)
 }
 
-
-
 impl Drop for TiedServer {
     fn drop(&mut self) {
         if let Err(e) = stop_tied(&self.server, "fast") {
