@@ -55,6 +55,12 @@ pub enum Renewal<'a> {
     Returned(&'a Result<bool>),
 }
 
+/// The name the renewer's session goes by (its `application_name` on
+/// PostgreSQL): the holder's, followed by `renewer`.
+pub fn session_name(holder: &str) -> String {
+    format!("{holder} renewer")
+}
+
 /// A running renewal thread; dropping it stops the thread.
 pub struct Renewer {
     /// Closing (or sending on) this channel ends the thread's wait at once.
@@ -68,14 +74,15 @@ pub struct Renewer {
 impl Renewer {
     /// Opens a second session on `store` and starts renewing `holding` there.
     pub fn start<S: LeaseService>(store: &S, holding: &S::Holding, every: Duration) -> Result<Renewer> {
-        Renewer::watched(store, holding, every, |_| {})
+        let session = store.another_session(&session_name(&holding.as_ref().holder))?;
+        Renewer::watched(session, holding, every, |_| {})
     }
 
     // ANCHOR: renewer_start
-    /// Opens a second session on `store` and starts renewing `holding`
-    /// there, telling `watch` of each renewal as it goes out and returns.
-    pub fn watched<S: LeaseService>(store: &S, holding: &S::Holding, every: Duration, mut watch: impl FnMut(Renewal<'_>) + Send + 'static) -> Result<Renewer> {
-        let mut store = store.another_session(&format!("{} renewer", holding.as_ref().holder))?;
+    /// Starts renewing `holding` on `store`, a session of its own (opened
+    /// by the holder while it acquired), telling `watch` of each renewal as
+    /// it goes out and returns.
+    pub fn watched<S: LeaseService>(mut store: S, holding: &S::Holding, every: Duration, mut watch: impl FnMut(Renewal<'_>) + Send + 'static) -> Result<Renewer> {
         let mut grant = holding.clone();
         let state = Arc::new(Mutex::new(RenewState {
             renewals: 0,

@@ -21,7 +21,7 @@
 use crate::error::Result;
 use crate::etcd_lease::EtcdLeaseStore;
 use crate::lease::{LeaseService, LeaseStore};
-use crate::renewer::Renewer;
+use crate::renewer::{self, Renewer};
 use crate::resource::{PartWrite, ResourceStore};
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -91,23 +91,49 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
     // The resource's session is connected up front, so that nothing but
     // the write itself lies between the deadline check and the write; it
     // logs in on its own thread while the lease store's session does.
-    let resource = {
+    let report = {
         let (at, mode, who) = (args.resource_endpoint()?, args.mode, args.holder.clone());
-        std::thread::spawn(move || ResourceStore::connect_to(&at, mode, &who))
+        aside("the resource's", move || ResourceStore::connect_to(&at, mode, &who))
     };
-    let report = || resource.join().map_err(|_| "the resource's login panicked")?;
     // The one place that knows there are two stores: everything after the
     // connect is the same code.
     match args.lease_backend {
-        LeaseStoreKind::Postgres => hold_on(LeaseStore::connect_to(&args.lease_endpoint()?, &args.holder)?, report()?, args),
-        LeaseStoreKind::Etcd if args.etcd_members.is_empty() => hold_on(EtcdLeaseStore::locate()?, report()?, args),
-        LeaseStoreKind::Etcd => hold_on(EtcdLeaseStore::at(args.etcd_members.clone())?, report()?, args),
+        LeaseStoreKind::Postgres => {
+            let at = args.lease_endpoint()?;
+            // The renewer's session logs in beside the lease's, not after
+            // the acquire: a login is a server process started, and the
+            // renewer needs its session only a period after the grant.
+            let renewal = (!args.no_renewer).then(|| {
+                let (at, who) = (at.clone(), renewer::session_name(&args.holder));
+                aside("the renewer's", move || LeaseStore::connect_to(&at, &who))
+            });
+            let lease = LeaseStore::connect_to(&at, &args.holder)?;
+            let renewal = |_: &LeaseStore| match renewal {
+                Some(login) => login(),
+                None => Err("a renewer's session, asked for with --no-renewer".into()),
+            };
+            hold_on(lease, renewal, report()?, args)
+        }
+        LeaseStoreKind::Etcd => {
+            let lease = if args.etcd_members.is_empty() { EtcdLeaseStore::locate()? } else { EtcdLeaseStore::at(args.etcd_members.clone())? };
+            // An etcd session is a client of the same members: nothing to
+            // log in to ahead of time.
+            hold_on(lease, |lease| lease.another_session(&renewer::session_name(&args.holder)), report()?, args)
+        }
     }
 }
 
+/// Runs `login` on a thread of its own now; the returned call waits for
+/// its session. `whose` names it if the thread panics.
+fn aside<T: Send + 'static>(whose: &'static str, login: impl FnOnce() -> Result<T> + Send + 'static) -> impl FnOnce() -> Result<T> {
+    let thread = std::thread::spawn(login);
+    move || thread.join().map_err(|_| format!("{whose} login panicked"))?
+}
+
 /// Holds the lease once on `lease`, from acquire to release, writing to
-/// the resource through `report`.
-fn hold_on<S: LeaseService>(mut lease: S, mut report: ResourceStore, args: &HolderArgs) -> Result<i32> {
+/// the resource through `report`; the renewer renews on the session
+/// `renewal` gives it, a second one of the same store.
+fn hold_on<S: LeaseService>(mut lease: S, renewal: impl FnOnce(&S) -> Result<S>, mut report: ResourceStore, args: &HolderArgs) -> Result<i32> {
     let ttl = Duration::from_millis(args.ttl_ms);
     let margin = Duration::from_millis(args.margin_ms);
     if args.idle_timeout_ms > 0 {
@@ -142,7 +168,7 @@ fn hold_on<S: LeaseService>(mut lease: S, mut report: ResourceStore, args: &Hold
     acquiring.granted(token)?;
     say(Step::Acquired { token })?;
     let every = Duration::from_millis(args.renew_ms);
-    let renewer = if args.no_renewer { None } else { Some(Renewer::watched(&lease, &holding, every, calls.renewals(token))?) };
+    let renewer = if args.no_renewer { None } else { Some(Renewer::watched(renewal(&lease)?, &holding, every, calls.renewals(token))?) };
 
     for (index, part) in args.parts.iter().enumerate() {
         // The work that produces this part: the holder runs, its renewer renews.
