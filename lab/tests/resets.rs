@@ -104,6 +104,29 @@ fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
     db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
     let floors: String = res.query_one("SELECT string_agg(scope || '=' || max_token, ',' ORDER BY scope) FROM fence_floor", &[])?.get(0);
     t.check_eq_shown("two resets through db::setup after the case's: the load's rows, in the table the last load made", format!("daily-report=0 {shared} {shared}"), format!("{floors} {first} {}", oid(&mut res)?));
+
+    // Those resets also keep what a load left in the database itself, for
+    // the next process (the lab's own servers keep their databases from run
+    // to run). A process starts with no record of its own: forgotten here,
+    // the first reset finds none stored yet and loads (and stores); then
+    // the stored one lets a reset empty, and a change it does not match
+    // makes a reset load.
+    let forget = || db::setup::with_load_record(&server, db::RES_DB, |record| Ok(*record = None));
+    forget()?;
+    db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
+    let stored = oid(&mut res)?;
+    t.check(stored != shared, "a reset with no record in the process and none stored loads the schema", || format!("oid {stored}"));
+    forget()?;
+    res.batch_execute("UPDATE fence_floor SET max_token = 5")?;
+    db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
+    let floors: String = res.query_one("SELECT string_agg(scope || '=' || max_token, ',' ORDER BY scope) FROM fence_floor", &[])?.get(0);
+    t.check_eq_shown("with only the stored record, a reset empties: the load's rows, in the table the load made", format!("daily-report=0 {stored}"), format!("{floors} {}", oid(&mut res)?));
+    forget()?;
+    res.batch_execute("CREATE TABLE extra (x int)")?;
+    db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
+    let extra: bool = res.query_one("SELECT to_regclass('public.extra') IS NULL", &[])?.get(0);
+    let after = oid(&mut res)?;
+    t.check(extra && after != stored, "with only the stored record, a reset of a changed schema loads it again: the extra table is gone, fence_floor is new", || format!("extra gone {extra}, oid {after}"));
     Ok(())
 }
 
@@ -229,5 +252,5 @@ fn a_reset_gives_the_schema_as_loaded() {
     println!("{}", t.text());
     assert_eq!(t.failed(), 0, "{}", t.text());
     // Every check above ran: a run that stopped early passes nothing.
-    assert_eq!(t.passed(), 11 + 8, "{}", t.text());
+    assert_eq!(t.passed(), 14 + 8, "{}", t.text());
 }

@@ -51,7 +51,7 @@ impl OwnSessions {
         self.on_kept(dbname, |kept| {
             setup::with_load_record(&server, dbname, |record| {
                 let read = before(kept);
-                emptying::reset(kept, schema, record).map(|()| read)
+                emptying::reset(kept, schema, record).map(|_| read)
             })
         })
     }

@@ -137,15 +137,24 @@ impl Loaded {
     }
 }
 
+/// How a [`reset`] brought the schema back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reset {
+    /// Its tables emptied: the schema was still the one loaded.
+    Emptied,
+    /// Loaded again: the record describes the new load.
+    Loaded,
+}
+
 /// Resets `public` on `client` to `schema` as loaded: by emptying its
 /// tables when `loaded` describes a load of that schema and the catalogs
 /// say nothing changed it since; by loading it otherwise, after which
 /// `loaded` describes the new load.
-pub fn reset(client: &mut Client, schema: &str, loaded: &mut Option<Loaded>) -> Result<()> {
+pub fn reset(client: &mut Client, schema: &str, loaded: &mut Option<Loaded>) -> Result<Reset> {
     if let Some(Loaded { signature: then, empty: Some(batch), .. }) = loaded.as_ref().filter(|l| l.schema == schema) {
         if signature(client)? == *then {
             match client.batch_execute(batch) {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(Reset::Emptied),
                 // A dead session is the caller's to replace; on a live one the
                 // batch rolled back whole, and a load is the way that cannot
                 // depend on what the signature missed.
@@ -157,7 +166,43 @@ pub fn reset(client: &mut Client, schema: &str, loaded: &mut Option<Loaded>) -> 
     *loaded = None;
     super::reset_schema(client, schema)?;
     *loaded = Some(Loaded::read(client, schema)?);
-    Ok(())
+    Ok(Reset::Loaded)
+}
+
+/// The record of a load kept in its database, for the next process: the
+/// lab's own servers beside `b3-26` keep their databases from run to run,
+/// and without it each run's first reset of each would load (see
+/// `setup::reload`). It lives outside `public`, so the signature never
+/// covers it, and is the owner's alone, like the schema it describes.
+const STORED: &str = "lab_load.last";
+
+impl Loaded {
+    /// The record the last load stored in `client`'s database, if any.
+    pub fn stored(client: &mut Client) -> Result<Option<Loaded>> {
+        // to_regclass: NULL where no load stored one yet (asked first, so
+        // that the server logs no error for a table that is not there).
+        let exists: bool = client.query_one(&format!("SELECT to_regclass('{STORED}') IS NOT NULL"), &[]).context("looking for the stored record of the last load")?.get(0);
+        if !exists {
+            return Ok(None);
+        }
+        let row = client.query_opt(&format!("SELECT schema, signature, empty FROM {STORED}"), &[]).context("reading the stored record of the last load")?;
+        row.map(|row| Ok(Loaded { schema: row.try_get(0)?, signature: row.try_get(1)?, empty: row.try_get(2)? })).transpose()
+    }
+
+    /// Stores this record in `client`'s database, in place of the last.
+    pub fn store(&self, client: &mut Client) -> Result<()> {
+        let mut t = client.transaction()?;
+        // The schema and its one table, made by the first load stored; a
+        // load drops only `public`, so they stay.
+        t.batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS lab_load; \
+             CREATE TABLE IF NOT EXISTS {STORED} (schema text NOT NULL, signature text NOT NULL, empty text); \
+             DELETE FROM {STORED};"
+        ))?;
+        // One row: the load's schema, its signature, its emptying batch.
+        t.execute(&format!("INSERT INTO {STORED} (schema, signature, empty) VALUES ($1, $2, $3)"), &[&self.schema, &self.signature, &self.empty])?;
+        t.commit().context("storing the record of the load")
+    }
 }
 
 /// `text` as an SQL string literal.

@@ -71,7 +71,7 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
         match (owner.as_deref(), existing) {
             (Some(_), Existing::Keep) => continue,
             (Some(owner), Existing::Reload) if owner == credentials::ROLE => {
-                reload(server, name, schema)?;
+                reload(server, name, schema, true)?;
                 continue;
             }
             _ => {}
@@ -91,7 +91,7 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
         let mut client = open(server, credentials::ROLE, name, "lab setup", None)?;
         with_load_record(server, name, |record| {
             *record = None;
-            emptying::reset(&mut client, schema, record)
+            emptying::reset(&mut client, schema, record).map(drop)
         })?;
     }
     Ok(())
@@ -136,8 +136,22 @@ pub fn with_load_record<T>(server: &Endpoint, name: &str, work: impl FnOnce(&mut
 /// F18 resets its primary's `lease26` and its resource's `res26` before
 /// each of its three timelines: each load drops and makes some twenty
 /// files, each emptying none.
-fn reload(server: &Endpoint, name: &str, schema: &str) -> Result<()> {
-    with_load_record(server, name, |record| emptying::reset(&mut *session(server, credentials::ROLE, name, "lab setup", None)?, schema, record))
+///
+/// Where `stored`, the record is also kept in the database itself (see
+/// [`Loaded::stored`]), so that the next process's first reset of it
+/// empties too: for the lab's own servers, whose databases outlive a run.
+fn reload(server: &Endpoint, name: &str, schema: &str, stored: bool) -> Result<()> {
+    with_load_record(server, name, |record| {
+        let mut client = session(server, credentials::ROLE, name, "lab setup", None)?;
+        if stored && record.is_none() {
+            *record = Loaded::stored(&mut client)?;
+        }
+        let reset = emptying::reset(&mut client, schema, record)?;
+        match record {
+            Some(loaded) if stored && reset == emptying::Reset::Loaded => loaded.store(&mut client),
+            _ => Ok(()),
+        }
+    })
 }
 
 /// Resets database `dbname` on `b3-26` to `schema`, as `reload` does:
@@ -145,7 +159,8 @@ fn reload(server: &Endpoint, name: &str, schema: &str) -> Result<()> {
 /// each switch of the queue's), so that they, and the case after them,
 /// empty rather than load.
 pub fn reset_database(dbname: &str, schema: &str) -> Result<()> {
-    reload(&Endpoint::lab()?, dbname, schema)
+    // Not stored: every run of cases makes b3-26's databases again.
+    reload(&Endpoint::lab()?, dbname, schema, false)
 }
 
 /// The role `lab` on `server`, made if it is missing, and `databases`
