@@ -35,6 +35,7 @@
 //! rule, a foreign key, inheritance, a generated or identity column), the
 //! schema is always loaded instead; so it is when emptying fails.
 
+use super::literal;
 use crate::error::{Result, ResultExt};
 use postgres::Client;
 
@@ -203,11 +204,6 @@ impl Loaded {
         t.execute(&format!("INSERT INTO {STORED} (schema, signature, empty) VALUES ($1, $2, $3)"), &[&self.schema, &self.signature, &self.empty])?;
         t.commit().context("storing the record of the load")
     }
-}
-
-/// `text` as an SQL string literal.
-fn literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
 }
 
 #[cfg(test)]

@@ -33,6 +33,14 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `text` as an SQL string literal, for the statements that take no bind
+/// parameters (ALTER SYSTEM) or go as one simple Query message: each
+/// quote doubled (the server's `standard_conforming_strings` is on, its
+/// default, so a backslash is only a backslash).
+pub(crate) fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
 /// The database that holds the lease table.
 pub const LEASE_DB: &str = "lease26";
 /// The database that holds the protected resource.

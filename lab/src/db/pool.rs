@@ -100,8 +100,10 @@ pub fn take(key: &Key, who: &str, notices: Option<Notices>) -> Option<Session> {
             idle.remove(at)
         };
         // The new owner's name, and the proof the session is alive: a dead
-        // one fails here and is dropped (not kept: it is closed).
-        if session.execute("SELECT set_config('application_name', $1, false)", &[&who]).is_ok() {
+        // one fails here and is dropped (not kept: it is closed). One
+        // simple Query message: a single round trip, where a statement
+        // with a parameter is two (prepared, then run).
+        if session.batch_execute(&format!("SELECT set_config('application_name', {}, false)", super::literal(who))).is_ok() {
             session.notices.set(notices);
             return Some(session);
         }

@@ -26,7 +26,7 @@
 //! copy itself holds a temporary one (see [`build_with`]).
 
 use super::setup::{admin_on, ensure_login_role, make_databases, Existing, LAB_ROLE};
-use super::{open, LEASE_DB, LEASE_SCHEMA};
+use super::{literal, open, LEASE_DB, LEASE_SCHEMA};
 use crate::cluster::replica::FailoverPair;
 use crate::cluster::{credentials, Endpoint};
 use crate::error::{Result, ResultExt};
@@ -247,11 +247,6 @@ pub fn mend_standby(pair: &FailoverPair, wanted: &str) -> Result<()> {
     let mut primary = admin_on(&pair.primary().endpoint())?;
     // By design: the experiment waits for the standby to catch up.
     poll::designed(|| wait_for_walsender(&mut primary, pair, wanted))
-}
-
-/// A SQL string literal (ALTER SYSTEM takes no bind parameters).
-fn literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// How many walsenders serve `application_name` on this primary. Every
