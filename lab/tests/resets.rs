@@ -115,7 +115,10 @@ fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
     forget()?;
     db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
     let stored = oid(&mut res)?;
-    t.check(stored != shared, "a reset with no record in the process and none stored loads the schema", || format!("oid {stored}"));
+    t.check(stored != shared, "a reset with no record in the process, and none stored before, loads the schema", || format!("oid {stored}"));
+    let now = db::emptying::signature(&mut res)?;
+    let kept: Vec<String> = res.query("SELECT signature FROM lab_load.record", &[])?.iter().map(|r| r.get(0)).collect();
+    t.check(kept == [now], "that load stored its record: one row, with the schema's signature now", || format!("{} rows", kept.len()));
     forget()?;
     res.batch_execute("UPDATE fence_floor SET max_token = 5")?;
     db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
@@ -252,5 +255,5 @@ fn a_reset_gives_the_schema_as_loaded() {
     println!("{}", t.text());
     assert_eq!(t.failed(), 0, "{}", t.text());
     // Every check above ran: a run that stopped early passes nothing.
-    assert_eq!(t.passed(), 14 + 8, "{}", t.text());
+    assert_eq!(t.passed(), 15 + 8, "{}", t.text());
 }

@@ -2,7 +2,9 @@
 //! again, when nothing has changed the schema since its last load (what
 //! that load left, [`Loaded`], is kept in one record per server and
 //! database for the whole process, across the sessions that come and go:
-//! `setup::with_load_record`).
+//! `setup::with_load_record`; for the lab's own servers beside `b3-26`,
+//! whose databases outlive a run, also in the database itself, for the
+//! next process: [`Loaded::stored`]).
 //!
 //! A run resets the lab's two databases some 70 times. Loading a schema
 //! drops and creates every table, index, sequence, function and trigger:
@@ -175,44 +177,56 @@ pub fn reset(client: &mut Client, schema: &str, loaded: &mut Option<Loaded>) -> 
 /// and without it each run's first reset of each would load (see
 /// `setup::reload`). It lives outside `public`, so the signature never
 /// covers it, and is the owner's alone, like the schema it describes.
-const STORED: &str = "lab_load.last";
+const STORED_SCHEMA: &str = "lab_load";
+
+/// Its one table, in [`STORED_SCHEMA`].
+const STORED_TABLE: &str = "lab_load.record";
 
 impl Loaded {
-    /// The record the last load stored in `client`'s database, if any.
-    pub fn stored(client: &mut Client) -> Result<Option<Loaded>> {
+    /// The record the last load stored in `client`'s database, if one is
+    /// there and was made by this very build of the lab: the signature
+    /// says the schema is the one loaded, not that the record was built by
+    /// today's code, so a record from another build is not used.
+    pub(super) fn stored(client: &mut Client) -> Result<Option<Loaded>> {
         // to_regclass: NULL where no load stored one yet (asked first, so
         // that the server logs no error for a table that is not there).
-        let exists: bool = client.query_one(&format!("SELECT to_regclass('{STORED}') IS NOT NULL"), &[]).context("looking for the stored record of the last load")?.get(0);
+        let exists: bool = client.query_one(&format!("SELECT to_regclass('{STORED_TABLE}') IS NOT NULL"), &[]).context("looking for the stored record of the last load")?.get(0);
         if !exists {
             return Ok(None);
         }
-        let row = client.query_opt(&format!("SELECT schema, signature, empty FROM {STORED}"), &[]).context("reading the stored record of the last load")?;
-        row.map(|row| Ok(Loaded { schema: row.try_get(0)?, signature: row.try_get(1)?, empty: row.try_get(2)? })).transpose()
+        // Its one row (store makes the table afresh with exactly one).
+        let rows = client.query(&format!("SELECT built_by, schema, signature, empty FROM {STORED_TABLE}"), &[]).context("reading the stored record of the last load")?;
+        let [row] = rows.as_slice() else { return Ok(None) };
+        if row.try_get::<_, String>(0)? != built_by()? {
+            return Ok(None);
+        }
+        Ok(Some(Loaded { schema: row.try_get(1)?, signature: row.try_get(2)?, empty: row.try_get(3)? }))
     }
 
     /// Stores this record in `client`'s database, in place of the last.
-    pub fn store(&self, client: &mut Client) -> Result<()> {
+    pub(super) fn store(&self, client: &mut Client) -> Result<()> {
         let mut t = client.transaction()?;
-        // The schema and its one table, made by the first load stored; a
-        // load drops only `public`, so they stay.
+        // The schema and its table made afresh, whatever an older build
+        // left there: one row, in today's layout. DROP SCHEMA waits for a
+        // store under way elsewhere, so two never leave two rows.
         t.batch_execute(&format!(
-            "CREATE SCHEMA IF NOT EXISTS lab_load; \
-             CREATE TABLE IF NOT EXISTS {STORED} (schema text NOT NULL, signature text NOT NULL, empty text); \
-             DELETE FROM {STORED};"
+            "DROP SCHEMA IF EXISTS {STORED_SCHEMA} CASCADE; \
+             CREATE SCHEMA {STORED_SCHEMA}; \
+             CREATE TABLE {STORED_TABLE} (built_by text NOT NULL, schema text NOT NULL, signature text NOT NULL, empty text);"
         ))?;
-        // One row: the load's schema, its signature, its emptying batch.
-        t.execute(&format!("INSERT INTO {STORED} (schema, signature, empty) VALUES ($1, $2, $3)"), &[&self.schema, &self.signature, &self.empty])?;
+        // The one row: who built it, the load's schema, its signature, its emptying batch.
+        t.execute(&format!("INSERT INTO {STORED_TABLE} (built_by, schema, signature, empty) VALUES ($1, $2, $3, $4)"), &[&built_by()?, &self.schema, &self.signature, &self.empty])?;
         t.commit().context("storing the record of the load")
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A literal doubles every quote, so the JSON of the seeds cannot end it.
-    #[test]
-    fn a_literal_doubles_quotes() {
-        assert_eq!(literal(r#"[{"scope": "it's"}]"#), r#"'[{"scope": "it''s"}]'"#);
-    }
+/// This build of the lab: its executable's size and modification time.
+/// Any rebuild changes it, so a record that older code built (its
+/// catalog queries, its seeds, its batch) is never used by newer code;
+/// the first reset after a rebuild loads, and stores anew.
+fn built_by() -> Result<String> {
+    let exe = std::env::current_exe().context("finding the lab's own executable")?;
+    let meta = std::fs::metadata(&exe).with_context(|| format!("reading {}", exe.display()))?;
+    let modified = meta.modified()?.duration_since(std::time::UNIX_EPOCH).map_err(|e| e.to_string())?;
+    Ok(format!("{} bytes, modified {}.{:09}", meta.len(), modified.as_secs(), modified.subsec_nanos()))
 }

@@ -147,3 +147,15 @@ pub fn reset_schema(client: &mut Client, schema: &str) -> Result<()> {
         .context("dropping the public schema")?;
     client.batch_execute(schema).context("loading the schema from sql/")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A literal doubles every quote, so no text can end it early (the
+    /// JSON of a load's seeds, a session's new name).
+    #[test]
+    fn a_literal_doubles_quotes() {
+        assert_eq!(literal(r#"[{"scope": "it's"}]"#), r#"'[{"scope": "it''s"}]'"#);
+    }
+}

@@ -91,7 +91,9 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
         let mut client = open(server, credentials::ROLE, name, "lab setup", None)?;
         with_load_record(server, name, |record| {
             *record = None;
-            emptying::reset(&mut client, schema, record).map(drop)
+            let reset = emptying::reset(&mut client, schema, record)?;
+            // A server of the lab's own keeps the record from its first run on.
+            store_after_load(&mut client, record, reset, existing == Existing::Reload)
         })?;
     }
     Ok(())
@@ -104,7 +106,8 @@ pub(super) fn make_databases(admin: &mut Client, server: &Endpoint, databases: &
 /// chaos or queue-chaos run's between its parts, the partition cases'
 /// servers, F14's and F18's primary, a run's `CREATE DATABASE`), so that
 /// none of them loads a schema another one loaded and nothing changed
-/// since. The benches and `lease-stores` load with [`super::reset_schema`] on
+/// since (a reset with `stored`, see [`reload`], also keeps it in the
+/// database, for the next process). The benches and `lease-stores` load with [`super::reset_schema`] on
 /// their own, on purpose (fresh tables for every measurement); a load
 /// there changes the catalogs, so no record can then match.
 type Loads = Vec<((std::path::PathBuf, u16, String), Loaded)>;
@@ -147,11 +150,17 @@ fn reload(server: &Endpoint, name: &str, schema: &str, stored: bool) -> Result<(
             *record = Loaded::stored(&mut client)?;
         }
         let reset = emptying::reset(&mut client, schema, record)?;
-        match record {
-            Some(loaded) if stored && reset == emptying::Reset::Loaded => loaded.store(&mut client),
-            _ => Ok(()),
-        }
+        store_after_load(&mut client, record, reset, stored)
     })
+}
+
+/// Stores `record` in the database when `stored` and `reset` loaded the
+/// schema (after an emptying, the stored record is still the load's).
+fn store_after_load(client: &mut Client, record: &Option<Loaded>, reset: emptying::Reset, stored: bool) -> Result<()> {
+    match record {
+        Some(loaded) if stored && reset == emptying::Reset::Loaded => loaded.store(client),
+        _ => Ok(()),
+    }
 }
 
 /// Resets database `dbname` on `b3-26` to `schema`, as `reload` does:
@@ -195,7 +204,8 @@ pub fn fresh_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<
 }
 
 /// Gives `server` (a partition case's lease store or resource, a server of
-/// the lab's own beside `b3-26` that holds the lab's schemas alone) fresh
+/// the lab's own beside `b3-26` that holds the lab's schemas alone, and
+/// the record of their last load, see [`Loaded::stored`]) fresh
 /// copies of `databases` (name, schema), owned by `lab`: the role made if
 /// it is missing, each database made if it is missing, its schema reset
 /// (`reload`). Every run of such a case starts from an empty schema, as

@@ -105,20 +105,19 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
             // renewer needs its session only a period after the grant.
             let renewal = (!args.no_renewer).then(|| {
                 let (at, who) = (at.clone(), renewer::session_name(&args.holder));
-                aside("the renewer's", move || LeaseStore::connect_to(&at, &who))
+                let login = aside("the renewer's", move || LeaseStore::connect_to(&at, &who));
+                move |_: &LeaseStore| login()
             });
             let lease = LeaseStore::connect_to(&at, &args.holder)?;
-            let renewal = |_: &LeaseStore| match renewal {
-                Some(login) => login(),
-                None => Err("a renewer's session, asked for with --no-renewer".into()),
-            };
             hold_on(lease, renewal, report()?, args)
         }
         LeaseStoreKind::Etcd => {
             let lease = if args.etcd_members.is_empty() { EtcdLeaseStore::locate()? } else { EtcdLeaseStore::at(args.etcd_members.clone())? };
-            // An etcd session is a client of the same members: nothing to
-            // log in to ahead of time.
-            hold_on(lease, |lease| lease.another_session(&renewer::session_name(&args.holder)), report()?, args)
+            // An etcd session is another client of the same members, made
+            // after the grant as before: its gateway authenticates at its
+            // first renewal.
+            let renewal = (!args.no_renewer).then_some(|lease: &EtcdLeaseStore| lease.another_session(&renewer::session_name(&args.holder)));
+            hold_on(lease, renewal, report()?, args)
         }
     }
 }
@@ -127,13 +126,13 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
 /// its session. `whose` names it if the thread panics.
 fn aside<T: Send + 'static>(whose: &'static str, login: impl FnOnce() -> Result<T> + Send + 'static) -> impl FnOnce() -> Result<T> {
     let thread = std::thread::spawn(login);
-    move || thread.join().map_err(|_| format!("{whose} login panicked"))?
+    move || thread.join().map_err(|panic| format!("{whose} login panicked: {}", crate::error::panic_message(&*panic)))?
 }
 
 /// Holds the lease once on `lease`, from acquire to release, writing to
-/// the resource through `report`; the renewer renews on the session
-/// `renewal` gives it, a second one of the same store.
-fn hold_on<S: LeaseService>(mut lease: S, renewal: impl FnOnce(&S) -> Result<S>, mut report: ResourceStore, args: &HolderArgs) -> Result<i32> {
+/// the resource through `report`; the renewer, if there is one, renews on
+/// the session `renewal` gives it, a second one of the same store.
+fn hold_on<S: LeaseService>(mut lease: S, renewal: Option<impl FnOnce(&S) -> Result<S>>, mut report: ResourceStore, args: &HolderArgs) -> Result<i32> {
     let ttl = Duration::from_millis(args.ttl_ms);
     let margin = Duration::from_millis(args.margin_ms);
     if args.idle_timeout_ms > 0 {
@@ -168,7 +167,10 @@ fn hold_on<S: LeaseService>(mut lease: S, renewal: impl FnOnce(&S) -> Result<S>,
     acquiring.granted(token)?;
     say(Step::Acquired { token })?;
     let every = Duration::from_millis(args.renew_ms);
-    let renewer = if args.no_renewer { None } else { Some(Renewer::watched(renewal(&lease)?, &holding, every, calls.renewals(token))?) };
+    let renewer = match renewal {
+        Some(session) => Some(Renewer::watched(session(&lease)?, &holding, every, calls.renewals(token))?),
+        None => None,
+    };
 
     for (index, part) in args.parts.iter().enumerate() {
         // The work that produces this part: the holder runs, its renewer renews.
