@@ -80,8 +80,9 @@ impl Renewer {
 
     // ANCHOR: renewer_start
     /// Starts renewing `holding` on `store`, a session of its own (a
-    /// PostgreSQL holder logs it in beside its lease session; etcd's shares
-    /// the holder's login; [`Renewer::start`] opens one), telling `watch`
+    /// PostgreSQL holder logs it in beside its lease session; etcd's is
+    /// another gateway with the holder's credentials, which authenticates
+    /// at its first renewal; [`Renewer::start`] opens one), telling `watch`
     /// of each renewal as it goes out and returns.
     pub fn watched<S: LeaseService>(mut store: S, holding: &S::Holding, every: Duration, mut watch: impl FnMut(Renewal<'_>) + Send + 'static) -> Result<Renewer> {
         let mut grant = holding.clone();

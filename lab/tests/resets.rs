@@ -124,6 +124,13 @@ fn resets(lab: &Lab, t: &mut Transcript) -> Result<()> {
     db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
     let floors: String = res.query_one("SELECT string_agg(scope || '=' || max_token, ',' ORDER BY scope) FROM fence_floor", &[])?.get(0);
     t.check_eq_shown("with only the stored record, a reset empties: the load's rows, in the table the load made", format!("daily-report=0 {stored}"), format!("{floors} {}", oid(&mut res)?));
+    // A record another build stored is not trusted: the reset loads.
+    res.batch_execute("UPDATE lab_load.record SET built_by = 'another build'")?;
+    forget()?;
+    db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
+    let rebuilt = oid(&mut res)?;
+    t.check(rebuilt != stored, "a record stored by another build is not used: the reset loads the schema", || format!("oid {rebuilt}"));
+    let stored = rebuilt;
     forget()?;
     res.batch_execute("CREATE TABLE extra (x int)")?;
     db::setup::reloaded_databases(&server, &[(db::RES_DB, db::RES_SCHEMA)])?;
@@ -255,5 +262,5 @@ fn a_reset_gives_the_schema_as_loaded() {
     println!("{}", t.text());
     assert_eq!(t.failed(), 0, "{}", t.text());
     // Every check above ran: a run that stopped early passes nothing.
-    assert_eq!(t.passed(), 15 + 8, "{}", t.text());
+    assert_eq!(t.passed(), 16 + 8, "{}", t.text());
 }

@@ -4,7 +4,7 @@
 //! database for the whole process, across the sessions that come and go:
 //! `setup::with_load_record`; for the lab's own servers beside `b3-26`,
 //! whose databases outlive a run, also in the database itself, for the
-//! next process: [`Loaded::stored`]).
+//! next process: `Loaded::stored`).
 //!
 //! A run resets the lab's two databases some 70 times. Loading a schema
 //! drops and creates every table, index, sequence, function and trigger:
@@ -207,8 +207,11 @@ impl Loaded {
     pub(super) fn store(&self, client: &mut Client) -> Result<()> {
         let mut t = client.transaction()?;
         // The schema and its table made afresh, whatever an older build
-        // left there: one row, in today's layout. DROP SCHEMA waits for a
-        // store under way elsewhere, so two never leave two rows.
+        // left there: one row, in today's layout. Two stores of one
+        // database do not overlap (one run at a time uses a place's
+        // servers: the run lock); if they did, the second would wait at
+        // DROP SCHEMA and replace the first's row, or, when there was no
+        // schema yet, fail at CREATE SCHEMA: never two rows.
         t.batch_execute(&format!(
             "DROP SCHEMA IF EXISTS {STORED_SCHEMA} CASCADE; \
              CREATE SCHEMA {STORED_SCHEMA}; \
@@ -220,13 +223,15 @@ impl Loaded {
     }
 }
 
-/// This build of the lab: its executable's size and modification time.
-/// Any rebuild changes it, so a record that older code built (its
+/// This build of the lab: the running executable's size and modification
+/// time. Any rebuild changes it, so a record that older code built (its
 /// catalog queries, its seeds, its batch) is never used by newer code;
-/// the first reset after a rebuild loads, and stores anew.
+/// the first reset after a rebuild loads, and stores anew. (Another
+/// executable, a test's, stores its own: only a load more.)
 fn built_by() -> Result<String> {
-    let exe = std::env::current_exe().context("finding the lab's own executable")?;
-    let meta = std::fs::metadata(&exe).with_context(|| format!("reading {}", exe.display()))?;
+    // /proc/self/exe is the running file itself, even after a rebuild has
+    // replaced the one at its path.
+    let meta = std::fs::metadata("/proc/self/exe").context("reading the lab's own executable (/proc/self/exe)")?;
     let modified = meta.modified()?.duration_since(std::time::UNIX_EPOCH).map_err(|e| e.to_string())?;
     Ok(format!("{} bytes, modified {}.{:09}", meta.len(), modified.as_secs(), modified.subsec_nanos()))
 }

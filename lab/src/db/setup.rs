@@ -155,7 +155,7 @@ fn reload(server: &Endpoint, name: &str, schema: &str, stored: bool) -> Result<(
 }
 
 /// Stores `record` in the database when `stored` and `reset` loaded the
-/// schema (after an emptying, the stored record is still the load's).
+/// schema (after an emptying there is no new load to store).
 fn store_after_load(client: &mut Client, record: &Option<Loaded>, reset: emptying::Reset, stored: bool) -> Result<()> {
     match record {
         Some(loaded) if stored && reset == emptying::Reset::Loaded => loaded.store(client),
@@ -205,7 +205,7 @@ pub fn fresh_databases(server: &Endpoint, databases: &[(&str, &str)]) -> Result<
 
 /// Gives `server` (a partition case's lease store or resource, a server of
 /// the lab's own beside `b3-26` that holds the lab's schemas alone, and
-/// the record of their last load, see [`Loaded::stored`]) fresh
+/// the record of their last load, see `Loaded::stored`) fresh
 /// copies of `databases` (name, schema), owned by `lab`: the role made if
 /// it is missing, each database made if it is missing, its schema reset
 /// (`reload`). Every run of such a case starts from an empty schema, as

@@ -114,8 +114,8 @@ pub fn hold(args: &HolderArgs) -> Result<i32> {
         LeaseStoreKind::Etcd => {
             let lease = if args.etcd_members.is_empty() { EtcdLeaseStore::locate()? } else { EtcdLeaseStore::at(args.etcd_members.clone())? };
             // An etcd session is another client of the same members, made
-            // after the grant as before: its gateway authenticates at its
-            // first renewal.
+            // after the grant: its gateway authenticates at its first
+            // renewal, in the renewer's thread.
             let renewal = (!args.no_renewer).then_some(|lease: &EtcdLeaseStore| lease.another_session(&renewer::session_name(&args.holder)));
             hold_on(lease, renewal, report()?, args)
         }
