@@ -46,10 +46,14 @@ pub struct TestBinaries(pub BTreeMap<String, PathBuf>);
 
 impl TestBinaries {
     /// Builds every test binary (`cargo test --no-run`) and reads where
-    /// each is from cargo's messages.
+    /// each is from cargo's messages. Into this checkout's `target/`, where
+    /// `run.sh` builds the lab and whose compiled dependencies seed the
+    /// copies the groups build (`mutants::scratch::seed_build`):
+    /// `--target-dir` outranks a `build.target-dir` in the reader's cargo
+    /// config, which would send this build elsewhere.
     pub fn build() -> Result<TestBinaries> {
         let out = Command::new("cargo")
-            .args(["test", "--no-run", "--message-format=json-render-diagnostics", "--quiet"])
+            .args(["test", "--no-run", "--message-format=json-render-diagnostics", "--quiet", "--target-dir", "target"])
             .current_dir(paths::root())
             .stderr(std::process::Stdio::inherit())
             .output()
