@@ -11,8 +11,9 @@
 //!
 //! Each runs a test binary as it is built now: cargo is asked for it
 //! (`cargo test --no-run --test NAME`, which builds it if it is stale, as
-//! the suite's own `cargo test --no-run` does), never a guess among the
-//! files in `target/`, which may be an older build.
+//! the suite's own `cargo test --no-run` does, into the checkout's
+//! `target/` as that does), never a guess among the files in `target/`,
+//! which may be an older build.
 
 mod common;
 
@@ -27,6 +28,10 @@ fn test_binary(target: &str) -> PathBuf {
     let out = Command::new("cargo")
         .args(["test", "--no-run", "--quiet", "--message-format=json"])
         .args(select)
+        // The checkout's target/, where the suite built it, whatever a
+        // build.target-dir in the reader's cargo config says.
+        .arg("--target-dir")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap_or_else(|e| panic!("cannot run cargo to find the {target} test binary: {e}"));
