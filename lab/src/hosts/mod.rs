@@ -136,10 +136,18 @@ pub struct Network {
     switch: Arc<Netns>,
     /// The hosts, in the order asked for.
     hosts: Vec<Host>,
-    /// The pairs of hosts cut apart now, and the number given to the last
-    /// partition's chain tried (0 before any; a heal with nothing cut
-    /// takes none).
-    cuts: Mutex<(Vec<(String, String)>, u32)>,
+    /// The partition in force, changed by one caller at a time.
+    partition: Mutex<Partition>,
+}
+
+/// The partition a switch applies now.
+#[derive(Default)]
+struct Partition {
+    /// The pairs of hosts cut apart now (host names).
+    cuts: Vec<(String, String)>,
+    /// The number given to the last partition's chain tried: 0 before any;
+    /// a heal with nothing cut takes none.
+    generation: u32,
 }
 
 impl Network {
@@ -190,7 +198,7 @@ impl Network {
             // it a route to every other host through eth0, and nothing else.
             ip_batch(&host.netns, &["link set lo up".into(), format!("addr add {}/24 dev eth0", host.addr), "link set eth0 up".into()], vec![])?;
         }
-        let network = Network { switch, hosts, cuts: Mutex::new((Vec::new(), 0)) };
+        let network = Network { switch, hosts, partition: Mutex::default() };
         // The partitions' table, loaded once: the switch can filter frames.
         partition::apply(&network.switch, &partition::switch_table()).map_err(|e| {
             format!("the kernel or nft cannot filter bridged frames (nftables' bridge family): {}", crate::error::chain(e.as_ref()))
@@ -239,12 +247,12 @@ impl Network {
 
     /// The pairs cut apart now.
     pub fn cuts(&self) -> Vec<(String, String)> {
-        self.cuts.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
+        self.partition.lock().unwrap_or_else(|p| p.into_inner()).cuts.clone()
     }
 
     fn apply(&self, cuts: Vec<(String, String)>) -> Result<()> {
-        let mut guard = self.cuts.lock().unwrap_or_else(|p| p.into_inner());
-        let (current, generation) = &mut *guard;
+        let mut guard = self.partition.lock().unwrap_or_else(|p| p.into_inner());
+        let Partition { cuts: current, generation } = &mut *guard;
         // Healing a switch with no cut changes nothing: no chain is added.
         if cuts.is_empty() && current.is_empty() {
             return Ok(());
