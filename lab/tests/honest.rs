@@ -28,10 +28,11 @@ fn test_binary(target: &str) -> PathBuf {
     let out = Command::new("cargo")
         .args(["test", "--no-run", "--quiet", "--message-format=json"])
         .args(select)
-        // The checkout's target/, where the suite built it, whatever a
-        // build.target-dir in the reader's cargo config says.
+        // The checkout's target/, where the suite and run.sh build, whatever
+        // a CARGO_TARGET_DIR or a build.target-dir in the reader's cargo
+        // config says.
         .arg("--target-dir")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("lab/ is in the checkout").join("target"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap_or_else(|e| panic!("cannot run cargo to find the {target} test binary: {e}"));

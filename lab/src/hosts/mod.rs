@@ -140,7 +140,7 @@ pub struct Network {
     partition: Mutex<Partition>,
 }
 
-/// The partition a switch applies now.
+/// The partition in force, and the number of the last chain tried.
 #[derive(Default)]
 struct Partition {
     /// The pairs of hosts cut apart now (host names).
